@@ -1,0 +1,37 @@
+# clusterdoctor — two commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+STAMP_RUN  := $(VENV)/.installed-run
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP_RUN): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e '.[dev,training]'
+	touch $@ $(STAMP_RUN)
+
+run: $(STAMP_RUN)
+	$(BIN)/clusterdoctor diagnose
+
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+test: $(STAMP_TEST) lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP_TEST)
+	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

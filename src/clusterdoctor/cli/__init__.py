@@ -1,0 +1,1 @@
+"""Command line: a Typer app with one module per command group. Thin: no logic here."""

@@ -1,0 +1,80 @@
+"""The ``clusterdoctor`` entry point.
+
+Each command group lives in its own module (``cli/numa.py``, ``cli/diagnose.py`` …); they import the
+library lazily inside commands so that ``clusterdoctor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from clusterdoctor import __version__
+
+app = typer.Typer(
+    name="clusterdoctor",
+    help=(
+        "Find out why a GPU training cluster got slow, prove it with evidence, and fix it.\n\n"
+        "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# (module, attribute, group name or None for top-level commands registered by the module)
+GROUPS: tuple[tuple[str, str | None], ...] = (
+    ("clusterdoctor.cli.diagnose", None),
+    ("clusterdoctor.cli.rules", None),
+    ("clusterdoctor.cli.numa", "numa"),
+    ("clusterdoctor.cli.collect", None),
+    ("clusterdoctor.cli.comm", "comm"),
+    ("clusterdoctor.cli.qat", "qat"),
+    ("clusterdoctor.cli.sim", "sim"),
+    ("clusterdoctor.cli.serve", "serve"),
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clusterdoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Root options."""
+
+
+def _register() -> None:
+    for mod_name, group in GROUPS:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name == mod_name:
+                continue  # group not built yet
+            raise
+        if group is None:
+            mod.register(app)
+        else:
+            app.add_typer(mod.app, name=group)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry: run the app; errors become one line and exit code 2."""
+    from clusterdoctor.cli.common import run_app
+
+    sys.exit(run_app(app))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Declaring and running rules.
+
+A rule is a function ``fn(obs: Observations) -> Iterable[Finding]`` decorated with :func:`rule`.
+It names the observation kinds it ``requires``; :func:`run_rules` runs every rule whose inputs are
+present and records the others as skipped with the missing input, so "not checked" is never shown
+as healthy. A rule never reads files or the system: it looks only at :class:`Observations`.
+
+Each rule's docstring has **Symptom**, **Why**, **Fix** and **Verify** sections (checked by a test),
+and each threshold it uses is a :class:`~clusterdoctor.model.Threshold` with its source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterdoctor.model import Evidence, Finding, Severity, Skipped, Threshold
+
+# Modules that hold rules, in catalog order. Importing one registers its rules.
+RULE_MODULES = (
+    "clusterdoctor.rules.numa",
+    "clusterdoctor.rules.pcie",
+    "clusterdoctor.rules.etcd",
+    "clusterdoctor.rules.control_plane",
+    "clusterdoctor.rules.kubelet",
+    "clusterdoctor.rules.rdma",
+    "clusterdoctor.rules.app",
+    "clusterdoctor.rules.comm",
+)
+
+# What each observation kind is and how a user provides it (shown when a rule is skipped).
+INPUT_HINTS: dict[str, str] = {
+    "topology": "no NUMA/PCI topology (give a sysfs root, hwloc XML, nvidia-smi topo -m, NCCL topo XML or numactl -H)",
+    "multi_numa": "the machine has a single NUMA node, so cross-node placement cannot occur",
+    "gpus": "no GPU in the topology",
+    "nics": "no RDMA/network adapter in the topology",
+    "gpu_nic_paths": "no GPU-to-NIC path classes (needs nvidia-smi topo -m, NCCL topo XML, hwloc XML or sysfs with GPUs and NICs)",
+    "processes": "no processes audited (run on the node, or pass --pid / --match)",
+    "gpu_processes": "no audited process uses a GPU",
+    "metrics": "no Prometheus metrics (pass --prometheus URL, --scrape URL or a saved /metrics dump)",
+    "etcd_metrics": "no etcd metrics (scrape etcd's /metrics or pass a dump)",
+    "scheduler_metrics": "no kube-scheduler metrics",
+    "apiserver_metrics": "no kube-apiserver metrics",
+    "kubelet_metrics": "no kubelet metrics",
+    "events": "no logs or events (pass etcd/kubelet/containerd logs)",
+    "rdma": "no RDMA counters (/sys/class/infiniband or rdma statistic output)",
+    "app": "no application data (Flink checkpoints, Kafka lag, pod phases)",
+    "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
+}
+
+
+@dataclass
+class Observations:
+    """Everything observed for one diagnosis, by kind. Rules read it; only collectors fill it."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    # A kind that is known to be absent for a specific reason (e.g. single NUMA node).
+    absent_reasons: dict[str, str] = field(default_factory=dict)
+
+    def has(self, kind: str) -> bool:
+        v = self.data.get(kind)
+        if v is None:
+            return False
+        if isinstance(v, (list, tuple, dict, set)) and not v:
+            return False
+        return True
+
+    def get(self, kind: str, default: Any = None) -> Any:
+        return self.data.get(kind, default)
+
+    def put(self, kind: str, value: Any) -> None:
+        self.data[kind] = value
+
+    def missing_reason(self, kind: str) -> str:
+        return self.absent_reasons.get(kind) or INPUT_HINTS.get(kind, f"no {kind} input")
+
+
+RuleFn = Callable[[Observations], Iterable[Finding]]
+
+
+@dataclass
+class Rule:
+    """A catalog entry: identity, layer, inputs, thresholds and the function that checks."""
+
+    id: str
+    name: str
+    layer: str
+    title: str
+    requires: tuple[str, ...]
+    thresholds: tuple[Threshold, ...]
+    fn: RuleFn
+    severity: Severity
+
+    @property
+    def doc(self) -> str:
+        return (self.fn.__doc__ or "").strip()
+
+    def sections(self) -> dict[str, str]:
+        """The docstring's Symptom/Why/Fix/Verify sections (``**Name**: text`` or ``Name:`` headed)."""
+        return parse_sections(self.doc)
+
+    def finding(
+        self,
+        summary: str,
+        *,
+        evidence: Iterable[Evidence] = (),
+        severity: Severity | None = None,
+        confidence: float = 0.8,
+        subject: str | None = None,
+        fix: str | None = None,
+        verify: Iterable[str] | None = None,
+        score: float | None = None,
+    ) -> Finding:
+        """Make a finding of this rule; fix/verify default to the docstring's sections."""
+        sev = severity if severity is not None else self.severity
+        sec = self.sections()
+        f = Finding(
+            rule=self.id,
+            title=self.title,
+            layer=self.layer,
+            severity=sev,
+            summary=summary,
+            evidence=list(evidence),
+            fix=fix if fix is not None else _one_paragraph(sec.get("Fix", "")),
+            verify=list(verify) if verify is not None else _commands(sec.get("Verify", "")),
+            confidence=confidence,
+            subject=subject,
+        )
+        f.score = score if score is not None else float(sev) * confidence
+        return f
+
+
+_SECTION_RE = re.compile(r"^\s*\*\*(Symptom|Why|Fix|Verify)\*\*\s*:?\s*(.*)$")
+REQUIRED_SECTIONS = ("Symptom", "Why", "Fix", "Verify")
+
+
+def parse_sections(doc: str) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in doc.splitlines():
+        m = _SECTION_RE.match(line)
+        if m:
+            current = m.group(1)
+            out[current] = [m.group(2)] if m.group(2) else []
+        elif current is not None:
+            out[current].append(line.strip())
+    return {k: "\n".join(v).strip() for k, v in out.items()}
+
+
+def _one_paragraph(text: str) -> str:
+    return " ".join(line for line in text.splitlines() if line).strip()
+
+
+def _commands(text: str) -> list[str]:
+    """Verify sections list commands in backticks; each backticked span is one command."""
+    cmds = re.findall(r"`([^`]+)`", text)
+    return cmds or ([_one_paragraph(text)] if text else [])
+
+
+_REGISTRY: dict[str, Rule] = {}
+
+
+def rule(
+    *,
+    id: str,
+    name: str,
+    layer: str,
+    title: str,
+    requires: tuple[str, ...],
+    thresholds: tuple[Threshold, ...] = (),
+    severity: Severity = Severity.WARNING,
+) -> Callable[[RuleFn], Rule]:
+    """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``)."""
+
+    def deco(fn: RuleFn) -> Rule:
+        if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
+            raise ValueError(f"duplicate rule id {id}")
+        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity)
+        _REGISTRY[id] = r
+        return r
+
+    return deco
+
+
+def load_all() -> list[Rule]:
+    """Import every rule module (those that exist) and return the catalog in id order."""
+    for mod in RULE_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:  # a real missing dependency inside the module
+                raise
+    return sorted(_REGISTRY.values(), key=lambda r: (RULE_MODULES_ORDER(r), r.id))
+
+
+def RULE_MODULES_ORDER(r: Rule) -> int:  # noqa: N802 - sort key helper
+    mod = r.fn.__module__
+    return RULE_MODULES.index(mod) if mod in RULE_MODULES else len(RULE_MODULES)
+
+
+def get_rule(rule_id: str) -> Rule | None:
+    load_all()
+    key = rule_id.strip()
+    for r in _REGISTRY.values():
+        if r.id.lower() == key.lower() or r.name == key:
+            return r
+    return None
+
+
+def run_rules(obs: Observations, rules: Iterable[Rule] | None = None) -> tuple[list[Finding], list[Skipped], list[str]]:
+    """Run the catalog: findings ranked by score, skipped rules with reasons, ids of rules run."""
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    ran: list[str] = []
+    for r in rules if rules is not None else load_all():
+        missing = [k for k in r.requires if not obs.has(k)]
+        if missing:
+            skipped.append(Skipped(r.id, "; ".join(obs.missing_reason(k) for k in missing)))
+            continue
+        ran.append(r.id)
+        findings.extend(r.fn(obs))
+    findings.sort(key=lambda f: (-f.score, -int(f.severity), f.rule, f.subject or ""))
+    return findings, skipped, ran
