@@ -52,6 +52,14 @@ INPUT_HINTS: dict[str, str] = {
 }
 
 
+def register_input(kind: str, hint: str) -> None:
+    """Declare an observation kind and the hint shown when a rule needing it is skipped.
+
+    Rule modules call this at import time for kinds of their own.
+    """
+    INPUT_HINTS.setdefault(kind, hint)
+
+
 @dataclass
 class Observations:
     """Everything observed for one diagnosis, by kind. Rules read it; only collectors fill it."""

@@ -1,0 +1,55 @@
+"""Shared test helpers: real fixtures (skipped with a reason when absent) and running the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusterdoctor.testing import fixture_path, fixtures_root
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_DATA = REPO / "tests" / "data"
+
+
+def shared_fixture(relpath: str) -> Path:
+    """Path of a file under ../shared/fixtures, or skip the test saying why."""
+    if fixtures_root() is None:
+        pytest.skip("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES or check out ../shared/fixtures)")
+    p = fixture_path(relpath)
+    if p is None:
+        pytest.skip(f"shared fixture {relpath} absent")
+    return p
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60, input: str | None = None) -> CliResult:
+    """Run ``clusterdoctor ARGS`` as a real process (the way users run it)."""
+    full_env = dict(os.environ)
+    full_env.setdefault("COLUMNS", "200")
+    if env:
+        full_env.update(env)
+    p = subprocess.run(
+        [sys.executable, "-m", "clusterdoctor.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        input=input,
+    )
+    return CliResult(p.returncode, p.stdout, p.stderr)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
