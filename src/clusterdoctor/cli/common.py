@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
 import typer
 
 from clusterdoctor.errors import ClusterDoctorError, CollectError, InputError, UsageError
@@ -25,10 +24,16 @@ class CliExit(Exception):
 
 
 def run_app(app: typer.Typer) -> int:
-    """Run ``app`` standalone=False and map our errors to one stderr line and an exit code."""
+    """Run ``app`` and map our errors to one stderr line and an exit code.
+
+    Typer (standalone mode) already turns usage errors into a message and exit code 2.
+    """
     try:
-        rv = app(standalone_mode=False)
-        return int(rv) if isinstance(rv, int) else 0
+        app()
+        return 0
+    except SystemExit as e:
+        code = e.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except CliExit as e:
         if e.message:
             print(f"clusterdoctor: {e.message}", file=sys.stderr)
@@ -36,19 +41,8 @@ def run_app(app: typer.Typer) -> int:
     except InputError as e:
         print(f"clusterdoctor: error: {e.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (UsageError, CollectError) as e:
+    except (UsageError, CollectError, ClusterDoctorError) as e:
         print(f"clusterdoctor: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ClusterDoctorError as e:
-        print(f"clusterdoctor: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.exceptions.Abort:
-        print("clusterdoctor: aborted", file=sys.stderr)
-        return 130
-    except click.ClickException as e:
-        e.show()
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("clusterdoctor: interrupted", file=sys.stderr)
