@@ -1,0 +1,1 @@
+"""Shared math the rules use: quantiles, rates, periodicity, correlation, interval unions, topology splits."""

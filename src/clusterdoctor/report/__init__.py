@@ -1,0 +1,1 @@
+"""Reports: text (rich), JSON (versioned schema), self-contained HTML, JUnit and Prometheus exposition."""
