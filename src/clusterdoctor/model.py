@@ -67,10 +67,14 @@ class Threshold:
     """A named threshold with the source that justifies its value."""
 
     name: str
-    value: float
+    value: float | str
     unit: str
     source: str
     meaning: str = ""
+
+    def display(self) -> str:
+        v = f"{self.value:g}" if isinstance(self.value, (int, float)) else str(self.value)
+        return f"{v} {self.unit}".strip()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -201,10 +201,10 @@ def load_all() -> list[Rule]:
         except ModuleNotFoundError as e:
             if e.name != mod:  # a real missing dependency inside the module
                 raise
-    return sorted(_REGISTRY.values(), key=lambda r: (RULE_MODULES_ORDER(r), r.id))
+    return sorted(_REGISTRY.values(), key=lambda r: (_module_order(r), r.id))
 
 
-def RULE_MODULES_ORDER(r: Rule) -> int:  # noqa: N802 - sort key helper
+def _module_order(r: Rule) -> int:
     mod = r.fn.__module__
     return RULE_MODULES.index(mod) if mod in RULE_MODULES else len(RULE_MODULES)
 
@@ -218,7 +218,9 @@ def get_rule(rule_id: str) -> Rule | None:
     return None
 
 
-def run_rules(obs: Observations, rules: Iterable[Rule] | None = None) -> tuple[list[Finding], list[Skipped], list[str]]:
+def run_rules(
+    obs: Observations, rules: Iterable[Rule] | None = None
+) -> tuple[list[Finding], list[Skipped], list[str]]:
     """Run the catalog: findings ranked by score, skipped rules with reasons, ids of rules run."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []

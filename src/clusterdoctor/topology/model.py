@@ -197,12 +197,15 @@ class Topology:
                 return p
         return None
 
-    def best_nic_for(self, gpu: Device) -> tuple[Device, str | None] | None:
+    def best_nic_for(
+        self, gpu: Device, candidates: list[Device] | None = None
+    ) -> tuple[Device, str | None] | None:
         """The NIC closest to ``gpu``: by stated path class, else same NUMA node, else any."""
-        if not self.nics:
+        nics = self.nics if candidates is None else candidates
+        if not nics:
             return None
         ranked = []
-        for nic in self.nics:
+        for nic in nics:
             p = self.path(gpu.name, nic.name)
             if p is not None:
                 rank = path_rank(p.kind)

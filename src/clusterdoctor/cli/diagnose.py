@@ -1,0 +1,66 @@
+"""``clusterdoctor diagnose``: run every rule that can run, on this machine or on given sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+
+
+def diagnose(
+    sources: list[Path] = typer.Argument(
+        None,
+        help="Files or directories to diagnose offline: sysfs trees or tarballs, hwloc XML, nvidia-smi topo -m, "
+        "NCCL topology XML, numactl -H, bundles from `clusterdoctor collect`, metrics dumps, logs, NCCL logs, "
+        "traces. Detected by content. Without SOURCE: this machine, live.",
+        show_default=False,
+    ),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | html | junit"),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    fail_on: str = typer.Option(
+        "critical",
+        "--fail-on",
+        help="Exit 1 when a finding is at or above this severity: info | warning | critical.",
+    ),
+    sysfs_root: str = typer.Option(
+        "/", "--sysfs-root", help="Read topology from this sysfs root (live only)."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Text report: include the placement table."),
+) -> None:
+    """Find what slows this node (or the given captures) down; rank causes with evidence and fixes.
+
+    Rules whose inputs are missing are listed as skipped, with what they need — never as healthy.
+
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+
+    Examples:
+
+      clusterdoctor diagnose
+
+      clusterdoctor diagnose --format html -o report.html
+
+      clusterdoctor diagnose topo.xml nvidia-smi-topo.txt --format json
+    """
+    from clusterdoctor import diagnosis
+    from clusterdoctor.cli.report_choice import emit
+    from clusterdoctor.model import Severity
+
+    try:
+        threshold = Severity.parse(fail_on)
+    except ValueError as e:
+        raise CliExit(2, f"error: --fail-on: {e}") from None
+    if sources:
+        obs = diagnosis.new_observations()
+        refs = diagnosis.load_sources(obs, sources)
+        diag = diagnosis.run(obs, refs)
+    else:
+        diag = diagnosis.diagnose_local(sysfs_root=sysfs_root)
+    emit(diag, fmt, output, verbose=verbose)
+    worst = diag.worst()
+    raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diagnose")(diagnose)

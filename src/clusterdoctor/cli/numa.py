@@ -1,0 +1,293 @@
+"""``clusterdoctor numa``: topology, placement audit, binding plans, exec, the CI check and the probe."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from clusterdoctor.cli.common import CliExit, write_output
+from clusterdoctor.errors import ClusterDoctorError, InputError
+
+app = typer.Typer(
+    help=(
+        "NUMA / PCIe placement: where each process's CPUs and memory sit relative to its GPU and NIC.\n\n"
+        "Every command reads this machine by default; --from FILE (hwloc XML, nvidia-smi topo -m, NCCL topo "
+        "XML, numactl -H, sysfs tarball) or --sysfs-root DIR describe another machine."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+FROM_HELP = "Topology dump to use instead of this machine (detected by content)."
+ROOT_HELP = "Read the topology from this sysfs root (a directory holding sys/)."
+
+# numa check exit codes (DESIGN.md "Interfaces users and scripts rely on")
+CHECK_OK, CHECK_NO_NUMA, CHECK_UNBOUND, CHECK_MISPLACED, CHECK_BAD = 0, 1, 2, 3, 4
+
+
+def _topology(from_file: str | None, sysfs_root: str | None):
+    from clusterdoctor.topology.build import load_any
+
+    return load_any(from_file, sysfs_root)
+
+
+@app.command()
+def topology(
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the topology as JSON."),
+) -> None:
+    """Print the machine's NUMA nodes, distances, GPUs, NICs and GPU-to-NIC path classes.
+
+    Anything the source does not state is shown as unknown — never guessed as node 0.
+    """
+    topo = _topology(from_file, sysfs_root)
+    if as_json:
+        typer.echo(json.dumps(topo.as_dict(), indent=2))
+        return
+    from clusterdoctor.topology.cpuset import format_cpulist
+
+    typer.echo(
+        f"source: {topo.source} ({topo.source_kind})" + (f", host {topo.hostname}" if topo.hostname else "")
+    )
+    if not topo.nodes:
+        typer.echo("NUMA nodes: none stated")
+    for n in topo.nodes:
+        mem = f"{n.memory_bytes / (1 << 30):.1f} GiB" if n.memory_bytes is not None else "memory unknown"
+        typer.echo(f"node {n.id}: cpus {format_cpulist(n.cpus) or '(none)'}; {mem}")
+    if topo.distances:
+        ids = topo.node_ids
+        typer.echo("distances:\n      " + " ".join(f"{i:>4}" for i in ids))
+        for i, row in zip(ids, topo.distances):
+            typer.echo(f"  {i:>3} " + " ".join(f"{v:>4}" for v in row))
+    else:
+        typer.echo("distances: not stated by the source")
+    smt = topo.smt_info()
+    if smt:
+        typer.echo(
+            f"cpus: {smt['logical_cpus']} logical, {smt['physical_cores']} cores, {smt['l3_groups']} L3 groups"
+        )
+    for kind, devs in (("GPU", topo.gpus), ("NIC", topo.nics)):
+        for d in devs:
+            node = d.numa_node if d.numa_node is not None else "unknown"
+            via = f" (via {d.numa_source})" if d.numa_source not in ("source", "numa_node", "unknown") else ""
+            typer.echo(
+                f"{kind} {d.name}: pci {d.pci or 'unknown'}, NUMA node {node}{via}"
+                + (f", {d.model}" if d.model else "")
+            )
+    if not topo.gpus:
+        typer.echo("GPUs: none")
+    for p in topo.as_dict()["paths"]:
+        typer.echo(
+            f"path {p['gpu']} <-> {p['nic']}: {p['type']}"
+            + (" (derived from PCI tree)" if p["source"] == "derived" else "")
+        )
+    for w in topo.warnings:
+        typer.echo(f"warning: {w}", err=True)
+
+
+def _audit(from_file, sysfs_root, pids, match, proc_root):
+    from clusterdoctor import diagnosis
+
+    topo = _topology(from_file, sysfs_root)
+    placements = diagnosis.audit_processes(
+        topo, pids=pids or None, match=match, proc_root=proc_root, sysfs_root=sysfs_root or "/"
+    )
+    return topo, placements
+
+
+@app.command()
+def audit(
+    pid: list[int] = typer.Option(None, "--pid", help="Process id to audit (repeatable)."),
+    match: str = typer.Option(None, "--match", help="Audit processes whose command line matches this regex."),
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+    proc_root: str = typer.Option("/proc", "--proc-root", help="procfs root (for tests and containers)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the audit as JSON."),
+) -> None:
+    """Audit processes: CPUs and memory allowed, memory per node (numa_maps), GPUs/NICs used, scores.
+
+    Without --pid/--match: every process that uses a GPU or RDMA NIC. A process that exits mid-scan or
+    cannot be read is reported with its error, never a crash.
+    """
+    topo, placements = _audit(from_file, sysfs_root, pid, match, proc_root)
+    if as_json:
+        typer.echo(
+            json.dumps({"topology_source": topo.source, "processes": placements}, indent=2, default=str)
+        )
+        return
+    from clusterdoctor.report.text import placement_row
+
+    if not placements:
+        typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
+        return
+    typer.echo(
+        f"{'pid':>7}  {'comm':<16} {'cpu nodes':<10} {'memory by node':<28} {'gpus':<12} remote  flags"
+    )
+    for p in placements:
+        row = placement_row(p)
+        flags = p.get("flags") or {}
+        fl = ",".join(k for k, v in flags.items() if v) if isinstance(flags, dict) else ",".join(flags)
+        if p.get("error"):
+            fl = f"error: {p['error']}"
+        typer.echo(
+            f"{row[0]:>7}  {row[1][:16]:<16} {row[2]:<10} {row[3][:28]:<28} {row[4][:12]:<12} {row[5]:>6}  {fl}"
+        )
+
+
+@app.command()
+def plan(
+    gpus: str = typer.Option(
+        None,
+        "--gpus",
+        help="GPUs, one per local rank, as the process sees them (0,1 or 0-3). Default: all visible.",
+    ),
+    policy: str = typer.Option("node", "--policy", help="node | socket | exclusive | core-complex"),
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Plan per local rank: compute CPUs, a separate small set for communication/data threads (nearest
+    the NIC that GPU should use), and the memory node — all local to the rank's GPU.
+
+    Respects the cgroup cpuset (for a dump: that machine's CPUs) and CUDA_VISIBLE_DEVICES remapping.
+    Refuses with a clear message when a plan is impossible (unknown GPU node, too few cores).
+    """
+    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+
+    topo = _topology(from_file, sysfs_root)
+    live = not from_file and (sysfs_root in (None, "/"))
+    allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
+    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    if as_json:
+        typer.echo(json.dumps(p.as_dict(), indent=2))
+        return
+    typer.echo(f"plan ({p.policy} policy) for {topo.source}")
+    for r in p.ranks:
+        d = r.as_dict()
+        typer.echo(
+            f"local rank {r.local_rank}: {r.gpu} on node {r.numa_node}; compute cpus {d['compute_cpulist']}; "
+            f"comm cpus {d['comm_cpulist']}; memory node {r.memory_node if r.memory_node is not None else 'unset'}"
+            + (f"; NIC {r.nic} ({r.nic_path or 'path unknown'})" if r.nic else "")
+        )
+        for n in r.notes:
+            typer.echo(f"  note: {n}")
+    for w in p.warnings:
+        typer.echo(f"warning: {w}")
+
+
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(
+    ctx: typer.Context,
+    local_rank: int = typer.Option(None, "--local-rank", help="Local rank to bind (default: $LOCAL_RANK)."),
+    gpus: str = typer.Option(None, "--gpus", help="GPUs of all local ranks, as for `plan`."),
+    policy: str = typer.Option("node", "--policy", help="node | socket | exclusive | core-complex"),
+    mem: str = typer.Option(
+        "preferred", "--mem", help="Memory policy: preferred | bind | interleave | none."
+    ),
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+) -> None:
+    """Bind this rank (CPUs with sched_setaffinity, memory with set_mempolicy) and exec CMD.
+
+    Usage: clusterdoctor numa exec --local-rank 0 -- python train.py
+
+    No numactl binary needed. Where the memory policy is refused (containers without CAP_SYS_NICE) a
+    warning is printed and only CPUs are bound. The command sees CLUSTERDOCTOR_COMPUTE_CPUS,
+    CLUSTERDOCTOR_COMM_CPUS and CLUSTERDOCTOR_NUMA_NODE in its environment.
+    """
+    from clusterdoctor.topology.bind import exec_bound
+    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+
+    argv = list(ctx.args)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise CliExit(2, "error: no command given; usage: clusterdoctor numa exec --local-rank N -- CMD ...")
+    if local_rank is None:
+        env_rank = os.environ.get("LOCAL_RANK")
+        if env_rank is None or not env_rank.isdigit():
+            raise CliExit(2, "error: give --local-rank N (or set LOCAL_RANK)")
+        local_rank = int(env_rank)
+    topo = _topology(from_file, sysfs_root)
+    live = not from_file and (sysfs_root in (None, "/"))
+    allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
+    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    exec_bound(p.for_rank(local_rank), argv, mem)
+
+
+@app.command()
+def check(
+    pid: list[int] = typer.Option(None, "--pid", help="Process id to check (repeatable)."),
+    match: str = typer.Option(None, "--match", help="Check processes whose command line matches this regex."),
+    expect_nodes: int = typer.Option(
+        None,
+        "--expect-nodes",
+        envvar="NUMA_NODE_COUNT",
+        help="Exit 1 unless the machine shows this many NUMA nodes.",
+    ),
+    junit: Path = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
+    archive: Path = typer.Option(
+        None, "--archive", help="On failure, save /sys/devices/system/node and the audit JSON here."
+    ),
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+    proc_root: str = typer.Option("/proc", "--proc-root", help="procfs root."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """The one-command CI gate for NUMA placement.
+
+    Exit codes: 0 consistent; 1 no NUMA information (or not --expect-nodes nodes); 2 a checked
+    process is not bound; 3 a process is bound to CPUs or memory not local to its GPU/NIC;
+    4 bad usage or input.
+
+    Without --pid/--match it checks every process that uses a GPU or RDMA NIC.
+    """
+    from clusterdoctor.cli.numa_check import run_check
+
+    try:
+        code, text = run_check(
+            pids=pid or None,
+            match=match,
+            expect_nodes=expect_nodes,
+            junit=junit,
+            archive=archive,
+            from_file=from_file,
+            sysfs_root=sysfs_root,
+            proc_root=proc_root,
+            as_json=as_json,
+        )
+    except (ClusterDoctorError, OSError) as e:  # the gate's documented code for bad usage/input is 4
+        msg = e.one_line() if isinstance(e, InputError) else str(e)
+        raise CliExit(CHECK_BAD, f"error: {msg}") from None
+    write_output(text, None)
+    raise typer.Exit(code)
+
+
+@app.command()
+def probe(
+    as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON."),
+    size_mb: int = typer.Option(256, "--size-mb", help="Bytes per bandwidth copy, in MiB."),
+    repeats: int = typer.Option(10, "--repeats", help="Copies per measurement."),
+    from_file: str = typer.Option(None, "--from", help=FROM_HELP),
+    sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
+) -> None:
+    """Measure, per GPU, pinned H2D/D2H bandwidth and small-copy latency with the host buffer on each
+    NUMA node in turn (through torch), and flag remote penalties and asymmetric GPUs.
+
+    Without an NVIDIA GPU (or torch) it says it cannot run and exits 0.
+    """
+    from clusterdoctor.topology.probe import run_probe
+
+    topo = _topology(from_file, sysfs_root)
+    result = run_probe(topo, size_bytes=size_mb << 20, repeats=repeats)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        from clusterdoctor.topology.probe import format_probe
+
+        typer.echo(format_probe(result))
+    raise typer.Exit(0)

@@ -1,0 +1,53 @@
+"""Glue for ``numa check``: load, audit, decide, and write the JUnit/archive side outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clusterdoctor.cli.common import write_output
+
+
+def run_check(
+    *,
+    pids,
+    match,
+    expect_nodes,
+    junit: Path | None,
+    archive: Path | None,
+    from_file,
+    sysfs_root,
+    proc_root,
+    as_json,
+) -> tuple[int, str]:
+    from clusterdoctor import diagnosis
+    from clusterdoctor.topology import check
+    from clusterdoctor.topology.build import load_any
+
+    topo = load_any(from_file, sysfs_root)
+    placements = []
+    if topo.nodes:
+        placements = diagnosis.audit_processes(
+            topo, pids=pids, match=match, proc_root=proc_root, sysfs_root=sysfs_root or "/"
+        )
+    result = check.decide(topo, placements, expect_nodes)
+    if result.code != check.OK and archive is not None:
+        result.archived_to = check.archive_evidence(result, archive, sysfs_root or "/")
+    if junit is not None:
+        from clusterdoctor.report.junit import render_junit_cases
+
+        cases = [
+            ("numa-information", result.message if result.code == check.NO_NUMA else None, result.message)
+        ]
+        cases += [
+            (f"pid-{v.pid}-{v.comm}", v.reason if v.code != check.OK else None, v.reason)
+            for v in result.verdicts
+        ]
+        write_output(render_junit_cases("clusterdoctor.numa-check", cases), junit)
+    if as_json:
+        return result.code, json.dumps(result.as_dict(), indent=2)
+    lines = [f"numa check: {'OK' if result.code == 0 else 'FAIL'} (exit {result.code}) — {result.message}"]
+    lines += [f"  pid {v.pid} ({v.comm}): {v.reason}" for v in result.verdicts]
+    if result.archived_to:
+        lines.append(f"  evidence saved to {result.archived_to}")
+    return result.code, "\n".join(lines)

@@ -1,0 +1,35 @@
+"""Choosing and writing a report format for a Diagnosis (shared by diagnose and numa commands)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from clusterdoctor.cli.common import CliExit, write_output
+from clusterdoctor.model import Diagnosis
+
+FORMATS = ("text", "json", "html", "junit")
+
+
+def emit(diag: Diagnosis, fmt: str, out: Path | None, *, verbose: bool = False) -> None:
+    """Render ``diag`` as ``fmt`` to ``out`` (or stdout)."""
+    if fmt == "json":
+        from clusterdoctor.report.json import render_json
+
+        text = render_json(diag)
+    elif fmt == "html":
+        from clusterdoctor.report.html import render_html
+
+        text = render_html(diag)
+    elif fmt == "junit":
+        from clusterdoctor.report.junit import render_junit
+
+        text = render_junit(diag)
+    elif fmt == "text":
+        from clusterdoctor.report.text import render_text
+
+        color = out is None and sys.stdout.isatty()
+        text = render_text(diag, color=color, verbose=verbose)
+    else:
+        raise CliExit(2, f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    write_output(text, out)

@@ -1,0 +1,123 @@
+"""Detect what a file or directory given to ``clusterdoctor diagnose`` is, by content, and load it.
+
+Each loader is ``(name, sniff(head: bytes, name: str) -> bool, load(path) -> dict[kind, value])``;
+the first loader whose sniff accepts the first 64 KiB wins. Loaders live in the observe module of
+their source; this module only lists them, in order, and imports each lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusterdoctor.errors import InputError
+
+HEAD_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class Loader:
+    name: str
+    module: str
+    sniff: str
+    load: str
+
+    def functions(self) -> tuple[Callable[[bytes, str], bool], Callable[[Path], dict[str, Any]]] | None:
+        try:
+            mod = importlib.import_module(self.module)
+        except ModuleNotFoundError as e:
+            if e.name == self.module:
+                return None
+            raise
+        s, ld = getattr(mod, self.sniff, None), getattr(mod, self.load, None)
+        if s is None or ld is None:
+            return None
+        return s, ld
+
+
+# Order matters: specific formats before generic ones.
+LOADERS: list[Loader] = [
+    Loader(
+        "clusterdoctor bundle", "clusterdoctor.observe.bundle", "sniff_bundle", "load_bundle_observations"
+    ),
+    Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
+    Loader(
+        "comm (NCCL log, nccl-tests, trace, flight recorder)",
+        "clusterdoctor.observe.comm_sources",
+        "sniff_comm",
+        "load_comm_observations",
+    ),
+    Loader(
+        "Prometheus metrics",
+        "clusterdoctor.observe.ctrl_sources",
+        "sniff_metrics",
+        "load_metrics_observations",
+    ),
+    Loader(
+        "logs and app data", "clusterdoctor.observe.ctrl_sources", "sniff_events", "load_event_observations"
+    ),
+]
+
+
+def _sniff_topology(head: bytes, name: str) -> bool:
+    from clusterdoctor.topology.build import sniff_topology
+
+    return sniff_topology(head)
+
+
+def _load_topology(path: Path) -> dict[str, Any]:
+    from clusterdoctor.topology.build import load_topology
+
+    return {"topology": load_topology(path)}
+
+
+def _is_sysfs_dir(p: Path) -> bool:
+    from clusterdoctor.observe.sysfs import find_sysfs_root
+
+    return find_sysfs_root(p) is not None
+
+
+def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """Load one SOURCE: returns (what it was detected as, observations by kind)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", str(p))
+    if p.is_dir():
+        if _is_sysfs_dir(p):
+            return "sysfs tree", _load_topology(p)
+        raise InputError(
+            "directory is not a sysfs tree (no sys/devices/system); pass its files instead", str(p)
+        )
+    try:
+        with p.open("rb") as f:
+            head = f.read(HEAD_BYTES)
+    except PermissionError:
+        raise InputError("permission denied", str(p)) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    for loader in LOADERS:
+        fns = loader.functions()
+        if fns is None:
+            continue
+        sniff, load = fns
+        if sniff(head, p.name):
+            out = load(p)
+            return loader.name, out
+    if _is_tar(p):
+        return "sysfs tarball", _load_topology(p)
+    raise InputError(
+        "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
+        "NCCL log, nccl-tests output or trace",
+        str(p),
+    )
+
+
+def _is_tar(p: Path) -> bool:
+    try:
+        return tarfile.is_tarfile(p)
+    except OSError:
+        return False

@@ -1,0 +1,152 @@
+"""GPU placement probe: pinned host<->device copy bandwidth and small-copy latency per GPU, with the
+host buffer placed on each NUMA node in turn (the gearshifft / nvbandwidth style check of
+reference/numa.md section 5), so a placement warning carries a measured cost.
+
+Needs torch with CUDA; without it the probe says it cannot run (and the CLI exits 0).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import time
+from typing import Any
+
+from clusterdoctor.topology.model import Topology
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def cannot_run(reason: str) -> dict[str, Any]:
+    return {"schema": "clusterdoctor.numa-probe/1", "ran": False, "reason": reason, "gpus": []}
+
+
+def run_probe(
+    topo: Topology, *, size_bytes: int = 256 << 20, repeats: int = 10, small_iters: int = 200
+) -> dict[str, Any]:
+    """Measure every visible CUDA GPU; returns a JSON-ready dict (``ran`` False with a reason otherwise)."""
+    try:
+        import torch
+    except ImportError:
+        return cannot_run("torch is not installed (pip install 'clusterdoctor[training]'); nothing measured")
+    if not torch.cuda.is_available():
+        return cannot_run("no CUDA GPU is available to torch on this machine; nothing measured")
+    from clusterdoctor.topology.bind import MPOL_BIND, MPOL_DEFAULT, set_mempolicy
+
+    nodes = [n.id for n in topo.nodes if n.memory_bytes is None or n.memory_bytes > 0] or [None]
+    result: dict[str, Any] = {
+        "schema": "clusterdoctor.numa-probe/1",
+        "ran": True,
+        "host": platform.node(),
+        "cpu_model": _cpu_model(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "size_bytes": size_bytes,
+        "repeats": repeats,
+        "gpus": [],
+        "warnings": [],
+    }
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        dev = next((g for g in topo.gpus if g.pci and g.pci.lower() == pci), None)
+        entry: dict[str, Any] = {
+            "name": f"GPU{i}",
+            "model": props.name,
+            "pci": pci,
+            "numa_node": dev.numa_node if dev else None,
+            "per_node": {},
+        }
+        device = torch.device("cuda", i)
+        gpu_buf = torch.empty(size_bytes, dtype=torch.uint8, device=device)
+        for node in nodes:
+            placed = False
+            if node is not None:
+                try:
+                    set_mempolicy(MPOL_BIND, [node])
+                    placed = True
+                except OSError as e:
+                    result["warnings"].append(f"cannot place host buffer on node {node}: {e.strerror}")
+            try:
+                host = torch.empty(size_bytes, dtype=torch.uint8).pin_memory()
+                host.fill_(1)
+            finally:
+                if placed:
+                    set_mempolicy(MPOL_DEFAULT, [])
+            stats = _measure(torch, host, gpu_buf, device, repeats, small_iters)
+            stats["placed"] = placed
+            entry["per_node"][str(node)] = stats
+            del host
+        local = entry["per_node"].get(str(entry["numa_node"])) if entry["numa_node"] is not None else None
+        others = [v for k, v in entry["per_node"].items() if k != str(entry["numa_node"])]
+        if local:
+            entry["local_h2d_gbps"] = local["h2d_gbps"]
+            entry["local_d2h_gbps"] = local["d2h_gbps"]
+            entry["local_latency_us"] = local["small_copy_latency_us"]
+        if local and others:
+            worst = min(o["h2d_gbps"] for o in others)
+            entry["remote_local_ratio"] = worst / local["h2d_gbps"] if local["h2d_gbps"] else None
+        result["gpus"].append(entry)
+        del gpu_buf
+        torch.cuda.empty_cache()
+    return result
+
+
+def _measure(
+    torch: Any, host: Any, gpu_buf: Any, device: Any, repeats: int, small_iters: int
+) -> dict[str, float]:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n = host.numel()
+    with torch.cuda.device(device):
+        gpu_buf.copy_(host, non_blocking=True)  # warm-up
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(repeats):
+            gpu_buf.copy_(host, non_blocking=True)
+        end.record()
+        torch.cuda.synchronize()
+        h2d = n * repeats / (start.elapsed_time(end) / 1e3) / 1e9
+        start.record()
+        for _ in range(repeats):
+            host.copy_(gpu_buf, non_blocking=True)
+        end.record()
+        torch.cuda.synchronize()
+        d2h = n * repeats / (start.elapsed_time(end) / 1e3) / 1e9
+        small_h, small_d = host[:4], gpu_buf[:4]
+        for _ in range(20):
+            small_d.copy_(small_h, non_blocking=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(small_iters):
+            small_d.copy_(small_h, non_blocking=True)
+            torch.cuda.synchronize()
+        lat = (time.perf_counter() - t0) / small_iters * 1e6
+    return {"h2d_gbps": round(h2d, 3), "d2h_gbps": round(d2h, 3), "small_copy_latency_us": round(lat, 3)}
+
+
+def format_probe(result: dict[str, Any]) -> str:
+    if not result.get("ran"):
+        return f"numa probe: cannot run — {result.get('reason')}"
+    lines = [
+        f"numa probe on {result.get('host')} ({result.get('cpu_model')}), {result['size_bytes'] >> 20} MiB copies"
+    ]
+    for g in result["gpus"]:
+        lines.append(f"{g['name']} {g['model']} pci {g['pci']} node {g['numa_node']}")
+        for node, s in g["per_node"].items():
+            lines.append(
+                f"  host buffer on node {node}: H2D {s['h2d_gbps']:.1f} GB/s, D2H {s['d2h_gbps']:.1f} GB/s, "
+                f"small copy {s['small_copy_latency_us']:.2f} µs"
+            )
+        if g.get("remote_local_ratio") is not None:
+            lines.append(f"  remote/local H2D ratio {g['remote_local_ratio']:.2f}")
+    return "\n".join(lines)
