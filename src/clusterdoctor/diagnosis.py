@@ -33,7 +33,7 @@ def add_topology(obs: Observations, topo: Topology) -> None:
         obs.absent_reasons["multi_numa"] = f"{topo.source} gives no NUMA information"
     obs.put("gpus", topo.gpus or None)
     obs.put("nics", topo.nics or None)
-    rdma = [n for n in topo.nics if n.attrs.get("rdma", True)]
+    rdma = [n for n in topo.nics if n.is_rdma]
     obs.put("rdma_nics", rdma or None)
     gpu_names = {g.name for g in topo.gpus}
     nic_names = {n.name for n in topo.nics}

@@ -29,7 +29,7 @@ GPU_SPREAD_MAX_DIFF = Threshold(
 
 
 def _rdma_nics(topo: Topology) -> list:
-    return [n for n in topo.nics if n.attrs.get("rdma", True)]
+    return [n for n in topo.nics if n.is_rdma]
 
 
 @rule(

@@ -9,12 +9,18 @@ Anything a source does not say is ``None`` ("unknown") — never a guess of node
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 # NVIDIA's path classes, best to worst (nvidia-smi topo -m legend; NCCL src/include/graph.h orders
 # PIX < PXB < PHB < SYS with NODE between PHB and SYS on newer drivers).
 PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+# HCA names of the kernel's RDMA drivers (drivers/infiniband/hw/*): mlx4/mlx5, hfi1, qib, bnxt_re,
+# irdma (Intel), efa (AWS), erdma (Alibaba), rdmap (iWARP) and the generic ib* names of old dumps.
+RDMA_NAME_RE = re.compile(r"^(mlx[45]_|mlx\d|hfi1_|qib|bnxt_re|irdma|efa_|rdmap|erdma_|ionic_|ocrdma|cxgb4_|usnic_)")
 
 
 def path_rank(kind: str) -> int:
@@ -81,6 +87,13 @@ class Device:
     index: int | None = None  # GPU index as the driver numbers it
     pci_chain: tuple[str, ...] = ()  # host bridge, bridges..., device (from sysfs/hwloc trees)
     attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_rdma(self) -> bool:
+        """An RDMA-capable adapter (InfiniBand/RoCE HCA, EFA): stated by the source, else by its name."""
+        if "rdma" in self.attrs:
+            return bool(self.attrs["rdma"])
+        return self.kind == "nic" and bool(RDMA_NAME_RE.match(self.name))
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -29,7 +29,7 @@ POLICIES = ("node", "socket", "exclusive", "core-complex")
 
 # A communication core is carved out only when each rank keeps at least this many physical compute
 # cores; below it, communication threads share the compute set (a tiny node is better used whole).
-MIN_COMPUTE_CORES_FOR_COMM_SPLIT = 3
+MIN_COMPUTE_CORES_FOR_COMM_SPLIT = 2
 
 
 class PlanError(UsageError):
@@ -357,7 +357,7 @@ def make_plan(
 
 def _nic_for(topo: Topology, gpu: Device) -> tuple[Device | None, str | None]:
     """The NIC this GPU should use: RDMA NICs first, then the closest by path class / node."""
-    rdma = [n for n in topo.nics if n.attrs.get("rdma", True)]
+    rdma = [n for n in topo.nics if n.is_rdma]
     pool = rdma or topo.nics
     if not pool:
         return None, None
