@@ -14,9 +14,19 @@ from tests.topology.sysfs_builder import build_tree
 def _run_exec(tmp_path, *extra):
     root = build_tree(tmp_path / "root")
     cmd = [
-        sys.executable, "-m", "clusterdoctor.cli.main", "numa", "exec", "--local-rank", "0",
-        "--sysfs-root", str(root), *extra, "--",
-        sys.executable, "-c",
+        sys.executable,
+        "-m",
+        "clusterdoctor.cli.main",
+        "numa",
+        "exec",
+        "--local-rank",
+        "0",
+        "--sysfs-root",
+        str(root),
+        *extra,
+        "--",
+        sys.executable,
+        "-c",
         "import os;print(open('/proc/self/status').read());print('NUMAMAPS');print(open('/proc/self/numa_maps').read());"
         "print('ENV', os.environ['CLUSTERDOCTOR_NUMA_NODE'], os.environ['CLUSTERDOCTOR_COMPUTE_CPUS'])",
     ]
@@ -27,7 +37,9 @@ def test_exec_binds_real_child(tmp_path):
     p = _run_exec(tmp_path)
     assert p.returncode == 0, p.stderr
     status = p.stdout.split("NUMAMAPS")[0]
-    allowed = next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+    allowed = next(
+        line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list")
+    )
     node0 = parse_cpulist(open("/sys/devices/system/node/node0/cpulist").read())
     assert set(parse_cpulist(allowed)) <= set(node0)
     assert "ENV 0" in p.stdout
@@ -46,8 +58,20 @@ def test_exec_without_memory_policy(tmp_path):
 def test_exec_no_command_is_usage_error(tmp_path):
     root = build_tree(tmp_path / "root")
     p = subprocess.run(
-        [sys.executable, "-m", "clusterdoctor.cli.main", "numa", "exec", "--local-rank", "0", "--sysfs-root", str(root)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "clusterdoctor.cli.main",
+            "numa",
+            "exec",
+            "--local-rank",
+            "0",
+            "--sysfs-root",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert p.returncode == 2 and "no command" in p.stderr and "Traceback" not in p.stderr
 

@@ -9,7 +9,9 @@ from clusterdoctor.topology.model import CpuInfo, Device, NumaNode, Topology
 from clusterdoctor.topology.plan import PlanError, make_plan, parse_gpu_list
 from tests.conftest import shared_fixture
 
-HP_SL390 = "numa/hwloc/24em64t-2n6c2t-pci.xml"  # node 0: even CPUs, node 1: odd CPUs; GPU0 node 0, GPU1/2 node 1
+HP_SL390 = (
+    "numa/hwloc/24em64t-2n6c2t-pci.xml"  # node 0: even CPUs, node 1: odd CPUs; GPU0 node 0, GPU1/2 node 1
+)
 DGX_A100 = "numa/nvidia-smi-topo-m_dgx-a100_epyc-nps4_8gpu-12nic.txt"
 
 
@@ -48,7 +50,9 @@ def test_dgx_a100_nps4_nonmonotonic_nodes():
     # GPU NUMA affinity as printed in the file: 3,3,1,1,7,7,5,5
     assert [r.numa_node for r in plan.ranks] == [3, 3, 1, 1, 7, 7, 5, 5]
     # CPU affinity of GPU0's row is 48-63,176-191
-    assert set(plan.ranks[0].compute_cpus) | set(plan.ranks[0].comm_cpus) <= set(range(48, 64)) | set(range(176, 192))
+    assert set(plan.ranks[0].compute_cpus) | set(plan.ranks[0].comm_cpus) <= set(range(48, 64)) | set(
+        range(176, 192)
+    )
     assert plan.ranks[0].nic in ("mlx5_0", "mlx5_1") and plan.ranks[0].nic_path == "PXB"
 
 

@@ -12,13 +12,16 @@ SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Sev
 def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbose: bool = False) -> str:
     """Render ``diag`` for a terminal. ``color=False`` gives plain text (files, pipes, tests)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
-    con.print(f"[bold]clusterdoctor diagnosis[/bold] — host {diag.host} — {diag.generated_at}")
+    con = Console(
+        file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=not color
+    )
+    con.print(f"[bold]clusterdoctor diagnosis[/bold] — host {escape(diag.host)} — {diag.generated_at}")
     if diag.sources:
-        con.print("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources))
+        con.print("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources), markup=False)
     con.print(
         f"rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}, findings: {len(diag.findings)}"
     )
@@ -42,11 +45,11 @@ def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbo
                 parts.append(f"(threshold {e.threshold})")
             if e.source:
                 parts.append(f"[{e.source}]")
-            con.print("   - " + " ".join(str(p) for p in parts))
+            con.print("   - " + " ".join(str(p) for p in parts), markup=False)
         if f.fix:
-            con.print(f"   fix: {f.fix}")
+            con.print(f"   fix: {f.fix}", markup=False)
         for v in f.verify:
-            con.print(f"   verify: {v}")
+            con.print(f"   verify: {v}", markup=False)
         con.print()
     if diag.placement and verbose:
         t = Table(title="process placement", show_lines=False)
@@ -58,9 +61,9 @@ def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbo
     if diag.skipped:
         con.print("[bold]skipped[/bold] (not checked — missing input):")
         for s in diag.skipped:
-            con.print(f"   {s.rule}: {s.reason}")
+            con.print(f"   {s.rule}: {s.reason}", markup=False)
     for w in diag.warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}")
+        con.print(f"[yellow]warning:[/yellow] {escape(w)}")
     return buf.getvalue()
 
 
