@@ -33,7 +33,9 @@ class CliResult:
     err: str
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60, input: str | None = None) -> CliResult:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, input: str | None = None
+) -> CliResult:
     """Run ``clusterdoctor ARGS`` as a real process (the way users run it)."""
     full_env = dict(os.environ)
     full_env.setdefault("COLUMNS", "200")

@@ -335,7 +335,7 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
         socket.gethostname() if live else (_read(base / "proc" / "sys" / "kernel" / "hostname") or None)
     )
     return Topology(
-        source=str(given),
+        source="this machine (/sys)" if live else str(given),
         source_kind="sysfs",
         nodes=nodes,
         distances=distances,

@@ -22,6 +22,13 @@ def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbo
     con.print(f"[bold]clusterdoctor diagnosis[/bold] — host {escape(diag.host)} — {diag.generated_at}")
     if diag.sources:
         con.print("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources), markup=False)
+    if diag.topology is not None:
+        t = diag.topology
+        con.print(
+            f"machine: {len(t.nodes)} NUMA node(s), {len(t.all_cpus())} CPUs, {len(t.gpus)} GPU(s), "
+            f"{len(t.nics)} NIC(s) ({sum(1 for n in t.nics if n.is_rdma)} RDMA) — from {t.source}",
+            markup=False,
+        )
     con.print(
         f"rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}, findings: {len(diag.findings)}"
     )
@@ -32,11 +39,12 @@ def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbo
         )
     for i, f in enumerate(diag.findings, 1):
         style = SEVERITY_STYLE.get(f.severity, "")
-        subj = f" [{f.subject}]" if f.subject else ""
+        subj = escape(f" [{f.subject}]") if f.subject else ""
+        title = escape(f.title)
         con.print(
-            f"[{style}]{i}. {str(f.severity).upper()}[/{style}] {f.rule} {f.title}{subj}  (score {f.score:.2f})"
+            f"[{style}]{i}. {str(f.severity).upper()}[/{style}] {f.rule} {title}{subj}  (score {f.score:.2f})"
         )
-        con.print(f"   {f.summary}", soft_wrap=False)
+        con.print(f"   {f.summary}", markup=False)
         for e in f.evidence:
             parts = [e.description]
             if e.value is not None:
