@@ -23,7 +23,7 @@ from typing import Any
 
 from clusterdoctor.errors import InputError, UsageError
 from clusterdoctor.topology.cpuset import format_cpulist
-from clusterdoctor.topology.model import CpuInfo, Device, Topology
+from clusterdoctor.topology.model import CpuInfo, Device, Topology, path_rank
 
 POLICIES = ("node", "socket", "exclusive", "core-complex")
 
@@ -239,6 +239,11 @@ def make_plan(
         )
     if allowed != machine:
         warnings.append(f"cgroup cpuset restricts CPUs to {format_cpulist(allowed)}")
+    if not topo.cpus:
+        warnings.append(
+            f"{topo.source} does not describe cores or SMT siblings: each CPU is treated as a core, so SMT "
+            "siblings may be split between sets (use a sysfs or hwloc source for core-aware plans)"
+        )
 
     unknown = [g.name for g in gpus if g.numa_node is None]
     if unknown:
@@ -300,9 +305,12 @@ def make_plan(
     taken: set[int] = set()
     ranks_out: list[RankPlan] = []
     nic_choice: dict[int, tuple[Device | None, str | None]] = {}
+    nic_use: dict[str, int] = {}
     for rank, g in enumerate(gpus):
-        nic, kind = _nic_for(topo, g)
+        nic, kind = _nic_for(topo, g, nic_use)
         nic_choice[rank] = (nic, kind)
+        if nic is not None:
+            nic_use[nic.name] = nic_use.get(nic.name, 0) + 1
     for rank, g in enumerate(gpus):
         cores = pools[rank]
         sharing = [r for r in by_node[g.numa_node] if pools[r] == cores]  # type: ignore[index]
@@ -355,11 +363,32 @@ def make_plan(
     return Plan(policy, topo.source, tuple(sorted(allowed)), ranks_out, warnings)
 
 
-def _nic_for(topo: Topology, gpu: Device) -> tuple[Device | None, str | None]:
-    """The NIC this GPU should use: RDMA NICs first, then the closest by path class / node."""
+def _nic_for(topo: Topology, gpu: Device, used: dict[str, int]) -> tuple[Device | None, str | None]:
+    """The NIC this GPU should use: RDMA NICs first, the closest by path class / node, and among
+    equally close NICs the one fewest earlier ranks took (two GPUs behind one switch with two HCAs
+    get one each)."""
     rdma = [n for n in topo.nics if n.is_rdma]
     pool = rdma or topo.nics
     if not pool:
         return None, None
     best = topo.best_nic_for(gpu, pool)
-    return best if best else (None, None)
+    if best is None:
+        return None, None
+    _, best_kind = best
+    target = _closeness(topo, gpu, best[0])
+    ties = [n for n in pool if _closeness(topo, gpu, n) == target]
+    ties.sort(key=lambda n: (used.get(n.name, 0), n.name))
+    nic = ties[0]
+    p = topo.path(gpu.name, nic.name)
+    return nic, p.kind if p else best_kind
+
+
+def _closeness(topo: Topology, gpu: Device, nic: Device) -> int:
+    p = topo.path(gpu.name, nic.name)
+    if p is not None:
+        return path_rank(p.kind)
+    if gpu.numa_node is not None and nic.numa_node == gpu.numa_node:
+        return path_rank("NODE")
+    if gpu.numa_node is not None and nic.numa_node is not None:
+        return path_rank("SYS")
+    return 99
