@@ -119,7 +119,7 @@ def audit(
             json.dumps({"topology_source": topo.source, "processes": placements}, indent=2, default=str)
         )
         return
-    from clusterdoctor.report.text import placement_row
+    from clusterdoctor.report.text import placement_row, raised_flags
 
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
@@ -129,8 +129,7 @@ def audit(
     )
     for p in placements:
         row = placement_row(p)
-        flags = p.get("flags") or {}
-        fl = ",".join(k for k, v in flags.items() if v) if isinstance(flags, dict) else ",".join(flags)
+        fl = ",".join(raised_flags(p))
         if p.get("error"):
             fl = f"error: {p['error']}"
         typer.echo(

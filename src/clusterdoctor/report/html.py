@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 
 from clusterdoctor.model import Diagnosis, Severity
+from clusterdoctor.report.text import raised_flags
 from clusterdoctor.topology.cpuset import format_cpulist
 from clusterdoctor.topology.model import Topology
 
@@ -102,8 +103,7 @@ def placement_table(placement: list[dict[str, Any]]) -> str:
         gnodes = p.get("gpu_nodes")
         if gnodes:
             gpus += f" ({', '.join(str(n) for n in gnodes)})"
-        flags = p.get("flags") or {}
-        flag_s = ", ".join(k for k, v in flags.items() if v) if isinstance(flags, dict) else ", ".join(flags)
+        flag_s = ", ".join(raised_flags(p))
         if p.get("error"):
             flag_s = f"error: {p['error']}"
         rows.append(

@@ -95,3 +95,9 @@ def _mib(v: object) -> str:
         return f"{int(v) / (1 << 20):.0f}MiB"  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return str(v)
+
+
+def raised_flags(p: dict) -> list[str]:
+    """Names of the placement flags raised in a Placement.as_dict() record."""
+    flags = p.get("flags") or {}
+    return [k for k, v in flags.items() if (v.get("raised") if isinstance(v, dict) else v)]

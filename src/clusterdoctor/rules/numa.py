@@ -66,8 +66,9 @@ def _procs(obs: Observations) -> list[dict[str, Any]]:
 
 
 def _flag(p: dict[str, Any], name: str) -> bool:
-    flags = p.get("flags") or {}
-    return bool(flags.get(name)) if isinstance(flags, dict) else name in flags
+    """Whether the placement audit raised flag ``name`` (flags are ``{name: {raised, checked, reason}}``)."""
+    v = (p.get("flags") or {}).get(name)
+    return bool(v.get("raised")) if isinstance(v, dict) else bool(v)
 
 
 def _subject(p: dict[str, Any]) -> str:
@@ -225,12 +226,12 @@ def remote_memory_share(obs: Observations) -> Iterator[Finding]:
     id="NUMA004",
     name="process-unbound",
     layer="numa",
-    title="GPU process not bound on a multi-node machine",
+    title="GPU process not bound to one NUMA node",
     requires=("processes", "gpu_processes", "multi_numa"),
     severity=Severity.WARNING,
 )
 def process_unbound(obs: Observations) -> Iterator[Finding]:
-    """A process that uses a GPU or NIC may run on every CPU of a machine with several NUMA nodes.
+    """A process that uses a GPU or NIC may run on CPUs of several NUMA nodes.
 
     **Symptom**: step time varies run to run; the kernel scheduler moves threads across sockets; memory
     ends up wherever the first touch happened.
@@ -243,7 +244,7 @@ def process_unbound(obs: Observations) -> Iterator[Finding]:
     for p in _procs(obs):
         if not (p.get("gpus") or p.get("nics")):
             continue
-        if not p.get("bound") and len(p.get("cpu_nodes") or []) > 1:
+        if len(p.get("cpu_nodes") or []) > 1 or _flag(p, "unbound_on_multinode"):
             yield process_unbound.finding(
                 f"{_subject(p)} uses {', '.join((p.get('gpus') or []) + (p.get('nics') or []))} and may run on "
                 f"CPUs of nodes {p.get('cpu_nodes')}.",

@@ -1,0 +1,209 @@
+"""`clusterdoctor numa ...` and `diagnose` as a user runs them: real processes, real dumps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.conftest import run_cli, shared_fixture
+
+# hwloc XML of an HP SL390s: node 0 holds the even CPUs, node 1 the odd ones; GPU0 on node 0,
+# GPU1/GPU2 on node 1 (read from the file's NUMANode/PU and PCI objects).
+SL390 = "numa/hwloc/24em64t-2n6c2t-pci.xml"
+
+
+@pytest.fixture
+def sleeper():
+    """Start real sleeping children pinned to given CPUs with given env; kill them afterwards."""
+    procs = []
+
+    def start(cpus, env=None):
+        code = "import os,sys,time; b=bytearray(32<<20); sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)"
+        e = dict(os.environ, **(env or {}))
+        p = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=e,
+            stdout=subprocess.PIPE,
+            preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+        )
+        assert p.stdout.readline().strip() == b"ready"
+        procs.append(p)
+        return p.pid
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_topology_json_from_dump():
+    r = run_cli("numa", "topology", "--from", str(shared_fixture(SL390)), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert [n["id"] for n in doc["nodes"]] == [0, 1]
+    assert doc["nodes"][0]["cpus"] == list(range(0, 24, 2))
+    assert doc["distances"] == [[10, 20], [20, 10]]
+    assert [g["numa_node"] for g in doc["gpus"]] == [0, 1, 1]
+    assert {n["name"]: n["numa_node"] for n in doc["nics"]}["mlx4_0"] == 0
+    assert {(p["gpu"], p["nic"]): p["type"] for p in doc["paths"]}[("GPU1", "mlx4_0")] == "SYS"
+
+
+def test_topology_live_text():
+    r = run_cli("numa", "topology")
+    assert r.code == 0 and "node 0: cpus" in r.out
+
+
+def test_check_exit_codes_with_real_processes(sleeper, tmp_path):
+    xml = str(shared_fixture(SL390))
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    spans = sleeper({0, 1}, {"CUDA_VISIBLE_DEVICES": "0"})  # CPUs 0 and 1 are on nodes 0 and 1 of the dump
+    wrong = sleeper({1}, {"CUDA_VISIBLE_DEVICES": "0"})  # node 1, GPU0 is on node 0
+    right = sleeper({0}, {"CUDA_VISIBLE_DEVICES": "0"})  # node 0 with GPU0
+    assert run_cli("numa", "check", "--from", xml, "--pid", str(right)).code == 0
+    r = run_cli("numa", "check", "--from", xml, "--pid", str(spans))
+    assert r.code == 2, r.out + r.err
+    junit = tmp_path / "numa.xml"
+    archive = tmp_path / "evidence"
+    r = run_cli(
+        "numa",
+        "check",
+        "--from",
+        xml,
+        "--pid",
+        str(wrong),
+        "--junit",
+        str(junit),
+        "--archive",
+        str(archive),
+        "--json",
+    )
+    assert r.code == 3, r.out + r.err
+    doc = json.loads(r.out)
+    assert doc["processes"][0]["code"] == 3 and "node" in doc["processes"][0]["reason"]
+    suite = ET.parse(junit).getroot()
+    assert suite.get("failures") == "1"
+    assert (archive / "numa-audit.json").is_file()
+    # the worst process decides: unbound (2) and misplaced (3) together give 3
+    assert run_cli("numa", "check", "--from", xml, "--pid", str(spans), "--pid", str(wrong)).code == 3
+
+
+def test_check_expect_nodes_and_env(tmp_path):
+    live_nodes = len(
+        [d for d in os.listdir("/sys/devices/system/node") if d.startswith("node") and d[4:].isdigit()]
+    )
+    assert run_cli("numa", "check", "--expect-nodes", str(live_nodes)).code == 0
+    r = run_cli("numa", "check", "--expect-nodes", str(live_nodes + 1))
+    assert r.code == 1 and "expected" in r.out
+    assert run_cli("numa", "check", env={"NUMA_NODE_COUNT": str(live_nodes + 1)}).code == 1
+
+
+def test_check_bad_input_exits_4(tmp_path):
+    bad = tmp_path / "garbage.xml"
+    bad.write_bytes(b"\x00\x01 not a topology")
+    r = run_cli("numa", "check", "--from", str(bad))
+    assert r.code == 4
+    assert r.err.count("\n") == 1 and "garbage.xml" in r.err and "Traceback" not in r.err
+
+
+def test_check_no_numa_information(tmp_path):
+    (tmp_path / "sys/devices/system/cpu").mkdir(parents=True)
+    r = run_cli("numa", "check", "--sysfs-root", str(tmp_path))
+    assert r.code == 1 and "no NUMA information" in r.out
+
+
+def test_audit_vanished_and_real_process(sleeper):
+    pid = sleeper({0})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    r = run_cli("numa", "audit", "--pid", str(pid), "--pid", str(dead.pid), "--json")
+    assert r.code == 0, r.err
+    procs = {p["pid"]: p for p in json.loads(r.out)["processes"]}
+    assert procs[pid]["cpus_allowed"] == [0]
+    assert procs[pid]["memory_total_bytes"] >= 32 << 20
+    assert procs[dead.pid]["error"]
+
+
+def test_plan_json_and_refusals(tmp_path):
+    xml = str(shared_fixture(SL390))
+    r = run_cli("numa", "plan", "--from", xml, "--gpus", "0,1", "--json")
+    assert r.code == 0, r.err
+    ranks = json.loads(r.out)["ranks"]
+    for key in ("local_rank", "gpu", "numa_node", "compute_cpus", "comm_cpus", "memory_node"):
+        assert key in ranks[0]
+    assert [x["numa_node"] for x in ranks] == [0, 1]
+    r = run_cli("numa", "plan", "--from", xml, "--gpus", "7")
+    assert r.code == 2 and "not found" in r.err and "Traceback" not in r.err
+    r = run_cli("numa", "plan")  # this machine: no GPU
+    if "no GPU" in r.err:
+        assert r.code == 2
+
+
+def test_probe_without_gpu_says_so():
+    r = run_cli("numa", "probe", "--json")
+    assert r.code == 0
+    doc = json.loads(r.out)
+    assert doc["ran"] is False and doc["reason"]
+
+
+def test_diagnose_files_and_live(tmp_path):
+    r = run_cli("diagnose", str(shared_fixture(SL390)), "--format", "json", "--fail-on", "critical")
+    assert r.code == 1  # SYS paths between GPU1/2 and the only HCA are critical
+    doc = json.loads(r.out)
+    assert doc["findings"][0]["severity"] == "critical"
+    t0 = time.time()
+    r = run_cli("diagnose", "--format", "json")
+    assert r.code in (0, 1), r.err
+    assert json.loads(r.out)["schema"] == "clusterdoctor.diagnosis/1"
+    assert time.time() - t0 < 60
+    out = tmp_path / "r.html"
+    assert run_cli("diagnose", str(shared_fixture(SL390)), "--format", "html", "-o", str(out)).code == 1
+    assert "<svg" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 100,
+        b"<topology version='2.0'><object type='Machine'>",
+        b"random words\n" * 10,
+    ],
+)
+def test_bad_input_one_line_exit_2(tmp_path, content):
+    f = tmp_path / "input.bin"
+    f.write_bytes(content)
+    for args in (
+        ["diagnose", str(f)],
+        ["numa", "topology", "--from", str(f)],
+        ["numa", "plan", "--from", str(f)],
+    ):
+        r = run_cli(*args)
+        assert r.code == 2, (args, r.out, r.err)
+        assert "Traceback" not in r.err and r.err.strip().count("\n") == 0 and "input.bin" in r.err
+
+
+def test_missing_file_and_permission(tmp_path):
+    r = run_cli("diagnose", str(tmp_path / "nope.xml"))
+    assert r.code == 2 and "no such file" in r.err
+    f = tmp_path / "secret.xml"
+    f.write_text("<topology/>")
+    f.chmod(0)
+    if os.geteuid() == 0:
+        pytest.skip("root reads files regardless of mode")
+    r = run_cli("diagnose", str(f))
+    assert r.code == 2 and "permission" in r.err
+
+
+def test_rules_command():
+    r = run_cli("rules")
+    assert r.code == 0 and "NUMA002" in r.out and "PCIE001" in r.out
+    r = run_cli("rules", "NUMA003")
+    assert r.code == 0 and "Thresholds" in r.out and "0.3" in r.out and "source:" in r.out
+    assert run_cli("rules", "NOPE999").code == 2
