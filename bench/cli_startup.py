@@ -31,7 +31,11 @@ def main() -> int:
     base_min, base_med = best_of([py, "-c", "pass"])
     cases = [
         ("clusterdoctor --help", [py, "-m", "clusterdoctor.cli.main", "--help"], 0.150),
-        ("clusterdoctor diagnose --format json", [py, "-m", "clusterdoctor.cli.main", "diagnose", "--format", "json"], 1.0),
+        (
+            "clusterdoctor diagnose --format json",
+            [py, "-m", "clusterdoctor.cli.main", "diagnose", "--format", "json"],
+            1.0,
+        ),
     ]
     ok = True
     print(f"baseline python -c pass: best {base_min * 1e3:.1f} ms, median {base_med * 1e3:.1f} ms")

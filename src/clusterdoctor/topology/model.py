@@ -20,7 +20,9 @@ PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 # HCA names of the kernel's RDMA drivers (drivers/infiniband/hw/*): mlx4/mlx5, hfi1, qib, bnxt_re,
 # irdma (Intel), efa (AWS), erdma (Alibaba), rdmap (iWARP) and the generic ib* names of old dumps.
-RDMA_NAME_RE = re.compile(r"^(mlx[45]_|mlx\d|hfi1_|qib|bnxt_re|irdma|efa_|rdmap|erdma_|ionic_|ocrdma|cxgb4_|usnic_)")
+RDMA_NAME_RE = re.compile(
+    r"^(mlx[45]_|mlx\d|hfi1_|qib|bnxt_re|irdma|efa_|rdmap|erdma_|ionic_|ocrdma|cxgb4_|usnic_)"
+)
 
 
 def path_rank(kind: str) -> int:
