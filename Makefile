@@ -29,7 +29,7 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff format --check src tests bench
 
 test: $(STAMP_TEST) lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout 600
 
 bench: $(STAMP_TEST)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
