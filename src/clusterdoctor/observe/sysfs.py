@@ -279,21 +279,59 @@ def _read_pci(root: Path, nodes: list[NumaNode], warnings: list[str]) -> list[De
     return devices
 
 
+def _cgroup_cpuset(root: Path, cgroup_text: str | None) -> tuple[int, ...] | None:
+    """The effective cpuset of the cgroup named in a /proc/<pid>/cgroup text (v2, then v1)."""
+    if not cgroup_text:
+        return None
+    for line in cgroup_text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hid, controllers, cg_path = parts
+        if hid == "0" and controllers == "":
+            base, fname = root / "sys/fs/cgroup", "cpuset.cpus.effective"
+        elif "cpuset" in controllers.split(","):
+            base, fname = root / "sys/fs/cgroup/cpuset", "cpuset.effective_cpus"
+        else:
+            continue
+        rel = cg_path.strip("/")
+        # walk up: a cgroup without the cpuset controller enabled inherits its parent's set
+        while True:
+            text = _read(base / rel / fname) if rel else _read(base / fname)
+            if text:
+                try:
+                    return parse_cpulist(text)
+                except InputError:
+                    return None
+            if not rel:
+                break
+            rel = rel.rpartition("/")[0]
+    return None
+
+
 def _allowed_cpus(root: Path, live: bool) -> tuple[int, ...] | None:
-    """The cgroup cpuset in force: live, the affinity of this process; for a dump, what it recorded."""
+    """The CPUs this machine lets processes use: the cgroup cpuset (not this process's own affinity,
+    which may be pinned narrower), for a dump only what it recorded."""
+    cg = _cgroup_cpuset(root, _read(root / "proc/self/cgroup"))
+    if cg:
+        return cg
     if live:
         try:
             return tuple(sorted(os.sched_getaffinity(0)))
         except OSError:
             return None
-    for rel in ("sys/fs/cgroup/cpuset.cpus.effective", "sys/fs/cgroup/cpuset/cpuset.effective_cpus"):
-        text = _read(root / rel)
-        if text:
-            try:
-                return parse_cpulist(text)
-            except InputError:
-                return None
     return None
+
+
+def _nvidia_driver_info(root: Path, bdf: str) -> dict[str, str]:
+    """``/proc/driver/nvidia/gpus/<bdf>/information``: Model, GPU UUID, Device Minor (when the driver is loaded)."""
+    text = _read(root / "proc/driver/nvidia/gpus" / bdf / "information")
+    out: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
 
 
 def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
@@ -314,6 +352,13 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     devices = _read_pci(base, nodes, warnings)
     gpus = sorted((d for d in devices if d.kind == "gpu"), key=lambda d: d.pci or "")
     for i, g in enumerate(gpus):
+        info = _nvidia_driver_info(base, g.pci or "")
+        if info.get("GPU UUID"):
+            g.attrs["uuid"] = info["GPU UUID"]
+        if info.get("Device Minor", "").isdigit():
+            g.attrs["minor_number"] = int(info["Device Minor"])
+        if info.get("Model"):
+            g.model = info["Model"]
         g.index = i
         g.attrs["pci_name"] = g.name
         g.attrs["index_basis"] = "PCI bus order (nvidia-smi / CUDA_DEVICE_ORDER=PCI_BUS_ID)"
