@@ -188,7 +188,7 @@ def device_node(
     return None, "unknown"
 
 
-def _classify(cls: str | None, vendor: str | None) -> str | None:
+def _classify(cls: str | None, vendor: str | None, driver: str | None = None) -> str | None:
     if not cls:
         return None
     try:
@@ -197,6 +197,10 @@ def _classify(cls: str | None, vendor: str | None) -> str | None:
         return None
     base, sub = code >> 16, (code >> 8) & 0xFF
     if base in (0x03, 0x12) and vendor in GPU_VENDORS:
+        # AMD VGA-class devices are often the BMC's display chip (ATI ES1000); Instinct/Radeon compute
+        # GPUs are display-other/accelerator class or are driven by amdgpu.
+        if vendor == "0x1002" and base == 0x03 and sub == 0x00 and driver != "amdgpu":
+            return None
         return "gpu"
     if base == 0x02:
         return "nic"
@@ -233,7 +237,8 @@ def _read_pci(root: Path, nodes: list[NumaNode], warnings: list[str]) -> list[De
         d = base / bdf
         cls = _read(d / "class")
         vendor = (_read(d / "vendor") or "").lower() or None
-        kind = _classify(cls, vendor)
+        drv_link = _resolve_inside(root, d / "driver")
+        kind = _classify(cls, vendor, drv_link.rsplit("/", 1)[-1] if drv_link else None)
         if bdf in hcas:
             kind = "nic"
         if kind is None:

@@ -82,7 +82,9 @@ class Device:
     kind: str  # "gpu" | "nic" | "nvme" | "other"
     pci: str | None = None  # "0000:07:00.0", lower case
     numa_node: int | None = None
-    numa_source: str = "unknown"  # how numa_node was learnt: numa_node, local_cpulist, source, unknown
+    # how numa_node was learnt: "numa_node" (sysfs), "local_cpulist" (sysfs/hwloc pci_locality fallback),
+    # "source" (the file states it), "derived" (nvidia-smi: from a GPU it reaches within a node), "unknown"
+    numa_source: str = "unknown"
     local_cpus: tuple[int, ...] | None = None
     vendor: str | None = None
     model: str | None = None
