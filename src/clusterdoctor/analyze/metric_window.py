@@ -1,0 +1,416 @@
+"""Metric series over one time window, whatever their origin, and the observation kinds they fill.
+
+A :class:`MetricWindow` holds series by metric name. It is built from a single exposition (a
+saved ``/metrics`` dump: one untimed point per series, counters since process start), from
+several timed scrapes (direct ``--scrape``), or from Prometheus range queries. Rules ask it the
+same questions in every case — the latest value, the increase of a counter over the window,
+histograms of the window (bucket increases) or per step — and :attr:`MetricWindow.is_snapshot`
+tells them whether "over the window" means "since the process started".
+
+:func:`observations_from_metrics` turns any of these into the observation kinds the control-plane
+rules require (``metrics``, ``etcd_metrics``, ``scheduler_metrics``, ``apiserver_metrics``,
+``kubelet_metrics``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterdoctor.analyze.quantile import merge_histograms, quantile_of
+from clusterdoctor.analyze.rates import counter_increase
+from clusterdoctor.model import Event, Histogram, Series, SourceRef
+
+__all__ = [
+    "COMPONENT_PREFIXES",
+    "MetricWindow",
+    "detect_kube_version",
+    "merge_metric_observations",
+    "metric_events",
+    "observations_from_metrics",
+]
+
+# Which metric names reveal which component (kind -> name prefixes or exact names).
+COMPONENT_PREFIXES: dict[str, tuple[str, ...]] = {
+    "etcd_metrics": ("etcd_server_", "etcd_disk_", "etcd_network_peer_", "etcd_mvcc_db_"),
+    "scheduler_metrics": ("scheduler_",),
+    "apiserver_metrics": ("apiserver_request_duration_seconds", "apiserver_request_total"),
+    "kubelet_metrics": ("kubelet_",),
+}
+
+
+def _key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+@dataclass
+class MetricWindow:
+    """Series by metric name over ``[start, end]`` (seconds; None for an untimed dump)."""
+
+    series: dict[str, list[Series]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    start: float | None = None
+    end: float | None = None
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_metricset(cls, ms: Any, time: float | None = None, source: str | None = None) -> MetricWindow:
+        """One exposition (``prom_text.MetricSet``); ``time`` stamps untimed samples."""
+        return cls.from_metricsets([(time, ms)], source=source)
+
+    @classmethod
+    def from_metricsets(
+        cls, timed: Sequence[tuple[float | None, Any]], source: str | None = None
+    ) -> MetricWindow:
+        """Several expositions of the same targets, ``(time, MetricSet)`` in time order."""
+        w = cls(source=source or "")
+        index: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
+        times: list[float] = []
+        for t, ms in timed:
+            if t is not None:
+                times.append(t)
+            for fam in ms.families.values():
+                w.types.setdefault(fam.name, fam.type)
+            w.warnings.extend(ms.warnings)
+            for s in ms.samples:
+                k = (s.name, tuple(sorted(s.labels)))
+                ser = index.get(k)
+                if ser is None:
+                    ser = index[k] = Series(s.name, dict(s.labels), [])
+                    w.series.setdefault(s.name, []).append(ser)
+                ts = s.timestamp if s.timestamp is not None else t
+                ser.points.append((ts if ts is not None else 0.0, s.value))
+        if times:
+            w.start, w.end = min(times), max(times)
+        return w
+
+    @classmethod
+    def from_series(
+        cls,
+        series: Iterable[Series],
+        start: float | None = None,
+        end: float | None = None,
+        source: str = "",
+    ) -> MetricWindow:
+        """Series from Prometheus range queries (points sorted by time)."""
+        w = cls(start=start, end=end, source=source)
+        for s in series:
+            w.series.setdefault(s.name, []).append(s)
+        return w
+
+    def merge(self, other: MetricWindow) -> MetricWindow:
+        """A window holding both windows' series (e.g. several scraped components)."""
+        out = MetricWindow(
+            {k: list(v) for k, v in self.series.items()},
+            dict(self.types),
+            _min(self.start, other.start),
+            _max(self.end, other.end),
+            ", ".join(x for x in (self.source, other.source) if x),
+            self.warnings + other.warnings,
+        )
+        for name, lst in other.series.items():
+            out.series.setdefault(name, []).extend(lst)
+        for k, v in other.types.items():
+            out.types.setdefault(k, v)
+        return out
+
+    # -- questions -----------------------------------------------------------------------------
+    @property
+    def is_snapshot(self) -> bool:
+        """True when no series has two points: counters and histograms are since process start."""
+        return all(len(s.points) < 2 for lst in self.series.values() for s in lst)
+
+    def names(self) -> set[str]:
+        return set(self.series)
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` (or histogram ``name`` via ``name_bucket``) has series."""
+        return bool(self.series.get(name) or self.series.get(name + "_bucket"))
+
+    def first_present(self, *names: str) -> str | None:
+        """The first of ``names`` with series (version-dependent metric names)."""
+        for n in names:
+            if self.has(n):
+                return n
+        return None
+
+    def select(self, name: str, **match: str) -> list[Series]:
+        """Series ``name`` whose labels include every ``match`` pair."""
+        lst = self.series.get(name, [])
+        if not match:
+            return list(lst)
+        want = match.items()
+        return [s for s in lst if want <= s.labels.items()]
+
+    def latest(self, name: str, **match: str) -> list[tuple[dict[str, str], float, float]]:
+        """``(labels, last value, its time)`` of each series ``name``."""
+        out = []
+        for s in self.select(name, **match):
+            if s.points:
+                t, v = s.points[-1]
+                out.append((s.labels, v, t))
+        return out
+
+    def increase(self, name: str, **match: str) -> list[tuple[dict[str, str], float, int]]:
+        """``(labels, increase, resets)`` of counter ``name`` over the window.
+
+        For a snapshot the increase is the value itself (everything since the process started);
+        in a timed window a series with a single point has no increase and is left out.
+        """
+        out = []
+        snapshot = self.is_snapshot
+        first_seen = None if snapshot else self._first_seen_by_instance()
+        for s in self.select(name, **match):
+            if not s.points:
+                continue
+            if first_seen is not None:
+                t_inst = first_seen.get(s.labels.get("instance", ""))
+                if t_inst is not None and s.points[0][0] > t_inst:
+                    # The series appeared after its target was first read: client libraries create
+                    # labelled counters on first use, so it started from zero inside the window.
+                    inc, resets = counter_increase([(t_inst, 0.0), *s.points])
+                    out.append((s.labels, inc, resets))
+                    continue
+            if len(s.points) == 1:
+                if snapshot:
+                    out.append((s.labels, s.points[0][1], 0))
+                # in a timed window one point gives no increase (PromQL returns nothing)
+            else:
+                inc, resets = counter_increase(s.points)
+                out.append((s.labels, inc, resets))
+        return out
+
+    def _first_seen_by_instance(self) -> dict[str, float]:
+        """Earliest point time per ``instance`` label (when each target was first read)."""
+        out: dict[str, float] = {}
+        for lst in self.series.values():
+            for s in lst:
+                if s.points:
+                    inst = s.labels.get("instance", "")
+                    t = s.points[0][0]
+                    if inst not in out or t < out[inst]:
+                        out[inst] = t
+        return out
+
+    def histograms(self, name: str, **match: str) -> list[Histogram]:
+        """Histograms ``name`` of the window, one per label set without ``le``.
+
+        Bucket counts are increases over the window (counter resets handled), or the cumulative
+        counts of a snapshot. Layout read from the ``le`` labels present.
+        """
+        groups: dict[tuple[tuple[str, str], ...], Histogram] = {}
+        min_points = 1 if self.is_snapshot else 2
+        for s in self.select(name + "_bucket", **match):
+            le = s.labels.get("le")
+            if le is None or len(s.points) < min_points:
+                continue
+            try:
+                bound = float(le)
+            except ValueError:
+                continue
+            rest = {k: v for k, v in s.labels.items() if k != "le"}
+            k = _key(rest)
+            h = groups.get(k)
+            if h is None:
+                h = groups[k] = Histogram(name, rest, [], timestamp=s.points[-1][0])
+            h.buckets.append((bound, self._window_value(s)))
+        for suffix, attr in (("_sum", "sum"), ("_count", "count")):
+            for s in self.select(name + suffix, **match):
+                h = groups.get(_key(s.labels))
+                if h is not None and s.points:
+                    setattr(h, attr, self._window_value(s))
+        for h in groups.values():
+            h.buckets.sort()
+        return list(groups.values())
+
+    def merged_histogram(
+        self, name: str, by: Sequence[str] = (), **match: str
+    ) -> dict[tuple[str, ...], Histogram]:
+        """Histograms summed by the labels ``by`` (PromQL ``sum by (by…, le)``)."""
+        parts: dict[tuple[str, ...], list[Histogram]] = {}
+        for h in self.histograms(name, **match):
+            parts.setdefault(tuple(h.labels.get(b, "") for b in by), []).append(h)
+        out = {}
+        for k, hs in parts.items():
+            m = merge_histograms(hs, name)
+            if m is not None:
+                out[k] = m
+        return out
+
+    def histogram_steps(self, name: str, **match: str) -> list[tuple[float, Histogram]]:
+        """Per step, the histogram of observations made since the previous step (summed over
+        every label set): the data a latency heatmap or a "when did p99 cross X" needs."""
+        by_t: dict[float, dict[float, float]] = {}
+        for s in self.select(name + "_bucket", **match):
+            try:
+                bound = float(s.labels.get("le", "nan"))
+            except ValueError:
+                continue
+            if bound != bound:
+                continue
+            prev: float | None = None
+            for t, v in s.points:
+                if prev is not None and v == v:
+                    inc = v if v < prev else v - prev
+                    row = by_t.setdefault(t, {})
+                    row[bound] = row.get(bound, 0.0) + inc
+                if v == v:
+                    prev = v
+        out = []
+        for t in sorted(by_t):
+            row = by_t[t]
+            out.append((t, Histogram(name, dict(match), sorted(row.items()), timestamp=t)))
+        return out
+
+    def quantile_steps(self, name: str, q: float, **match: str) -> list[tuple[float, float]]:
+        """``(time, φ-quantile)`` per step (NaN where nothing was observed)."""
+        return [(t, quantile_of(q, h.buckets).value) for t, h in self.histogram_steps(name, **match)]
+
+    def _window_value(self, s: Series) -> float:
+        if len(s.points) == 1:
+            return s.points[0][1]
+        return counter_increase(s.points)[0]
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def detect_kube_version(w: MetricWindow) -> tuple[int, int] | None:
+    """Kubernetes ``(major, minor)`` from ``kubernetes_build_info`` (the lowest when several)."""
+    found = []
+    for labels, _, _ in w.latest("kubernetes_build_info"):
+        m = _VERSION_RE.match(labels.get("git_version", ""))
+        if m:
+            found.append((int(m.group(1)), int(m.group(2))))
+        elif labels.get("major", "").isdigit():
+            minor = re.match(r"\d+", labels.get("minor", ""))
+            if minor:
+                found.append((int(labels["major"]), int(minor.group(0))))
+    return min(found) if found else None
+
+
+def observations_from_metrics(data: Any, source: str | None = None) -> dict[str, MetricWindow]:
+    """Observation kinds filled by metrics: ``{"metrics": w, "etcd_metrics": w, …}``.
+
+    ``data``: a ``prom_text.MetricSet`` (a dump), a sequence of ``(time, MetricSet)`` (scrapes),
+    a :class:`MetricWindow`, an iterable of :class:`~clusterdoctor.model.Series`, or the dict
+    ``prom_api.collect_for_rules`` returns. Component kinds are present only when that
+    component's metrics are (each maps to the same window).
+    """
+    w = as_window(data, source)
+    out: dict[str, MetricWindow] = {}
+    if not w.series:
+        return out
+    out["metrics"] = w
+    names = w.names()
+    for kind, prefixes in COMPONENT_PREFIXES.items():
+        if any(n.startswith(prefixes) for n in names):
+            out[kind] = w
+    return out
+
+
+def as_window(data: Any, source: str | None = None) -> MetricWindow:
+    """Coerce the accepted metric inputs (see :func:`observations_from_metrics`) to a window."""
+    if isinstance(data, MetricWindow):
+        return data
+    if isinstance(data, dict) and "window" in data and isinstance(data["window"], MetricWindow):
+        return data["window"]
+    if hasattr(data, "samples") and hasattr(data, "families"):
+        return MetricWindow.from_metricset(data, source=source or (getattr(data, "path", None) or ""))
+    if isinstance(data, dict):
+        series = [s for v in data.values() if isinstance(v, list) for s in v if isinstance(s, Series)]
+        return MetricWindow.from_series(series, source=source or "")
+    items = list(data)
+    if items and all(isinstance(x, Series) for x in items):
+        return MetricWindow.from_series(items, source=source or "")
+    if items and all(isinstance(x, tuple) and len(x) == 2 for x in items):
+        return MetricWindow.from_metricsets(items, source=source)
+    raise TypeError(f"cannot read metrics from {type(data).__name__}")
+
+
+# Metric changes that mark a step of the control-plane cascade, as Event kinds shared with
+# clusterdoctor.analyze.correlate (log events use the same kinds).
+_COUNTER_EVENTS = (
+    ("etcd_server_leader_changes_seen_total", "etcd.leader_changed", "etcd leader changed"),
+    ("etcd_server_heartbeat_send_failures_total", "etcd.heartbeat_slow", "etcd heartbeat not sent on time"),
+    ("etcd_server_slow_apply_total", "etcd.slow_apply", "etcd apply took longer than 100 ms"),
+)
+_LATENCY_EVENTS = (
+    ("etcd_disk_wal_fsync_duration_seconds", 0.010, "etcd.wal_fsync_slow", "etcd WAL fsync p99 above 10 ms"),
+    (
+        "etcd_disk_backend_commit_duration_seconds",
+        0.025,
+        "etcd.backend_commit_slow",
+        "etcd backend commit p99 above 25 ms",
+    ),
+    ("apiserver_request_duration_seconds", 1.0, "apiserver.slow", "apiserver request p99 above 1 s"),
+    (
+        "scheduler_scheduling_attempt_duration_seconds",
+        0.1,
+        "scheduler.slow",
+        "scheduling attempt p99 above 100 ms",
+    ),
+)
+
+
+def metric_events(w: MetricWindow) -> list[Event]:
+    """Timed events derived from a window with time (empty for a snapshot).
+
+    Counter increases (leader changes, heartbeat failures, slow applies) become one event per
+    step they grew in, kinds ``etcd.leader_changed``/``etcd.heartbeat_slow``/``etcd.slow_apply``;
+    latency p99 crossing the documented thresholds becomes ``etcd.wal_fsync_slow``,
+    ``etcd.backend_commit_slow``, ``apiserver.slow``, ``scheduler.slow`` at each step above it.
+    """
+    if w.is_snapshot:
+        return []
+    src = SourceRef("metrics", w.source or "metrics")
+    out: list[Event] = []
+    for name, kind, what in _COUNTER_EVENTS:
+        for s in w.select(name):
+            prev = None
+            for t, v in s.points:
+                if prev is not None and v == v and v != prev:
+                    inc = v if v < prev else v - prev
+                    if inc > 0:
+                        attrs = tuple(sorted({**s.labels, "increase": f"{inc:g}"}.items()))
+                        out.append(Event(t, kind, f"{what} ({name} +{inc:g})", src, attrs))
+                if v == v:
+                    prev = v
+    for name, thr, kind, what in _LATENCY_EVENTS:
+        for t, v in w.quantile_steps(name, 0.99):
+            if v == v and v > thr:
+                out.append(Event(t, kind, f"{what}: {v:.4g} s", src, (("p99_s", f"{v:.6g}"),)))
+    out.sort(key=lambda e: (e.time or 0.0, e.kind))
+    return out
+
+
+def merge_metric_observations(existing: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Add ``new`` metric observations to ``existing`` (in place), merging windows of the same kind.
+
+    Several dumps (a scheduler dump and an etcd dump) each give a ``metrics`` window; they are
+    merged rather than overwritten. Component kinds point at the merged ``metrics`` window.
+    """
+    for kind, value in new.items():
+        old = existing.get(kind)
+        if isinstance(old, MetricWindow) and isinstance(value, MetricWindow) and old is not value:
+            existing[kind] = old.merge(value)
+        else:
+            existing[kind] = value
+    merged = existing.get("metrics")
+    if isinstance(merged, MetricWindow):
+        for kind in COMPONENT_PREFIXES:
+            if isinstance(existing.get(kind), MetricWindow):
+                existing[kind] = merged
+    return existing

@@ -1,0 +1,265 @@
+"""etcdctl output: ``endpoint status -w json`` and ``endpoint health -w json``.
+
+Parsers are pure (:func:`parse_endpoint_status`, :func:`parse_endpoint_health`); the stderr of
+a failed ``endpoint status`` ("Failed to get the status of endpoint X (reason)") is read by
+:func:`parse_etcdctl_errors`. :func:`collect_etcd_status` runs the real ``etcdctl`` with a timeout.
+Member ids are uint64 (printed in hex by ``-w table``); they stay Python ints here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterdoctor.errors import CollectError, InputError
+
+__all__ = [
+    "EndpointError",
+    "EndpointHealth",
+    "EndpointStatus",
+    "EtcdStatus",
+    "collect_etcd_status",
+    "load_etcdctl_observations",
+    "parse_duration",
+    "parse_endpoint_health",
+    "parse_endpoint_status",
+    "parse_etcdctl_errors",
+    "sniff_etcdctl",
+]
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """One row of ``etcdctl endpoint status``."""
+
+    endpoint: str
+    member_id: int
+    cluster_id: int
+    leader: int
+    version: str
+    db_size: int
+    db_size_in_use: int | None
+    raft_term: int
+    raft_index: int
+    raft_applied_index: int
+    is_learner: bool = False
+    errors: tuple[str, ...] = ()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.member_id == self.leader and self.leader != 0
+
+
+@dataclass(frozen=True)
+class EndpointHealth:
+    """One row of ``etcdctl endpoint health``."""
+
+    endpoint: str
+    healthy: bool
+    took_seconds: float | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EndpointError:
+    """An endpoint etcdctl could not read (from its stderr)."""
+
+    endpoint: str
+    message: str
+
+
+@dataclass
+class EtcdStatus:
+    """What etcdctl said about a cluster: the ``etcd_status`` observation."""
+
+    statuses: list[EndpointStatus] = field(default_factory=list)
+    health: list[EndpointHealth] = field(default_factory=list)
+    errors: list[EndpointError] = field(default_factory=list)
+
+    def leader_endpoints(self) -> list[str]:
+        return [s.endpoint for s in self.statuses if s.is_leader]
+
+    def merge(self, other: EtcdStatus) -> EtcdStatus:
+        """Both outputs together (a status file and a health file of the same cluster)."""
+        return EtcdStatus(
+            self.statuses + other.statuses, self.health + other.health, self.errors + other.errors
+        )
+
+
+_DUR_RE = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_DUR_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """A Go duration string (``868.135µs``, ``2.000903725s``, ``1m30s``) in seconds; None if not one."""
+    s = text.strip()
+    if not s:
+        return None
+    pos = 0
+    total = 0.0
+    for m in _DUR_RE.finditer(s):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _DUR_UNIT[m.group(2)]
+        pos = m.end()
+    return total if pos == len(s) and pos > 0 else None
+
+
+def _load_json_list(text: str | bytes, path: str | None, what: str) -> list[Any]:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    s = text.strip()
+    if not s:
+        raise InputError(f"empty etcdctl {what} output", path)
+    try:
+        data = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not etcdctl {what} JSON: {e.msg}", path, e.lineno) from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise InputError(f"etcdctl {what} JSON is not a list", path)
+    return data
+
+
+def _int(v: Any, name: str, path: str | None) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise InputError(f"etcdctl status field {name} is not a number", path)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise InputError(f"etcdctl status field {name} is not a number: {v!r}", path) from None
+
+
+def parse_endpoint_status(text: str | bytes, path: str | None = None) -> list[EndpointStatus]:
+    """Rows of ``etcdctl endpoint status -w json`` (etcd 3.4–3.6 field names)."""
+    out = []
+    for i, row in enumerate(_load_json_list(text, path, "endpoint status")):
+        if not isinstance(row, dict) or not isinstance(row.get("Status"), dict):
+            raise InputError(f"entry {i} has no Status object (not endpoint status output?)", path)
+        st = row["Status"]
+        hdr = st.get("header") if isinstance(st.get("header"), dict) else {}
+        errs = st.get("errors") or []
+        out.append(
+            EndpointStatus(
+                endpoint=str(row.get("Endpoint", "")),
+                member_id=_int(hdr.get("member_id", 0), "member_id", path),
+                cluster_id=_int(hdr.get("cluster_id", 0), "cluster_id", path),
+                leader=_int(st.get("leader", 0), "leader", path),
+                version=str(st.get("version", "")),
+                db_size=_int(st.get("dbSize", 0), "dbSize", path),
+                db_size_in_use=_int(st["dbSizeInUse"], "dbSizeInUse", path) if "dbSizeInUse" in st else None,
+                raft_term=_int(st.get("raftTerm", hdr.get("raft_term", 0)), "raftTerm", path),
+                raft_index=_int(st.get("raftIndex", 0), "raftIndex", path),
+                raft_applied_index=_int(st.get("raftAppliedIndex", 0), "raftAppliedIndex", path),
+                is_learner=bool(st.get("isLearner", False)),
+                errors=tuple(str(e) for e in errs) if isinstance(errs, list) else (str(errs),),
+            )
+        )
+    return out
+
+
+def parse_endpoint_health(text: str | bytes, path: str | None = None) -> list[EndpointHealth]:
+    """Rows of ``etcdctl endpoint health -w json``."""
+    out = []
+    for i, row in enumerate(_load_json_list(text, path, "endpoint health")):
+        if not isinstance(row, dict) or "health" not in row or "endpoint" not in row:
+            raise InputError(f"entry {i} lacks endpoint/health (not endpoint health output?)", path)
+        h = row["health"]
+        healthy = h is True or (isinstance(h, str) and h.lower() == "true")
+        took = row.get("took")
+        out.append(
+            EndpointHealth(
+                endpoint=str(row["endpoint"]),
+                healthy=healthy,
+                took_seconds=parse_duration(took) if isinstance(took, str) else None,
+                error=str(row["error"]) if row.get("error") else None,
+            )
+        )
+    return out
+
+
+_FAILED_RE = re.compile(r"Failed to get the status of endpoint (\S+) \((.*)\)\s*$")
+
+
+def parse_etcdctl_errors(text: str | bytes) -> list[EndpointError]:
+    """Endpoints named in etcdctl's stderr as failed (``Failed to get the status of endpoint X (why)``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    out = []
+    for line in text.splitlines():
+        m = _FAILED_RE.search(line)
+        if m:
+            out.append(EndpointError(m.group(1), m.group(2)))
+    return out
+
+
+def collect_etcd_status(
+    endpoints: list[str],
+    etcdctl: str = "etcdctl",
+    timeout: float = 5.0,
+    extra_args: list[str] | None = None,
+) -> EtcdStatus:
+    """Run ``etcdctl endpoint status`` and ``endpoint health`` (``-w json``) against ``endpoints``.
+
+    A failing endpoint becomes an :class:`EndpointError` (etcdctl exits 1 but still prints the
+    others); :class:`CollectError` only when etcdctl is missing or prints nothing usable.
+    """
+    exe = shutil.which(etcdctl)
+    if exe is None:
+        raise CollectError(f"{etcdctl} not found on PATH (install etcd-client)")
+    base = [
+        exe,
+        f"--endpoints={','.join(endpoints)}",
+        f"--command-timeout={max(1, int(timeout))}s",
+        *(extra_args or []),
+    ]
+    env = {**os.environ, "ETCDCTL_API": "3"}
+    res = EtcdStatus()
+    for sub in ("status", "health"):
+        try:
+            p = subprocess.run(
+                [*base, "endpoint", sub, "-w", "json"], capture_output=True, timeout=timeout * 2 + 5, env=env
+            )
+        except subprocess.TimeoutExpired:
+            raise CollectError(f"etcdctl endpoint {sub} timed out after {timeout * 2 + 5:g} s") from None
+        out = p.stdout.decode("utf-8", errors="replace")
+        if sub == "status":
+            res.errors.extend(parse_etcdctl_errors(p.stderr))
+            if out.strip():
+                res.statuses = parse_endpoint_status(out, "etcdctl endpoint status")
+        elif out.strip():
+            res.health = parse_endpoint_health(out, "etcdctl endpoint health")
+    if not res.statuses and not res.health and not res.errors:
+        raise CollectError(f"etcdctl returned nothing for {','.join(endpoints)}")
+    return res
+
+
+def sniff_etcdctl(head: bytes, name: str = "") -> bool:
+    """Loader hook: ``etcdctl endpoint status|health -w json`` output."""
+    h = head.lstrip()[:4096]
+    if not h.startswith(b"["):
+        return False
+    return (b'"Status"' in h and b'"header"' in h) or (b'"endpoint"' in h and b'"health"' in h)
+
+
+def load_etcdctl_observations(path: str) -> dict[str, EtcdStatus]:
+    """Loader hook: ``{"etcd_status": EtcdStatus}`` from a saved status or health JSON file."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    st = EtcdStatus()
+    if b'"Status"' in data:
+        st.statuses = parse_endpoint_status(data, str(p))
+    else:
+        st.health = parse_endpoint_health(data, str(p))
+    return {"etcd_status": st}

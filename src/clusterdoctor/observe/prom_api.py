@@ -1,0 +1,291 @@
+"""Prometheus HTTP API client (stdlib ``urllib``): instant and range queries, series, label values.
+
+:class:`PromClient` returns :class:`~clusterdoctor.model.Series` lists; every call has a timeout.
+Errors are one line: :class:`~clusterdoctor.errors.CollectError` when the server cannot be reached,
+times out or does not speak the Prometheus API; :class:`~clusterdoctor.errors.InputError` when
+Prometheus rejects the query (``bad_data``) or the URL is malformed.
+
+:func:`collect_for_rules` pulls, over ``[now - since, now]``, the series the control-plane rules
+use. Names differ across Kubernetes versions, so it first lists the metric names the server has
+and only queries those present.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time as _time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from clusterdoctor.analyze.metric_window import MetricWindow
+from clusterdoctor.errors import CollectError, InputError
+from clusterdoctor.model import Series
+
+__all__ = ["RULE_METRICS", "PromClient", "collect_for_rules", "default_step"]
+
+# Metric families the rules read (histograms by base name), newest names first where renamed.
+RULE_HISTOGRAMS: tuple[str, ...] = (
+    "etcd_disk_wal_fsync_duration_seconds",
+    "etcd_disk_backend_commit_duration_seconds",
+    "etcd_network_peer_round_trip_time_seconds",
+    "scheduler_scheduling_attempt_duration_seconds",
+    "scheduler_scheduling_algorithm_duration_seconds",
+    "scheduler_pod_scheduling_sli_duration_seconds",
+    "scheduler_pod_scheduling_duration_seconds",
+    "scheduler_e2e_scheduling_duration_seconds",
+    "apiserver_request_sli_duration_seconds",
+    "apiserver_request_slo_duration_seconds",
+    "apiserver_request_duration_seconds",
+    "kubelet_pod_start_sli_duration_seconds",
+    "kubelet_pod_worker_duration_seconds",
+    "kubelet_pleg_relist_duration_seconds",
+)
+RULE_SCALARS: tuple[str, ...] = (
+    "up",
+    "kubernetes_build_info",
+    "etcd_server_has_leader",
+    "etcd_server_is_leader",
+    "etcd_server_leader_changes_seen_total",
+    "etcd_server_slow_apply_total",
+    "etcd_server_heartbeat_send_failures_total",
+    "etcd_server_slow_read_indexes_total",
+    "etcd_server_proposals_failed_total",
+    "etcd_network_peer_sent_failures_total",
+    "etcd_mvcc_db_total_size_in_bytes",
+    "etcd_server_quota_backend_bytes",
+    "scheduler_pending_pods",
+    "scheduler_schedule_attempts_total",
+    "apiserver_request_total",
+    "kubelet_runtime_operations_errors_total",
+    "kubelet_started_pods_errors_total",
+)
+RULE_METRICS = RULE_HISTOGRAMS + RULE_SCALARS
+
+# High-cardinality histograms are summed server-side down to the labels the rules group by.
+AGGREGATE_BY: dict[str, tuple[str, ...]] = {
+    "apiserver_request_duration_seconds": ("instance", "verb", "resource", "scope", "subresource"),
+    "apiserver_request_sli_duration_seconds": ("instance", "verb", "resource", "scope", "subresource"),
+    "apiserver_request_slo_duration_seconds": ("instance", "verb", "resource", "scope", "subresource"),
+    "kubelet_pod_worker_duration_seconds": ("instance", "operation_type"),
+}
+
+
+def default_step(since_seconds: float) -> float:
+    """A step that keeps a range query near 720 points (at least 15 s)."""
+    return max(15.0, math.ceil(since_seconds / 720.0))
+
+
+def _float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class PromClient:
+    """A Prometheus server at ``url`` (``http://host:9090``, optionally with a path prefix)."""
+
+    def __init__(self, url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> None:
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InputError("not an http(s) URL of a Prometheus server", url)
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+
+    # -- transport -----------------------------------------------------------------------------
+    def _call(self, path: str, params: list[tuple[str, str]], post: bool = True) -> Any:
+        query = urllib.parse.urlencode(params)
+        req = urllib.request.Request(
+            f"{self.url}{path}" if post else f"{self.url}{path}{'?' + query if query else ''}",
+            data=query.encode() if post else None,
+            method="POST" if post else "GET",
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+                **self.headers,
+            },
+        )
+        where = f"{self.url}{path}"
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read() if hasattr(e, "read") else b""
+            err = _api_error(raw)
+            if err is not None and e.code in (400, 422):
+                raise InputError(f"Prometheus rejected the query: {err}", where) from None
+            raise CollectError(f"{where}: HTTP {e.code} {err or e.reason}") from None
+        except TimeoutError:
+            raise CollectError(f"{where}: no answer within {self.timeout:g} s") from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, TimeoutError):
+                raise CollectError(f"{where}: no answer within {self.timeout:g} s") from None
+            raise CollectError(f"{where}: cannot connect ({reason})") from None
+        except (ConnectionError, OSError) as e:
+            raise CollectError(f"{where}: {e.strerror or e}") from None
+        try:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise CollectError(f"{where}: answer is not JSON (not a Prometheus API?)") from None
+        if not isinstance(doc, dict) or "status" not in doc:
+            raise CollectError(f"{where}: answer is not a Prometheus API response")
+        if doc["status"] != "success":
+            msg = f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"
+            if doc.get("errorType") == "bad_data":
+                raise InputError(f"Prometheus rejected the query: {msg}", where)
+            raise CollectError(f"{where}: {msg}")
+        return doc.get("data")
+
+    # -- API -----------------------------------------------------------------------------------
+    def query(self, expr: str, at: float | None = None) -> list[Series]:
+        """Instant query; each result is a Series with one point (a scalar is named ``scalar``)."""
+        params = [("query", expr)]
+        if at is not None:
+            params.append(("time", f"{at:.3f}"))
+        return _to_series(self._call("/api/v1/query", params), f"{self.url} query {expr!r}")
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
+        """Range query over ``[start, end]`` every ``step`` seconds."""
+        if step <= 0:
+            raise InputError(f"step must be positive, got {step:g}", f"{self.url} query_range")
+        if end < start:
+            raise InputError("end is before start", f"{self.url} query_range")
+        params = [("query", expr), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"), ("step", f"{step:g}")]
+        return _to_series(self._call("/api/v1/query_range", params), f"{self.url} query_range {expr!r}")
+
+    def series(
+        self, matchers: list[str], start: float | None = None, end: float | None = None
+    ) -> list[dict[str, str]]:
+        """Label sets of the series matching any of ``matchers`` (``/api/v1/series``)."""
+        params = [("match[]", m) for m in matchers]
+        if start is not None:
+            params.append(("start", f"{start:.3f}"))
+        if end is not None:
+            params.append(("end", f"{end:.3f}"))
+        data = self._call("/api/v1/series", params)
+        if not isinstance(data, list):
+            raise CollectError(f"{self.url}/api/v1/series: unexpected answer")
+        return [dict(x) for x in data if isinstance(x, dict)]
+
+    def metric_names(self) -> set[str]:
+        """Every metric name the server knows (``/api/v1/label/__name__/values``)."""
+        data = self._call("/api/v1/label/__name__/values", [], post=False)
+        if not isinstance(data, list):
+            raise CollectError(f"{self.url}: unexpected answer listing metric names")
+        return {str(x) for x in data}
+
+
+def _api_error(raw: bytes) -> str | None:
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        return f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"
+    return None
+
+
+def _to_series(data: Any, where: str) -> list[Series]:
+    if not isinstance(data, dict) or "resultType" not in data:
+        raise CollectError(f"{where}: unexpected answer")
+    rtype = data["resultType"]
+    result = data.get("result")
+    out: list[Series] = []
+    if rtype == "scalar" or rtype == "string":
+        t, v = result
+        return [Series("scalar", {}, [(float(t), _float(v))])]
+    if not isinstance(result, list):
+        raise CollectError(f"{where}: unexpected result")
+    for r in result:
+        metric = dict(r.get("metric") or {})
+        name = metric.pop("__name__", "")
+        if rtype == "vector":
+            t, v = r["value"]
+            pts = [(float(t), _float(v))]
+        else:
+            pts = [(float(t), _float(v)) for t, v in r.get("values") or []]
+        out.append(Series(name, metric, pts))
+    return out
+
+
+def collect_for_rules(
+    url: str,
+    since_seconds: float,
+    step: float | None = None,
+    *,
+    end: float | None = None,
+    timeout: float = 10.0,
+    client: PromClient | None = None,
+    workers: int = 4,
+) -> dict[str, Any]:
+    """Pull the series the rules need over the last ``since_seconds`` (ending at ``end`` or now).
+
+    Returns ``{"window": MetricWindow, "present": [...], "missing": [...], "errors": [...],
+    "url", "start", "end", "step"}``; ``window`` feeds
+    :func:`clusterdoctor.analyze.metric_window.observations_from_metrics`. A failing query is
+    recorded in ``errors`` and the others are kept; an unreachable server raises CollectError.
+    """
+    if since_seconds <= 0:
+        raise InputError(f"--since must be positive, got {since_seconds:g} s", url)
+    c = client or PromClient(url, timeout=timeout)
+    end_t = float(end if end is not None else _time.time())
+    start_t = end_t - float(since_seconds)
+    st = float(step) if step else default_step(since_seconds)
+    names = c.metric_names()
+    present: list[str] = []
+    queries: list[tuple[str, str]] = []
+    for base in RULE_HISTOGRAMS:
+        if f"{base}_bucket" not in names:
+            continue
+        present.append(base)
+        by = AGGREGATE_BY.get(base)
+        for suffix in ("_bucket", "_sum", "_count"):
+            metric = base + suffix
+            if metric not in names:
+                continue
+            if by:
+                labels = ", ".join(by + (("le",) if suffix == "_bucket" else ()))
+                queries.append((metric, f"sum by ({labels}) ({metric})"))
+            else:
+                queries.append((metric, metric))
+    for name in RULE_SCALARS:
+        if name in names:
+            present.append(name)
+            queries.append((name, name))
+    missing = [n for n in RULE_METRICS if n not in present]
+    errors: list[str] = []
+
+    def run(q: tuple[str, str]) -> list[Series]:
+        metric, expr = q
+        try:
+            res = c.query_range(expr, start_t, end_t, st)
+        except (CollectError, InputError) as e:
+            errors.append(f"{metric}: {e}")
+            return []
+        for s in res:
+            if not s.name:
+                s.name = metric
+        return res
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    series: list[Series] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        for res in ex.map(run, queries):
+            series.extend(res)
+    window = MetricWindow.from_series(series, start_t, end_t, source=f"prometheus {c.url}")
+    return {
+        "window": window,
+        "present": present,
+        "missing": missing,
+        "errors": errors,
+        "url": c.url,
+        "start": start_t,
+        "end": end_t,
+        "step": st,
+    }

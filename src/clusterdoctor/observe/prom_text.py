@@ -1,0 +1,711 @@
+"""Prometheus text exposition (0.0.4) and OpenMetrics 1.0 parser.
+
+:func:`parse_prom_text` turns a ``/metrics`` body (a live scrape, ``kubectl get --raw /metrics``
+output, a grep'd excerpt) into a :class:`MetricSet`: every sample as a :class:`PromSample`
+``(name, labels, value, timestamp)``, the metric families with their TYPE/HELP/UNIT, exemplars,
+and helpers that group ``_bucket``/``_sum``/``_count`` rows into
+:class:`clusterdoctor.model.Histogram` objects.
+
+Speed: one compiled regular expression classifies every line in C (``re.findall``); label sets
+are parsed once per distinct label string and cached. Lines the fast pattern does not accept go
+through a careful character-level parser (quoted UTF-8 names, odd spacing) which either reads
+them or records a warning with the line number. Garbled or truncated lines are skipped with a
+warning; :class:`~clusterdoctor.errors.InputError` is raised only when nothing valid is left or
+the input is not an exposition at all.
+
+Timestamps are returned in seconds: the text format writes milliseconds, OpenMetrics seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from clusterdoctor.errors import InputError
+from clusterdoctor.model import Histogram
+
+__all__ = [
+    "Exemplar",
+    "Family",
+    "MetricSet",
+    "PromSample",
+    "parse_prom_text",
+    "sniff_prom_text",
+]
+
+Labels = tuple[tuple[str, str], ...]
+
+
+class PromSample(NamedTuple):
+    """One exposed sample. ``labels`` keeps the order of the exposition; ``timestamp`` in seconds."""
+
+    name: str
+    labels: Labels
+    value: float
+    timestamp: float | None
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    """An OpenMetrics exemplar attached to a sample (``# {trace_id="…"} 0.5 1700000000.1``)."""
+
+    labels: Labels
+    value: float
+    timestamp: float | None = None
+
+
+@dataclass
+class Family:
+    """A metric family: its name (without ``_bucket``/``_sum``/… suffixes), TYPE, HELP and UNIT."""
+
+    name: str
+    type: str = "untyped"
+    help: str | None = None
+    unit: str | None = None
+
+
+# Suffixes of the series that belong to a family, by family type.
+_SUFFIXES = {
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+    "summary": ("_sum", "_count", "_created", ""),
+    "counter": ("_total", "_created", ""),
+    "info": ("_info",),
+}
+_ANY_SUFFIX = ("_bucket", "_sum", "_count", "_total", "_created", "_gsum", "_gcount", "_info")
+
+_TYPES = frozenset(
+    {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
+)
+
+
+@dataclass
+class MetricSet:
+    """Everything read from one exposition.
+
+    ``samples`` in file order; ``families`` by family name; ``exemplars`` by sample index;
+    ``warnings`` name the line of every skipped or suspicious line.
+    """
+
+    samples: list[PromSample] = field(default_factory=list)
+    families: dict[str, Family] = field(default_factory=dict)
+    exemplars: dict[int, Exemplar] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    path: str | None = None
+    openmetrics: bool = False
+    _by_name: dict[str, list[PromSample]] | None = field(default=None, repr=False, compare=False)
+
+    # -- lookups -------------------------------------------------------------------------------
+    def by_name(self) -> dict[str, list[PromSample]]:
+        """Samples grouped by sample name (built once, on first use)."""
+        if self._by_name is None:
+            idx: dict[str, list[PromSample]] = {}
+            for s in self.samples:
+                lst = idx.get(s.name)
+                if lst is None:
+                    idx[s.name] = [s]
+                else:
+                    lst.append(s)
+            self._by_name = idx
+        return self._by_name
+
+    def names(self) -> set[str]:
+        """Every sample name present."""
+        return set(self.by_name())
+
+    def has(self, name: str) -> bool:
+        """Whether samples named ``name`` (or a histogram/summary family ``name``) are present."""
+        idx = self.by_name()
+        return name in idx or f"{name}_bucket" in idx or f"{name}_count" in idx
+
+    def get(self, name: str, **match: str) -> list[PromSample]:
+        """Samples named ``name`` whose labels include every ``match`` pair."""
+        rows = self.by_name().get(name, [])
+        if not match:
+            return list(rows)
+        want = match.items()
+        return [s for s in rows if want <= dict(s.labels).items()]
+
+    def value(self, name: str, **match: str) -> float | None:
+        """The value of the single sample ``name{match}``; None when absent or ambiguous."""
+        rows = self.get(name, **match)
+        return rows[0].value if len(rows) == 1 else None
+
+    def family_of(self, sample_name: str) -> Family | None:
+        """The family a sample name belongs to (``x_bucket`` → family ``x``), if declared."""
+        fam = self.families.get(sample_name)
+        if fam is not None:
+            return fam
+        for suf in _ANY_SUFFIX:
+            if sample_name.endswith(suf):
+                fam = self.families.get(sample_name[: -len(suf)])
+                if fam is not None and suf in _SUFFIXES.get(fam.type, (suf,)):
+                    return fam
+        return None
+
+    def type_of(self, sample_name: str) -> str:
+        """The declared type of the family of ``sample_name`` (``untyped`` when undeclared)."""
+        fam = self.family_of(sample_name)
+        return fam.type if fam is not None else "untyped"
+
+    def histogram_names(self) -> list[str]:
+        """Base names that have ``_bucket`` series with an ``le`` label."""
+        out = []
+        for name, rows in self.by_name().items():
+            if name.endswith("_bucket") and rows and any(k == "le" for k, _ in rows[0].labels):
+                out.append(name[:-7])
+        return sorted(out)
+
+    def histograms(self, name: str) -> list[Histogram]:
+        """Histograms ``name`` grouped by their labels without ``le``; buckets sorted by bound.
+
+        Bucket layouts are taken from the data. A bucket whose ``le`` is not a number is skipped
+        with a warning added to :attr:`warnings`.
+        """
+        return histograms_from_samples(
+            name,
+            self.by_name().get(f"{name}_bucket", ()),
+            self.by_name().get(f"{name}_sum", ()),
+            self.by_name().get(f"{name}_count", ()),
+            self.warnings,
+        )
+
+    def summaries(
+        self, name: str
+    ) -> list[tuple[dict[str, str], dict[float, float], float | None, float | None]]:
+        """Summary ``name`` grouped by labels: ``(labels, {quantile: value}, sum, count)``."""
+        groups: dict[Labels, tuple[dict[str, str], dict[float, float], list[float | None]]] = {}
+        for s in self.by_name().get(name, ()):
+            q = None
+            rest = []
+            for k, v in s.labels:
+                if k == "quantile":
+                    q = v
+                else:
+                    rest.append((k, v))
+            if q is None:
+                continue
+            key = tuple(sorted(rest))
+            g = groups.setdefault(key, (dict(rest), {}, [None, None]))
+            try:
+                g[1][float(q)] = s.value
+            except ValueError:
+                continue
+        for suffix, pos in (("_sum", 0), ("_count", 1)):
+            for s in self.by_name().get(name + suffix, ()):
+                key = tuple(sorted(s.labels))
+                if key in groups:
+                    groups[key][2][pos] = s.value
+        return [(lab, qs, extra[0], extra[1]) for lab, qs, extra in groups.values()]
+
+    def normalized(self) -> list[tuple[str, tuple[tuple[str, str], ...], float | str, float | None]]:
+        """Samples as comparable tuples (sorted labels, NaN as the string ``"NaN"``).
+
+        Used to check this parser against other parsers (tests and benchmarks).
+        """
+        out = []
+        for s in self.samples:
+            v: float | str = "NaN" if s.value != s.value else s.value
+            out.append((s.name, tuple(sorted(s.labels)), v, s.timestamp))
+        return out
+
+
+def histograms_from_samples(
+    name: str,
+    buckets: Iterable[PromSample],
+    sums: Iterable[PromSample],
+    counts: Iterable[PromSample],
+    warnings: list[str] | None = None,
+) -> list[Histogram]:
+    """Group bucket/sum/count samples of histogram ``name`` by their labels without ``le``."""
+    groups: dict[Labels, Histogram] = {}
+    for s in buckets:
+        le = None
+        rest = []
+        for k, v in s.labels:
+            if k == "le":
+                le = v
+            else:
+                rest.append((k, v))
+        if le is None:
+            continue
+        try:
+            bound = float(le)
+        except ValueError:
+            if warnings is not None:
+                warnings.append(f"{name}: bucket with non-numeric le={le!r} skipped")
+            continue
+        key = tuple(sorted(rest))
+        h = groups.get(key)
+        if h is None:
+            h = groups[key] = Histogram(name=name, labels=dict(rest), buckets=[], timestamp=s.timestamp)
+        h.buckets.append((bound, s.value))
+        if s.timestamp is not None and (h.timestamp is None or s.timestamp > h.timestamp):
+            h.timestamp = s.timestamp
+    for rows, attr in ((sums, "sum"), (counts, "count")):
+        for s in rows:
+            h = groups.get(tuple(sorted(s.labels)))
+            if h is not None:
+                setattr(h, attr, s.value)
+    for h in groups.values():
+        h.buckets.sort(key=lambda b: b[0])
+    return list(groups.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------------------------
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LNAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
+_QSTR = r'"(?:[^"\\\n]|\\.)*"'
+_LABELBODY = rf"(?:[^\"}}\n]|{_QSTR})*"
+_TOKEN = r"[^ \t\n#]+"
+
+# One alternative per line kind: a sample (fast path), a comment, anything else (slow path).
+# The fast path takes label sets without "}" inside and no exemplar; anything it refuses is
+# re-read by _slow_sample, so a "}" inside a quoted value or an exemplar costs speed, not correctness.
+_LINE_RE = re.compile(
+    rf"^(?:({_NAME})(?:\{{([^}}\n]*)\}})?[ \t]+({_TOKEN})(?:[ \t]+({_TOKEN}))?[ \t]*|(#[^\n]*)|([^\n]*))$",
+    re.MULTILINE,
+)
+_PLAIN_PAIR = rf'{_LNAME}="[^"\\\n]*"'
+# All label bodies of a file joined by newlines, when every one is canonical (k="v",k2="v2").
+_CANON_BODIES_RE = re.compile(
+    rf"(?:(?:{_PLAIN_PAIR}(?:,{_PLAIN_PAIR})*)?\n)*(?:{_PLAIN_PAIR}(?:,{_PLAIN_PAIR})*)?"
+)
+_PLAIN_PAIR_RE = re.compile(rf'({_LNAME})="([^"\\\n]*)"')
+_TAIL_PAIR_RE = re.compile(rf"[ \t]*({_LNAME})=\"([^\"\\\n]*)\"")
+_LABELS_FULL_RE = re.compile(
+    rf"(?:[ \t]*{_LNAME}[ \t]*=[ \t]*{_QSTR}[ \t]*,)*(?:[ \t]*{_LNAME}[ \t]*=[ \t]*{_QSTR})?[ \t]*,?[ \t]*"
+)
+_LABEL_PAIR_RE = re.compile(rf"({_LNAME})[ \t]*=[ \t]*\"((?:[^\"\\\n]|\\.)*)\"")
+_ESC_RE = re.compile(r"\\(.)")
+_ESC_MAP = {"\\": "\\", '"': '"', "n": "\n"}
+_HELP_ESC_RE = re.compile(r"\\([\\n])")
+_METRIC_NAME_RE = re.compile(_NAME)
+_GOOD_NAME_RE = re.compile(rf"{_NAME}\Z")
+_SNIFF_SAMPLE_RE = re.compile(
+    rf"{_NAME}(?:\{{{_LABELBODY}\}})?[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN|inf|nan)(?:[ \t]|$)"
+)
+
+
+def _unescape_label(v: str) -> str:
+    return _ESC_RE.sub(lambda m: _ESC_MAP.get(m.group(1), "\\" + m.group(1)), v)
+
+
+def _unescape_help(v: str) -> str:
+    return _HELP_ESC_RE.sub(lambda m: "\\" if m.group(1) == "\\" else "\n", v)
+
+
+class _BadLine(ValueError):
+    pass
+
+
+def _parse_labels(body: str) -> Labels:
+    """Parse ``a="1",b="x\\"y"`` (the text between braces). Raises _BadLine."""
+    if not body or body.isspace():
+        return ()
+    if _LABELS_FULL_RE.fullmatch(body) is None:
+        raise _BadLine(f"malformed label set {{{body[:60]}}}")
+    pairs = _LABEL_PAIR_RE.findall(body)
+    if "\\" in body:
+        pairs = [(k, _unescape_label(v)) for k, v in pairs]
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise _BadLine(f"duplicate label name in {{{body[:60]}}}")
+    return tuple(pairs)
+
+
+def _cached_labels(body: str, cache: dict[str, Labels]) -> Labels:
+    """Labels of ``body`` not found in ``cache``. Canonical bodies (``k="v",k2="v2"``, no
+    backslash) are split directly; anything else goes through the validating regex. Raises _BadLine."""
+    if "\\" not in body:
+        parts = body.split('",')
+        last = parts[-1]
+        if last == "":
+            parts.pop()
+        elif last[-1:] == '"':
+            parts[-1] = last[:-1]
+        else:
+            parts = []
+        out = []
+        for part in parts:
+            k, eq, v = part.partition('="')
+            if not eq or '"' in v or "\n" in v or not k.isidentifier() or not k.isascii():
+                break
+            out.append((k, v))
+        else:
+            if out and len(dict(out)) == len(out):
+                return tuple(out)
+    return _parse_labels(body)
+
+
+def _parse_value(tok: str) -> float:
+    """A sample value as Go's ParseFloat reads it (NaN, ±Inf included); no underscores."""
+    if "_" in tok:
+        raise _BadLine(f"invalid value {tok!r}")
+    try:
+        return float(tok)
+    except ValueError:
+        raise _BadLine(f"invalid value {tok!r}") from None
+
+
+def _parse_ts(tok: str, openmetrics: bool) -> float:
+    if openmetrics:
+        v = _parse_value(tok)
+        if not math.isfinite(v):
+            raise _BadLine(f"invalid timestamp {tok!r}")
+        return v
+    try:
+        return int(tok) / 1000.0
+    except ValueError:
+        # Some exporters write float milliseconds; accept them.
+        v = _parse_value(tok)
+        if not math.isfinite(v):
+            raise _BadLine(f"invalid timestamp {tok!r}") from None
+        return v / 1000.0
+
+
+def _slow_sample(line: str) -> tuple[str, Labels, str, str | None, str | None]:
+    """Character-level parse of a sample line the fast pattern refused.
+
+    Handles the UTF-8 quoted-name syntax (``{"my.metric", a="b"} 1``) and spacing variants.
+    Returns ``(name, labels, value_token, ts_token, exemplar_text)``; raises _BadLine.
+    """
+    s = line.strip()
+    i = 0
+    n = len(s)
+    name = ""
+    labels: list[tuple[str, str]] = []
+    m = _METRIC_NAME_RE.match(s)
+    if m:
+        name = m.group(0)
+        i = m.end()
+    while i < n and s[i] in " \t":
+        i += 1
+    if i < n and s[i] == "{":
+        i += 1
+        while True:
+            while i < n and s[i] in " \t":
+                i += 1
+            if i >= n:
+                raise _BadLine("unterminated label set")
+            if s[i] == "}":
+                i += 1
+                break
+            # label name, plain or quoted
+            if s[i] == '"':
+                j = i + 1
+                buf = []
+                while j < n and s[j] != '"':
+                    if s[j] == "\\" and j + 1 < n:
+                        buf.append(_ESC_MAP.get(s[j + 1], "\\" + s[j + 1]))
+                        j += 2
+                        continue
+                    buf.append(s[j])
+                    j += 1
+                if j >= n:
+                    raise _BadLine("unterminated quoted name")
+                key = "".join(buf)
+                i = j + 1
+            else:
+                lm = re.compile(_LNAME).match(s, i)
+                if not lm:
+                    raise _BadLine(f"bad label name at column {i + 1}")
+                key = lm.group(0)
+                i = lm.end()
+            while i < n and s[i] in " \t":
+                i += 1
+            if i < n and s[i] in ",}":
+                # a bare quoted string is the metric name (UTF-8 syntax)
+                if name:
+                    raise _BadLine("metric name given twice")
+                name = key
+            else:
+                if i >= n or s[i] != "=":
+                    raise _BadLine(f"expected '=' at column {i + 1}")
+                i += 1
+                while i < n and s[i] in " \t":
+                    i += 1
+                if i >= n or s[i] != '"':
+                    raise _BadLine(f"label value not quoted at column {i + 1}")
+                j = i + 1
+                buf = []
+                while j < n and s[j] != '"':
+                    if s[j] == "\\" and j + 1 < n:
+                        buf.append(_ESC_MAP.get(s[j + 1], "\\" + s[j + 1]))
+                        j += 2
+                        continue
+                    buf.append(s[j])
+                    j += 1
+                if j >= n:
+                    raise _BadLine("unterminated label value")
+                labels.append((key, "".join(buf)))
+                i = j + 1
+            while i < n and s[i] in " \t":
+                i += 1
+            if i < n and s[i] == ",":
+                i += 1
+            elif i < n and s[i] == "}":
+                continue
+            elif i >= n:
+                raise _BadLine("unterminated label set")
+            else:
+                raise _BadLine(f"unexpected {s[i]!r} in label set")
+    if not name:
+        raise _BadLine("no metric name")
+    if len({k for k, _ in labels}) != len(labels):
+        raise _BadLine("duplicate label name")
+    rest = s[i:]
+    exemplar = None
+    hash_pos = rest.find("#")
+    if hash_pos >= 0:
+        exemplar = rest[hash_pos + 1 :].strip()
+        rest = rest[:hash_pos]
+    toks = rest.split()
+    if not toks or len(toks) > 2:
+        raise _BadLine("expected a value and an optional timestamp")
+    return name, tuple(labels), toks[0], (toks[1] if len(toks) == 2 else None), exemplar
+
+
+def _decode(data: bytes | str, path: str | None, warnings: list[str]) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        warnings.append(f"invalid UTF-8 at byte {e.start}; undecodable bytes replaced")
+        return data.decode("utf-8", errors="replace")
+
+
+def parse_prom_text(data: bytes | str, path: str | None = None, openmetrics: bool | None = None) -> MetricSet:
+    """Parse a Prometheus text exposition or an OpenMetrics body.
+
+    ``openmetrics`` None: detected (a ``# EOF`` line or ``# UNIT`` metadata means OpenMetrics,
+    whose timestamps are seconds; otherwise milliseconds). Skipped lines become warnings
+    (``line N: reason``). Raises :class:`InputError` when no sample and no metadata line could be
+    read, or the data is binary.
+    """
+    ms = MetricSet(path=path)
+    warnings = ms.warnings
+    text = _decode(data, path, warnings)
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    if openmetrics is None:
+        tail = text[-256:].rstrip()
+        openmetrics = tail.endswith("# EOF") or "\n# UNIT " in text or text.startswith("# UNIT ")
+    ms.openmetrics = openmetrics
+
+    samples: list[PromSample] = []
+    append = samples.append
+    families = ms.families
+    exemplars = ms.exemplars
+    label_cache: dict[str, Labels] = {"": ()}
+    n_meta = 0
+    n_bad = 0
+    eof_line = 0
+    eof_warned = False
+    ts_ms = not openmetrics
+    lineno = 0
+    raw_lines: list[str] | None = None
+    lines = _LINE_RE.findall(text)
+    # A text ending with "\n" yields one extra empty match after the final newline.
+    if lines and text.endswith("\n") and lines[-1] == ("", "", "", "", "", ""):
+        lines.pop()
+    # Fast label path: when every label body in the file is canonical, one C-level findall reads
+    # all pairs and each sample takes its slice (pair count = half the number of quotes).
+    joined = "\n".join([ln[1] for ln in lines])
+    canon = "\\" not in joined and _CANON_BODIES_RE.fullmatch(joined) is not None
+    pairs: tuple[tuple[str, str], ...] = tuple(_PLAIN_PAIR_RE.findall(joined)) if canon else ()
+    pos = 0
+    new = tuple.__new__
+    eof_count = -1  # number of samples read when '# EOF' was seen
+    for name, lab, val, ts, comment, other in lines:
+        lineno += 1
+        if name:
+            # Fast path: the common sample line. Anything unusual drops to the careful parser.
+            if lab:
+                if canon:
+                    n = lab.count('"') >> 1  # canonical values hold no '"': two quotes per pair
+                    labels = pairs[pos : pos + n]
+                    pos += n
+                    if n > 1 and len(dict(labels)) != n:
+                        labels = None  # duplicate label name: the careful parser reports it
+                else:
+                    labels = label_cache.get(lab)
+                    if labels is None:
+                        try:
+                            labels = label_cache[lab] = _cached_labels(lab, label_cache)
+                        except _BadLine:
+                            labels = None
+            else:
+                labels = ()
+            if labels is not None and "_" not in val:
+                try:
+                    value = float(val)
+                    if ts:
+                        if "_" in ts:
+                            raise ValueError(ts)
+                        t = int(ts) / 1000.0 if ts_ms else float(ts)
+                        if t - t != 0.0:  # NaN or ±Inf timestamp
+                            raise ValueError(ts)
+                    else:
+                        t = None
+                except ValueError:
+                    pass
+                else:
+                    append(new(PromSample, (name, labels, value, t)))
+                    continue
+            if labels is not None:
+                try:
+                    if len(dict(labels)) != len(labels):
+                        raise _BadLine(f"duplicate label name in {{{lab[:60]}}}")
+                    value = _parse_value(val)
+                    t = (_parse_ts(ts, False) if ts_ms else _parse_ts(ts, True)) if ts else None
+                except _BadLine:
+                    pass
+                else:
+                    append(new(PromSample, (name, labels, value, t)))
+                    continue
+            if raw_lines is None:
+                raw_lines = text.split("\n")
+            other = raw_lines[lineno - 1]
+        if eof_line and (comment or other.strip()):
+            if not eof_warned:
+                warnings.append(f"line {lineno}: content after '# EOF' ignored")
+                eof_warned = True
+            continue
+        if comment:
+            # Fast path for the usual "# HELP name text" / "# TYPE name type" of a known-good name.
+            kw = comment[:7]
+            if kw == "# HELP " or kw == "# TYPE ":
+                fname, sp, arg = comment[7:].partition(" ")
+                fam = families.get(fname)
+                if fam is None and _GOOD_NAME_RE.match(fname) is not None:
+                    fam = families[fname] = Family(fname)
+                if fam is not None:
+                    n_meta += 1
+                    if kw == "# HELP ":
+                        fam.help = _unescape_help(arg) if "\\" in arg else arg
+                        continue
+                    if arg in _TYPES and fam.type == "untyped":
+                        fam.type = arg
+                        continue
+                    n_meta -= 1
+            if comment.startswith("# ") or comment.startswith("#\t"):
+                parts = comment[2:].lstrip().split(None, 2)
+                if not parts:
+                    continue
+                kw = parts[0]
+                if kw == "EOF" and len(parts) == 1:
+                    eof_line = lineno
+                    eof_count = len(samples)
+                    n_meta += 1
+                    continue
+                if kw not in ("HELP", "TYPE", "UNIT"):
+                    continue
+                if len(parts) < 2:
+                    warnings.append(f"line {lineno}: '# {kw}' without a metric name")
+                    n_bad += 1
+                    continue
+                fname = parts[1]
+                if fname.startswith('"') and fname.endswith('"') and len(fname) >= 2:
+                    fname = _unescape_label(fname[1:-1])
+                elif _GOOD_NAME_RE.match(fname) is None:
+                    warnings.append(f"line {lineno}: invalid metric name {fname[:60]!r} in # {kw}")
+                    n_bad += 1
+                    continue
+                arg = parts[2] if len(parts) > 2 else ""
+                fam = families.get(fname)
+                if fam is None:
+                    fam = families[fname] = Family(fname)
+                n_meta += 1
+                if kw == "TYPE":
+                    typ = arg.strip()
+                    if typ not in _TYPES:
+                        warnings.append(f"line {lineno}: unknown type {typ!r} for {fname}")
+                        typ = "untyped"
+                    if fam.type not in ("untyped", typ) and typ != "untyped":
+                        warnings.append(f"line {lineno}: second TYPE for {fname} ({fam.type} then {typ})")
+                    fam.type = typ
+                elif kw == "HELP":
+                    fam.help = _unescape_help(arg) if "\\" in arg else arg
+                else:
+                    fam.unit = arg.strip()
+        elif other:
+            if other.isspace():
+                continue
+            try:
+                sname, labels, vtok, ttok, extxt = _slow_sample(other)
+                value = _parse_value(vtok)
+                t = _parse_ts(ttok, not ts_ms) if ttok else None
+                if extxt:
+                    ex = _slow_sample("x" + extxt if extxt.startswith("{") else extxt)
+                    exemplars[len(samples)] = Exemplar(
+                        ex[1], _parse_value(ex[2]), _parse_ts(ex[3], True) if ex[3] else None
+                    )
+            except _BadLine as e:
+                n_bad += 1
+                warnings.append(f"line {lineno}: {e}: {other.strip()[:80]!r}")
+                continue
+            append(new(PromSample, (sname, labels, value, t)))
+    if eof_count >= 0 and len(samples) > eof_count:
+        if not eof_warned:
+            warnings.append(f"line {eof_line}: samples after '# EOF' ignored")
+        del samples[eof_count:]
+    if openmetrics and not eof_line and text.strip():
+        warnings.append("OpenMetrics body does not end with '# EOF' (truncated?)")
+    if text and not text.endswith("\n") and not eof_line:
+        warnings.append(f"line {lineno}: last line has no newline (file may be truncated)")
+    if not samples and not n_meta:
+        if not text.strip():
+            raise InputError("empty input, no metrics", path)
+        raise InputError(
+            f"not a Prometheus text exposition ({n_bad} unreadable line{'s' if n_bad != 1 else ''}, no samples)",
+            path,
+            _first_bad_line(warnings),
+        )
+    ms.samples = samples
+    return ms
+
+
+def _first_bad_line(warnings: list[str]) -> int | None:
+    for w in warnings:
+        if w.startswith("line "):
+            try:
+                return int(w[5:].split(":", 1)[0])
+            except ValueError:
+                return None
+    return None
+
+
+def sniff_prom_text(head: bytes) -> bool:
+    """Whether ``head`` (the first KiB of a file) looks like a Prometheus/OpenMetrics exposition."""
+    if b"\x00" in head:
+        return False
+    text = head.decode("utf-8", errors="replace")
+    seen = 0
+    for line in text.splitlines()[:40]:
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("# HELP ") or s.startswith("# TYPE ") or s.startswith("# UNIT "):
+            return True
+        if s.startswith("#"):
+            continue
+        if _SNIFF_SAMPLE_RE.match(s):
+            seen += 1
+            if seen >= 2:
+                return True
+            continue
+        return False
+    return seen >= 1
+
+
+def iter_series_keys(ms: MetricSet) -> Iterator[tuple[str, Labels]]:
+    """``(name, sorted labels)`` of every sample, the identity of a series across scrapes."""
+    for s in ms.samples:
+        yield s.name, tuple(sorted(s.labels))

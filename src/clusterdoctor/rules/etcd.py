@@ -1,0 +1,575 @@
+"""etcd rules: slow disk (WAL fsync, backend commit), slow apply, leader loss and changes, peers.
+
+Two tiers where sources differ: **degraded** (warning) from etcd's own documentation (FAQ and
+tuning guide: WAL fsync p99 < 10 ms, backend commit p99 < 25 ms, apply < 100 ms, heartbeat
+interval around the member round-trip time) and **paging** (critical) from the etcd mixin alerts
+(fsync p99 > 1 s, commit p99 > 250 ms, ≥ 4 leader changes in 15 min, no leader, peer RTT p99 >
+150 ms). Inputs: ``etcd_metrics`` (a :class:`~clusterdoctor.analyze.metric_window.MetricWindow`)
+and ``etcd_status`` (parsed ``etcdctl endpoint status/health -w json``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from clusterdoctor.analyze.metric_window import MetricWindow
+from clusterdoctor.analyze.quantile import quantile_of, validate_histogram
+from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.registry import Observations, register_input, rule
+
+register_input("etcd_status", "no etcdctl endpoint status/health output (pass etcdctl ... -w json files)")
+register_input("etcd_heartbeat_interval", "etcd --heartbeat-interval not known (default 100 ms assumed)")
+
+ETCD_DOCS = "etcd-io/website content/en/docs/v3.5/faq.md and tuning.md"
+ETCD_MIXIN = "etcd-io/etcd contrib/mixin/alerts/alerts.libsonnet @ 19a6baf2"
+
+FSYNC_DEGRADED = Threshold(
+    "wal_fsync_p99_degraded", 0.010, "s", ETCD_DOCS, "WAL fsync p99 should be below 10 ms"
+)
+FSYNC_PAGING = Threshold(
+    "wal_fsync_p99_paging", 1.0, "s", ETCD_MIXIN, "etcdHighFsyncDurations critical: p99 > 1 s for 10m"
+)
+FSYNC_PAGING_WARN = Threshold(
+    "wal_fsync_p99_mixin_warning", 0.5, "s", ETCD_MIXIN, "etcdHighFsyncDurations warning: p99 > 0.5 s"
+)
+COMMIT_DEGRADED = Threshold(
+    "backend_commit_p99_degraded", 0.025, "s", ETCD_DOCS, "backend commit p99 should be below 25 ms"
+)
+COMMIT_PAGING = Threshold(
+    "backend_commit_p99_paging", 0.25, "s", ETCD_MIXIN, "etcdHighCommitDurations: p99 > 0.25 s for 10m"
+)
+APPLY_EXPECTED = Threshold(
+    "apply_expected_duration",
+    0.100,
+    "s",
+    "etcd server/etcdserver/util.go (expected-duration 100ms); " + ETCD_DOCS,
+    "applies slower than 100 ms are counted in etcd_server_slow_apply_total and logged 'apply request took too long'",
+)
+LEADER_CHANGES_PAGING = Threshold(
+    "leader_changes_15m", 4, "changes", ETCD_MIXIN, "etcdHighNumberOfLeaderChanges: increase over 15m >= 4"
+)
+LEADER_CHANGES_DEGRADED = Threshold(
+    "leader_changes_degraded",
+    1,
+    "changes",
+    ETCD_DOCS + " (leader elections stall writes for an election timeout)",
+    "any leader change after the initial election",
+)
+HEARTBEAT_DEFAULT = Threshold(
+    "heartbeat_interval_default",
+    0.100,
+    "s",
+    ETCD_DOCS,
+    "default --heartbeat-interval; should be about 0.5-1.5x peer RTT",
+)
+PEER_RTT_PAGING = Threshold(
+    "peer_rtt_p99_paging", 0.15, "s", ETCD_MIXIN, "etcdMemberCommunicationSlow: p99 peer RTT > 0.15 s for 10m"
+)
+APPLIED_INDEX_LAG = Threshold(
+    "raft_applied_index_lag",
+    5000,
+    "entries",
+    "etcd --snapshot-catchup-entries default 5000 (a follower further behind is sent a snapshot)",
+    "a member this far behind the most advanced one is catching up from a snapshot",
+)
+PEER_FAILURE_RATE = Threshold(
+    "peer_sent_failures_rate",
+    0.01,
+    "1/s",
+    ETCD_MIXIN,
+    "etcdMembersDown: rate(etcd_network_peer_sent_failures_total[120s]) > 0.01",
+)
+
+
+def _instance(labels: dict[str, str], default: str = "etcd") -> str:
+    return labels.get("instance") or labels.get("pod") or labels.get("member") or default
+
+
+def _tail_findings(
+    rule_obj,
+    w: MetricWindow,
+    metric: str,
+    what: str,
+    degraded: Threshold,
+    paging: Threshold,
+    warn_mixin: Threshold | None = None,
+) -> Iterable[Finding]:
+    for key, h in sorted(w.merged_histogram(metric, by=("instance",)).items()):
+        inst = key[0] or "etcd"
+        problems = validate_histogram(h)
+        q = quantile_of(0.99, h.buckets)
+        p99 = q.value
+        if math.isnan(p99) or p99 <= degraded.value:
+            continue
+        n = h.buckets[-1][1] if h.buckets else 0
+        sev = Severity.CRITICAL if p99 > paging.value else Severity.WARNING
+        tier = "paging" if sev is Severity.CRITICAL else "degraded"
+        span = "since the process started" if w.is_snapshot else "over the window"
+        ev = [
+            Evidence(
+                f"{what} p99 {span} ({n:g} observations), {metric}",
+                value=round(p99, 6),
+                threshold=degraded.value,
+                unit="s",
+                source=w.source or None,
+            )
+        ]
+        if warn_mixin is not None and p99 > warn_mixin.value and sev is Severity.WARNING:
+            ev.append(
+                Evidence(
+                    "above the etcd mixin warning threshold",
+                    value=round(p99, 6),
+                    threshold=warn_mixin.value,
+                    unit="s",
+                )
+            )
+        if sev is Severity.CRITICAL:
+            ev.append(
+                Evidence(
+                    "above the etcd mixin paging threshold",
+                    value=round(p99, 6),
+                    threshold=paging.value,
+                    unit="s",
+                )
+            )
+        first = _first_crossing(w, metric, degraded.value, instance=key[0])
+        if first is not None:
+            ev.append(
+                Evidence(
+                    f"first step with {what} p99 above {degraded.value * 1000:g} ms",
+                    value=round(first[1], 6),
+                    unit="s",
+                    time=first[0],
+                )
+            )
+        per = _periodic(w, metric, key[0])
+        if per is not None:
+            ev.append(
+                Evidence(
+                    f"{what} p99 is periodic: every {per.period:.0f} s (strength {per.strength:.2f}, "
+                    f"{per.cycles:.1f} cycles in the window) — look for a job on that schedule",
+                    value=round(per.period, 1),
+                    unit="s",
+                )
+            )
+        for p in problems + q.problems:
+            ev.append(Evidence(f"histogram check: {p}"))
+        yield rule_obj.finding(
+            f"etcd {inst}: {what} p99 {p99 * 1000:.1f} ms > {degraded.value * 1000:g} ms ({tier})",
+            evidence=ev,
+            severity=sev,
+            subject=inst,
+            confidence=0.9 if n >= 20 else 0.6,
+        )
+
+
+def _periodic(w: MetricWindow, metric: str, instance: str = ""):
+    """Period of the per-step p99 (None for a snapshot or a short/aperiodic window)."""
+    if w.is_snapshot:
+        return None
+    match = {"instance": instance} if instance else {}
+    steps = [(t, v) for t, v in w.quantile_steps(metric, 0.99, **match) if v == v]
+    if len(steps) < 24:
+        return None
+    from clusterdoctor.analyze.periodicity import detect_period
+
+    return detect_period(steps, min_strength=0.5)
+
+
+def _first_crossing(
+    w: MetricWindow, metric: str, threshold: float, instance: str = ""
+) -> tuple[float, float] | None:
+    if w.is_snapshot:
+        return None
+    match = {"instance": instance} if instance else {}
+    for t, v in w.quantile_steps(metric, 0.99, **match):
+        if v == v and v > threshold:
+            return t, v
+    return None
+
+
+@rule(
+    id="ETCD001",
+    name="etcd-slow-wal-fsync",
+    layer="control-plane",
+    title="etcd WAL fsync is slow (disk latency)",
+    requires=("etcd_metrics",),
+    thresholds=(FSYNC_DEGRADED, FSYNC_PAGING_WARN, FSYNC_PAGING),
+)
+def etcd_slow_wal_fsync(obs: Observations) -> Iterable[Finding]:
+    """etcd's write-ahead-log fsync p99 is above what etcd needs.
+
+    **Symptom**: `etcd_disk_wal_fsync_duration_seconds` p99 above 10 ms; apiserver writes slow down,
+    "apply request took too long" and heartbeat-failure warnings appear, leaders may change.
+    **Why**: every raft entry is fsynced to the WAL before it is acknowledged; a slow or shared disk
+    (or a throttled cloud volume) stalls the whole cluster. etcd's FAQ asks for p99 < 10 ms.
+    **Fix**: put the etcd data dir (at least the WAL, `--wal-dir`) on a dedicated low-latency SSD/NVMe,
+    keep other I/O off it, raise its I/O priority (`ionice -c2 -n0 -p $(pgrep etcd)`), and check the
+    volume's IOPS/throughput limits.
+    **Verify**: `etcdctl check perf` and `fio --rw=write --ioengine=sync --fdatasync=1 --directory=<etcd data dir> --size=22m --bs=2300 --name=etcd-fsync`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    yield from _tail_findings(
+        etcd_slow_wal_fsync,
+        w,
+        "etcd_disk_wal_fsync_duration_seconds",
+        "WAL fsync",
+        FSYNC_DEGRADED,
+        FSYNC_PAGING,
+        FSYNC_PAGING_WARN,
+    )
+
+
+@rule(
+    id="ETCD002",
+    name="etcd-slow-backend-commit",
+    layer="control-plane",
+    title="etcd backend commit is slow (disk latency)",
+    requires=("etcd_metrics",),
+    thresholds=(COMMIT_DEGRADED, COMMIT_PAGING),
+)
+def etcd_slow_backend_commit(obs: Observations) -> Iterable[Finding]:
+    """etcd's bbolt backend commit p99 is above what etcd needs.
+
+    **Symptom**: `etcd_disk_backend_commit_duration_seconds` p99 above 25 ms; writes and compaction slow.
+    **Why**: the backend periodically commits batched writes to bbolt with fsync; a slow disk makes
+    each commit hold the backend lock longer. etcd's FAQ asks for p99 < 25 ms.
+    **Fix**: faster dedicated disk for the data dir; defragment a fragmented database
+    (`etcdctl defrag`, one member at a time); keep the database small (compaction, quota).
+    **Verify**: `etcdctl endpoint status -w table` and `curl -s http://127.0.0.1:2381/metrics | grep etcd_disk_backend_commit_duration_seconds`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    yield from _tail_findings(
+        etcd_slow_backend_commit,
+        w,
+        "etcd_disk_backend_commit_duration_seconds",
+        "backend commit",
+        COMMIT_DEGRADED,
+        COMMIT_PAGING,
+    )
+
+
+@rule(
+    id="ETCD003",
+    name="etcd-slow-apply-metric",
+    layer="control-plane",
+    title="etcd applies requests slower than 100 ms / misses heartbeats",
+    requires=("etcd_metrics",),
+    thresholds=(APPLY_EXPECTED,),
+)
+def etcd_slow_apply(obs: Observations) -> Iterable[Finding]:
+    """etcd counted slow applies or failed heartbeats.
+
+    **Symptom**: `etcd_server_slow_apply_total` or `etcd_server_heartbeat_send_failures_total` grew;
+    logs show "apply request took too long" (expected-duration 100ms) or "failed to send out
+    heartbeat on time ... likely from slow disk".
+    **Why**: applies longer than 100 ms mean the server is overloaded — slow disk first, then CPU
+    starvation, then expensive range requests; late heartbeats make followers start elections.
+    **Fix**: check disk latency first (WAL fsync, backend commit), then CPU (give etcd dedicated cores,
+    performance governor), then large range/list requests from clients.
+    **Verify**: `etcdctl endpoint status -w table` and `journalctl -u etcd | grep -E 'took too long|heartbeat'`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    for metric, what in (
+        ("etcd_server_slow_apply_total", "applies slower than 100 ms"),
+        ("etcd_server_heartbeat_send_failures_total", "heartbeats not sent on time"),
+        ("etcd_server_slow_read_indexes_total", "slow linearizable read-index requests"),
+    ):
+        for labels, inc, resets in w.increase(metric):
+            if inc <= 0:
+                continue
+            inst = _instance(labels)
+            span = "since the process started" if w.is_snapshot else "over the window"
+            ev = [Evidence(f"{metric} increase {span}", value=inc, threshold=0, source=w.source or None)]
+            if resets:
+                ev.append(Evidence("counter resets in the window (restarts)", value=resets))
+            sev = Severity.WARNING if (metric != "etcd_server_slow_read_indexes_total") else Severity.INFO
+            yield etcd_slow_apply.finding(
+                f"etcd {inst}: {inc:g} {what} {span}",
+                evidence=ev,
+                severity=sev,
+                subject=inst,
+                confidence=0.7 if w.is_snapshot else 0.85,
+            )
+
+
+@rule(
+    id="ETCD004",
+    name="etcd-leader-changes",
+    layer="control-plane",
+    title="etcd leader changed (elections stall writes)",
+    requires=("etcd_metrics",),
+    thresholds=(LEADER_CHANGES_DEGRADED, LEADER_CHANGES_PAGING),
+)
+def etcd_leader_changes(obs: Observations) -> Iterable[Finding]:
+    """etcd elected a new leader after the initial election.
+
+    **Symptom**: `etcd_server_leader_changes_seen_total` grew; requests fail with "etcdserver: request
+    timed out, possibly due to previous leader failure" or "leader changed"; apiserver latency spikes.
+    **Why**: a leader change happens when followers miss heartbeats for an election timeout: the
+    leader was stopped or partitioned, its disk stalled, or heartbeat/election settings are below the
+    network RTT. Writes stall until a new leader is elected.
+    **Fix**: find why the old leader went quiet (disk latency, CPU, a restart, the network); keep
+    `--heartbeat-interval` near the peer RTT and `--election-timeout` at least 10x it; do not restart
+    members in quick succession.
+    **Verify**: `etcdctl endpoint status --cluster -w table` and `journalctl -u etcd | grep -E 'elected leader|lost leader|starting a new election'`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    name = "etcd_server_leader_changes_seen_total"
+    for labels, inc, resets in w.increase(name):
+        inst = _instance(labels)
+        if w.is_snapshot:
+            changes = inc - 1  # the first value is the initial election seen at start-up
+            span = "since the process started (the initial election not counted)"
+        else:
+            changes = inc
+            span = "over the window"
+        if changes < LEADER_CHANGES_DEGRADED.value:
+            continue
+        window_s = (w.end - w.start) if (w.end is not None and w.start is not None) else None
+        per_15m = changes if window_s is None or window_s <= 900 else changes * 900 / window_s
+        sev = (
+            Severity.CRITICAL
+            if (not w.is_snapshot and per_15m >= LEADER_CHANGES_PAGING.value)
+            else Severity.WARNING
+        )
+        ev = [
+            Evidence(
+                f"{name} {span}",
+                value=changes,
+                threshold=LEADER_CHANGES_DEGRADED.value,
+                source=w.source or None,
+            )
+        ]
+        t = _first_increase_time(w, name, labels)
+        if t is not None:
+            ev.append(Evidence("first leader change in the window", value=changes, time=t))
+        if resets:
+            ev.append(Evidence("counter resets (member restarts) in the window", value=resets))
+        yield etcd_leader_changes.finding(
+            f"etcd {inst}: {changes:g} leader change{'s' if changes != 1 else ''} {span}",
+            evidence=ev,
+            severity=sev,
+            subject=inst,
+            confidence=0.9,
+        )
+
+
+def _first_increase_time(w: MetricWindow, name: str, labels: dict[str, str]) -> float | None:
+    for s in w.select(name, **labels):
+        prev = None
+        for t, v in s.points:
+            if prev is not None and v > prev:
+                return t
+            prev = v
+    return None
+
+
+@rule(
+    id="ETCD005",
+    name="etcd-no-leader",
+    layer="control-plane",
+    title="etcd member has no leader",
+    requires=("etcd_metrics",),
+    severity=Severity.CRITICAL,
+    thresholds=(
+        Threshold("has_leader", 0, "bool", ETCD_MIXIN, "etcdNoLeader: etcd_server_has_leader == 0 for 1m"),
+    ),
+)
+def etcd_no_leader(obs: Observations) -> Iterable[Finding]:
+    """An etcd member reports no leader: the cluster cannot accept writes through it.
+
+    **Symptom**: `etcd_server_has_leader` is 0; clients see "etcdserver: no leader"; the apiserver
+    returns 5xx/timeouts.
+    **Why**: quorum is lost (too many members down or partitioned) or an election is in progress.
+    **Fix**: bring members back until a quorum ((n+1)/2) can talk to each other; check peer port 2380
+    reachability, disk and clock on each member.
+    **Verify**: `etcdctl endpoint status --cluster -w table` and `etcdctl endpoint health --cluster -w table`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    for labels, v, t in w.latest("etcd_server_has_leader"):
+        inst = _instance(labels)
+        zero_since = None
+        for s in w.select("etcd_server_has_leader", **labels):
+            for pt, pv in s.points:
+                if pv == 0 and zero_since is None:
+                    zero_since = pt
+                elif pv != 0:
+                    zero_since = None
+        if v == 0 or zero_since is not None:
+            ev = [
+                Evidence(
+                    "etcd_server_has_leader",
+                    value=v,
+                    threshold=1,
+                    source=w.source or None,
+                    time=t if not w.is_snapshot else None,
+                )
+            ]
+            if zero_since is not None and not w.is_snapshot:
+                ev.append(Evidence("no leader since", value=0, time=zero_since))
+            yield etcd_no_leader.finding(
+                f"etcd {inst}: no leader", evidence=ev, subject=inst, confidence=0.95
+            )
+
+
+@rule(
+    id="ETCD006",
+    name="etcd-peer-rtt-vs-heartbeat",
+    layer="control-plane",
+    title="etcd peer round-trip time is too long for the heartbeat interval",
+    requires=("etcd_metrics",),
+    thresholds=(HEARTBEAT_DEFAULT, PEER_RTT_PAGING),
+)
+def etcd_peer_rtt(obs: Observations) -> Iterable[Finding]:
+    """Peer round-trip time p99 exceeds the heartbeat interval (or the mixin's 150 ms).
+
+    **Symptom**: `etcd_network_peer_round_trip_time_seconds` p99 above `--heartbeat-interval`
+    (default 100 ms); followers time out and start elections; leader changes.
+    **Why**: etcd's tuning guide sets the heartbeat interval around the member RTT (0.5-1.5x) and the
+    election timeout at least 10x the RTT; when RTT is longer, heartbeats arrive late.
+    **Fix**: keep members in one low-latency network (same region/zone group), prioritise peer
+    traffic (`tc` priority for port 2380), or raise `--heartbeat-interval` and `--election-timeout`
+    together on every member.
+    **Verify**: `curl -s http://127.0.0.1:2381/metrics | grep etcd_network_peer_round_trip_time_seconds` and `ping -c 20 <peer ip>`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    hb = obs.get("etcd_heartbeat_interval") or HEARTBEAT_DEFAULT.value
+    for (inst, to), h in sorted(
+        w.merged_histogram("etcd_network_peer_round_trip_time_seconds", by=("instance", "To")).items()
+    ):
+        q = quantile_of(0.99, h.buckets)
+        p99 = q.value
+        if math.isnan(p99) or p99 <= hb:
+            continue
+        sev = Severity.CRITICAL if p99 > PEER_RTT_PAGING.value else Severity.WARNING
+        inst = inst or "etcd"
+        yield etcd_peer_rtt.finding(
+            f"etcd {inst} -> peer {to}: RTT p99 {p99 * 1000:.1f} ms > heartbeat interval {hb * 1000:g} ms",
+            evidence=[
+                Evidence(
+                    "peer RTT p99", value=round(p99, 6), threshold=hb, unit="s", source=w.source or None
+                ),
+                Evidence("heartbeat interval used", value=hb, unit="s"),
+            ],
+            severity=sev,
+            subject=f"{inst}->{to}",
+        )
+
+
+@rule(
+    id="ETCD007",
+    name="etcd-peer-unreachable",
+    layer="control-plane",
+    title="etcd cannot send to a peer (member down or partitioned)",
+    requires=("etcd_metrics",),
+    thresholds=(PEER_FAILURE_RATE,),
+)
+def etcd_peer_unreachable(obs: Observations) -> Iterable[Finding]:
+    """Messages to a peer fail: that member is down or unreachable.
+
+    **Symptom**: `etcd_network_peer_sent_failures_total{To=<member id>}` grows; the member is missing
+    from `etcdctl endpoint status`; the cluster runs with reduced fault tolerance.
+    **Why**: the peer process stopped, its host is down, or port 2380 is blocked between members.
+    **Fix**: restart or replace the member (`etcdctl member list`, `etcdctl member remove/add`), and
+    check the network path on port 2380.
+    **Verify**: `etcdctl member list -w table` and `etcdctl endpoint health --cluster -w table`
+    """
+    w: MetricWindow = obs.get("etcd_metrics")
+    dur = (w.end - w.start) if (w.end is not None and w.start is not None and w.end > w.start) else None
+    for labels, inc, _ in w.increase("etcd_network_peer_sent_failures_total"):
+        if inc <= 0:
+            continue
+        inst = _instance(labels)
+        to = labels.get("To", "?")
+        rate_v = inc / dur if dur else None
+        if rate_v is not None and rate_v <= PEER_FAILURE_RATE.value:
+            continue
+        ev = [
+            Evidence(
+                "etcd_network_peer_sent_failures_total "
+                + ("since the process started" if w.is_snapshot else "increase over the window"),
+                value=inc,
+                threshold=0,
+                source=w.source or None,
+            )
+        ]
+        if rate_v is not None:
+            ev.append(
+                Evidence(
+                    "failure rate", value=round(rate_v, 4), threshold=PEER_FAILURE_RATE.value, unit="1/s"
+                )
+            )
+        yield etcd_peer_unreachable.finding(
+            f"etcd {inst}: {inc:g} failed sends to peer {to}",
+            evidence=ev,
+            severity=Severity.WARNING,
+            subject=f"{inst}->{to}",
+            confidence=0.7 if w.is_snapshot else 0.9,
+        )
+
+
+@rule(
+    id="ETCD008",
+    name="etcd-endpoint-status",
+    layer="control-plane",
+    title="etcd endpoints unhealthy or disagree (etcdctl)",
+    requires=("etcd_status",),
+    thresholds=(APPLIED_INDEX_LAG,),
+)
+def etcd_endpoint_status(obs: Observations) -> Iterable[Finding]:
+    """etcdctl reports an unhealthy/unreachable endpoint, disagreeing leaders or lagging members.
+
+    **Symptom**: `etcdctl endpoint health` shows `health: false` or an error; `endpoint status` lacks an
+    endpoint, members name different leaders, or a member's raft applied index lags.
+    **Why**: a member is down or partitioned, or an election is in progress; a lagging member
+    applies slowly (disk) or is catching up from a snapshot.
+    **Fix**: restore the failed member (process, disk, network on 2379/2380); if it cannot come
+    back, replace it with `etcdctl member remove` and `member add`.
+    **Verify**: `etcdctl endpoint status --cluster -w table` and `etcdctl endpoint health --cluster -w table`
+    """
+    st = obs.get("etcd_status")
+    health = getattr(st, "health", []) or []
+    statuses = getattr(st, "statuses", []) or []
+    errors = getattr(st, "errors", []) or []
+    for h in health:
+        if not h.healthy:
+            yield etcd_endpoint_status.finding(
+                f"etcd endpoint {h.endpoint} unhealthy: {h.error or 'health false'}",
+                evidence=[
+                    Evidence("endpoint health", value=False, source="etcdctl endpoint health"),
+                    Evidence("took", value=h.took_seconds, unit="s"),
+                ],
+                severity=Severity.CRITICAL,
+                subject=h.endpoint,
+                confidence=0.95,
+            )
+    for e in errors:
+        yield etcd_endpoint_status.finding(
+            f"etcd endpoint {e.endpoint}: {e.message}",
+            evidence=[Evidence("etcdctl error", value=e.message, source="etcdctl endpoint status")],
+            severity=Severity.CRITICAL,
+            subject=e.endpoint,
+            confidence=0.9,
+        )
+    leaders = {s.leader for s in statuses if s.leader}
+    if len(leaders) > 1:
+        yield etcd_endpoint_status.finding(
+            "etcd endpoints disagree on the leader (election in progress or partition)",
+            evidence=[Evidence(f"{s.endpoint} sees leader", value=format(s.leader, "x")) for s in statuses],
+            severity=Severity.CRITICAL,
+        )
+    if statuses:
+        top = max(s.raft_applied_index for s in statuses)
+        for s in statuses:
+            lag = top - s.raft_applied_index
+            if lag > APPLIED_INDEX_LAG.value:
+                yield etcd_endpoint_status.finding(
+                    f"etcd endpoint {s.endpoint} lags {lag} raft entries behind",
+                    evidence=[
+                        Evidence("raft applied index lag", value=lag, threshold=APPLIED_INDEX_LAG.value)
+                    ],
+                    severity=Severity.WARNING,
+                    subject=s.endpoint,
+                )
