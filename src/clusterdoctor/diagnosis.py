@@ -93,6 +93,28 @@ def new_observations() -> Observations:
     return obs
 
 
+def merge_into(obs: Observations, data: dict[str, Any]) -> None:
+    """Add loaded observations to ``obs``: topologies, processes and metric windows merge their own way."""
+    metric_kinds = {k: v for k, v in data.items() if k == "metrics" or k.endswith("_metrics")}
+    if metric_kinds:
+        from clusterdoctor.analyze.metric_window import merge_metric_observations
+
+        merge_metric_observations(obs.data, metric_kinds)
+    for kind, value in data.items():
+        if kind in metric_kinds:
+            continue
+        if kind == "topology":
+            add_topology(obs, value)
+        elif kind == "warnings":
+            obs.get("warnings_list", []).extend(value)
+        elif kind == "processes":
+            add_processes(obs, value)
+        elif obs.has(kind) and isinstance(obs.get(kind), list) and isinstance(value, list):
+            obs.get(kind).extend(value)
+        else:
+            obs.put(kind, value)
+
+
 def load_sources(obs: Observations, paths: Iterable[str | Path]) -> list[SourceRef]:
     """Load each SOURCE path by content into ``obs``; returns the source references."""
     from clusterdoctor.observe.detect import load_path
@@ -101,18 +123,60 @@ def load_sources(obs: Observations, paths: Iterable[str | Path]) -> list[SourceR
     for path in paths:
         what, data = load_path(path)
         refs.append(SourceRef(what, str(path)))
-        for kind, value in data.items():
-            if kind == "topology":
-                add_topology(obs, value)
-            elif kind == "warnings":
-                obs.get("warnings_list", []).extend(value)
-            elif kind == "processes":
-                add_processes(obs, value)
-            elif obs.has(kind) and isinstance(obs.get(kind), list) and isinstance(value, list):
-                obs.get(kind).extend(value)
-            else:
-                obs.put(kind, value)
+        merge_into(obs, data)
     return refs
+
+
+def add_prometheus(obs: Observations, url: str, since_seconds: float, step: float | None = None) -> SourceRef:
+    """Pull the series the rules need from a Prometheus server over the last ``since_seconds``."""
+    from clusterdoctor.analyze.metric_window import observations_from_metrics
+    from clusterdoctor.observe.prom_api import collect_for_rules
+
+    res = collect_for_rules(url, since_seconds, step)
+    merge_into(obs, dict(observations_from_metrics(res)))
+    obs.get("warnings_list", []).extend(f"prometheus {url}: {e}" for e in res.get("errors") or [])
+    return SourceRef("prometheus", url, f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics")
+
+
+def add_scrapes(
+    obs: Observations, urls: Sequence[str], interval: float = 5.0, insecure: bool = False
+) -> SourceRef:
+    """Scrape /metrics endpoints twice, ``interval`` seconds apart, for rates."""
+    from clusterdoctor.analyze.metric_window import observations_from_metrics
+    from clusterdoctor.observe.scrape import scrape_window
+
+    window = scrape_window(list(urls), interval=interval, insecure=insecure)
+    obs.get("warnings_list", []).extend(window.warnings)
+    merge_into(obs, dict(observations_from_metrics(window)))
+    return SourceRef(
+        "scrape", ", ".join(urls), f"2 scrapes {interval:g} s apart" if interval > 0 else "1 scrape"
+    )
+
+
+def add_etcd_endpoints(obs: Observations, endpoints: Sequence[str]) -> SourceRef:
+    """Ask etcd itself (``etcdctl endpoint status/health -w json``)."""
+    from clusterdoctor.observe.etcd import collect_etcd_status
+
+    obs.put("etcd_status", collect_etcd_status(list(endpoints)))
+    return SourceRef("etcdctl", ",".join(endpoints))
+
+
+def parse_since(text: str) -> float:
+    """``2h``, ``30m``, ``90s``, ``1d`` or plain seconds -> seconds."""
+    from clusterdoctor.errors import InputError
+
+    t = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError:
+        raise InputError(f"bad duration {text!r} (use e.g. 90s, 30m, 2h, 1d)", "--since") from None
+    if value <= 0:
+        raise InputError(f"duration must be positive, got {text!r}", "--since")
+    return value
 
 
 def run(obs: Observations, sources: list[SourceRef], host: str | None = None) -> Diagnosis:
@@ -132,14 +196,20 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
     )
 
 
-def diagnose_local(sysfs_root: str = "/", proc_root: str = "/proc") -> Diagnosis:
-    """Diagnose this machine, live: topology from sysfs, placement of every GPU/NIC-using process."""
+def diagnose_local(
+    sysfs_root: str = "/",
+    proc_root: str = "/proc",
+    obs: Observations | None = None,
+    extra_sources: list[SourceRef] | None = None,
+) -> Diagnosis:
+    """Diagnose this machine, live: topology from sysfs, placement of every GPU/NIC-using process
+    (plus whatever ``obs`` already holds, e.g. metrics pulled from Prometheus)."""
     from clusterdoctor.topology.build import from_sysfs
 
-    obs = new_observations()
+    obs = obs if obs is not None else new_observations()
     topo = from_sysfs(sysfs_root)
     add_topology(obs, topo)
-    sources = [SourceRef("sysfs", sysfs_root)]
+    sources = [SourceRef("sysfs", sysfs_root), *(extra_sources or [])]
     try:
         placements = audit_processes(topo, proc_root=proc_root, sysfs_root=sysfs_root)
         add_processes(obs, placements)

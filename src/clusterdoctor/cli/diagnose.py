@@ -27,6 +27,25 @@ def diagnose(
     sysfs_root: str = typer.Option(
         "/", "--sysfs-root", help="Read topology from this sysfs root (live only)."
     ),
+    prometheus: str = typer.Option(
+        None, "--prometheus", help="Prometheus server URL to pull control-plane series from."
+    ),
+    since: str = typer.Option("2h", "--since", help="With --prometheus: how far back (90s, 30m, 2h, 1d)."),
+    step: float = typer.Option(
+        None, "--step", help="With --prometheus: query_range step in seconds (default: since/720, >= 15)."
+    ),
+    scrape: list[str] = typer.Option(
+        None, "--scrape", help="A /metrics URL to scrape directly (repeatable)."
+    ),
+    scrape_interval: float = typer.Option(
+        5.0, "--scrape-interval", help="Seconds between the two scrapes (0: one scrape)."
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="Do not verify TLS certificates of --scrape URLs."
+    ),
+    etcd_endpoints: str = typer.Option(
+        None, "--etcd-endpoints", help="Comma-separated etcd endpoints for etcdctl endpoint status/health."
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Text report: include the placement table."),
 ) -> None:
     """Find what slows this node (or the given captures) down; rank causes with evidence and fixes.
@@ -42,6 +61,10 @@ def diagnose(
       clusterdoctor diagnose --format html -o report.html
 
       clusterdoctor diagnose topo.xml nvidia-smi-topo.txt --format json
+
+      clusterdoctor diagnose --prometheus http://prometheus:9090 --since 2h
+
+      clusterdoctor diagnose --scrape http://127.0.0.1:2379/metrics --etcd-endpoints 127.0.0.1:2379
     """
     from clusterdoctor import diagnosis
     from clusterdoctor.cli.report_choice import emit
@@ -51,12 +74,21 @@ def diagnose(
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
+    obs = diagnosis.new_observations()
+    refs = []
+    if prometheus:
+        refs.append(diagnosis.add_prometheus(obs, prometheus, diagnosis.parse_since(since), step))
+    if scrape:
+        refs.append(diagnosis.add_scrapes(obs, scrape, scrape_interval, insecure))
+    if etcd_endpoints:
+        refs.append(diagnosis.add_etcd_endpoints(obs, [e for e in etcd_endpoints.split(",") if e.strip()]))
     if sources:
-        obs = diagnosis.new_observations()
-        refs = diagnosis.load_sources(obs, sources)
+        refs += diagnosis.load_sources(obs, sources)
         diag = diagnosis.run(obs, refs)
+    elif refs:
+        diag = diagnosis.run(obs, refs)  # remote sources only: this machine is not what was asked about
     else:
-        diag = diagnosis.diagnose_local(sysfs_root=sysfs_root)
+        diag = diagnosis.diagnose_local(sysfs_root=sysfs_root, obs=obs)
     emit(diag, fmt, output, verbose=verbose)
     worst = diag.worst()
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)

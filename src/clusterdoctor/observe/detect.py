@@ -52,13 +52,13 @@ LOADERS: list[Loader] = [
         "load_comm_observations",
     ),
     Loader(
-        "Prometheus metrics",
-        "clusterdoctor.observe.ctrl_sources",
-        "sniff_metrics",
-        "load_metrics_observations",
+        "etcdctl status/health", "clusterdoctor.observe.etcd", "sniff_etcdctl", "load_etcdctl_observations"
     ),
     Loader(
-        "logs and app data", "clusterdoctor.observe.ctrl_sources", "sniff_events", "load_event_observations"
+        "Prometheus metrics", "clusterdoctor.observe.scrape", "sniff_metrics", "load_metrics_observations"
+    ),
+    Loader(
+        "logs and app data", "clusterdoctor.observe.event_sources", "sniff_events", "load_event_observations"
     ),
 ]
 

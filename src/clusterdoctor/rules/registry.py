@@ -34,7 +34,7 @@ RULE_MODULES = (
 # What each observation kind is and how a user provides it (shown when a rule is skipped).
 INPUT_HINTS: dict[str, str] = {
     "topology": "no NUMA/PCI topology (give a sysfs root, hwloc XML, nvidia-smi topo -m, NCCL topo XML or numactl -H)",
-    "multi_numa": "the machine has a single NUMA node, so cross-node placement cannot occur",
+    "multi_numa": "no topology with more than one NUMA node was given (cross-node placement needs one)",
     "gpus": "no GPU in the topology",
     "nics": "no RDMA/network adapter in the topology",
     "gpu_nic_paths": "no GPU-to-NIC path classes (needs nvidia-smi topo -m, NCCL topo XML, hwloc XML or sysfs with GPUs and NICs)",
