@@ -1,0 +1,228 @@
+"""Collect this node's sources into a bundle (``clusterdoctor collect -o BUNDLE``).
+
+Each source runs on its own with its own timeout and is recorded in the manifest as ok, skipped,
+failed or timeout; a dead source never stops the others. Everything textual that may hold secrets
+(logs, command lines, extra files) is redacted by :mod:`clusterdoctor.redact` before it is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterdoctor.observe.bundle import BundleWriter, run_source
+
+__all__ = ["CollectOptions", "collect_bundle"]
+
+_TOPO_GLOBS = (
+    "sys/devices/system/node/node*/cpulist",
+    "sys/devices/system/node/node*/distance",
+    "sys/devices/system/node/node*/meminfo",
+    "sys/devices/system/node/online",
+    "sys/devices/system/node/possible",
+    "sys/devices/system/cpu/online",
+    "sys/devices/system/cpu/cpu*/topology/core_id",
+    "sys/devices/system/cpu/cpu*/topology/physical_package_id",
+    "sys/devices/system/cpu/cpu*/topology/thread_siblings_list",
+    "sys/devices/system/cpu/cpu*/topology/die_id",
+    "sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list",
+    "sys/bus/pci/devices/*/class",
+    "sys/bus/pci/devices/*/vendor",
+    "sys/bus/pci/devices/*/device",
+    "sys/bus/pci/devices/*/numa_node",
+    "sys/bus/pci/devices/*/local_cpulist",
+    "sys/bus/pci/devices/*/current_link_speed",
+    "sys/bus/pci/devices/*/current_link_width",
+    "sys/bus/pci/devices/*/max_link_speed",
+    "sys/bus/pci/devices/*/max_link_width",
+)
+_LINK_GLOBS = ("sys/bus/pci/devices/*", "sys/class/net/*", "sys/class/infiniband/*")
+
+
+@dataclass
+class CollectOptions:
+    """What to collect and how long each source may take."""
+
+    sysfs_root: str = "/"
+    proc_root: str = "/proc"
+    scrape: list[str] = field(default_factory=list)
+    scrape_interval_s: float = 5.0
+    rdma_interval_s: float = 2.0
+    journal_units: list[str] = field(
+        default_factory=lambda: ["etcd", "kubelet", "containerd", "kube-apiserver"]
+    )
+    since: str = "-2h"
+    files: list[str] = field(default_factory=list)
+    timeout_s: float = 10.0
+
+
+def _read(p: Path, limit: int = 1 << 20) -> bytes | None:
+    try:
+        with p.open("rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def _sysfs(w: BundleWriter, o: CollectOptions) -> list[str]:
+    root = Path(o.sysfs_root)
+    deadline = time.monotonic() + o.timeout_s
+    names = []
+    for g in _TOPO_GLOBS:
+        for p in root.glob(g):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sysfs walk exceeded {o.timeout_s:g} s")
+            data = _read(p, 65536)
+            if data is not None:
+                names.append(w.add("sysfs/" + str(p.relative_to(root)), data))
+    links = {}
+    for g in _LINK_GLOBS:
+        for p in root.glob(g):
+            if p.is_symlink():
+                links[str(p.relative_to(root))] = os.readlink(p)
+    if links:
+        names.append(w.add("sysfs/links.json", json.dumps(links, indent=1, sort_keys=True).encode()))
+    return names
+
+
+def _ib_files(root: Path) -> dict[str, bytes]:
+    out = {}
+    base = root / "sys" / "class" / "infiniband"
+    for sub in ("counters", "counters_ext", "hw_counters"):
+        for p in base.glob(f"*/ports/*/{sub}/*"):
+            data = _read(p, 4096)
+            if data is not None:
+                out[str(p.relative_to(root))] = data
+    for attr in ("state", "rate", "link_layer", "phys_state"):
+        for p in base.glob(f"*/ports/*/{attr}"):
+            data = _read(p, 4096)
+            if data is not None:
+                out[str(p.relative_to(root))] = data
+    return out
+
+
+def _rdma(w: BundleWriter, o: CollectOptions) -> list[str]:
+    root = Path(o.sysfs_root)
+    names = []
+    t1 = time.time()
+    r1 = _ib_files(root)
+    if r1:
+        time.sleep(min(o.rdma_interval_s, o.timeout_s))
+        t2 = time.time()
+        r2 = _ib_files(root)
+        for k, v in r1.items():
+            names.append(w.add(f"rdma/read1/{k}", v))
+        for k, v in r2.items():
+            names.append(w.add(f"rdma/read2/{k}", v))
+        w.extra["rdma_read_times"] = [t1, t2]
+    if shutil.which("rdma"):
+        p = subprocess.run(
+            ["rdma", "statistic", "show"], capture_output=True, timeout=o.timeout_s, check=False
+        )
+        if p.returncode == 0 and p.stdout.strip():
+            names.append(w.add("rdma/statistic.txt", p.stdout))
+    return names
+
+
+def _placement(w: BundleWriter, o: CollectOptions) -> list[str]:
+    from clusterdoctor.redact import redact_argv
+
+    proc = Path(o.proc_root)
+    rows = []
+    deadline = time.monotonic() + o.timeout_s
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"/proc walk exceeded {o.timeout_s:g} s")
+        status = _read(d / "status", 65536)
+        if status is None:
+            continue
+        fields = {}
+        for line in status.decode("utf-8", "replace").splitlines():
+            k, _, v = line.partition(":")
+            if k in ("Name", "Cpus_allowed_list", "Mems_allowed_list", "Threads"):
+                fields[k] = v.strip()
+        cmd = _read(d / "cmdline", 65536) or b""
+        argv = [a.decode("utf-8", "replace") for a in cmd.split(b"\0") if a]
+        rows.append(
+            {
+                "pid": int(d.name),
+                "comm": fields.get("Name"),
+                "cpus_allowed": fields.get("Cpus_allowed_list"),
+                "mems_allowed": fields.get("Mems_allowed_list"),
+                "threads": fields.get("Threads"),
+                "cmdline": redact_argv(argv),
+            }
+        )
+    rows.sort(key=lambda r: r["pid"])
+    return [w.add("proc/placement.json", json.dumps(rows, indent=1).encode())]
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")[:80] or "x"
+
+
+def _scrape(w: BundleWriter, o: CollectOptions, i: int, url: str) -> list[str]:
+    names = []
+    for k in (1, 2):
+        if k == 2:
+            time.sleep(o.scrape_interval_s)
+        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+        with urllib.request.urlopen(req, timeout=o.timeout_s) as r:
+            body = r.read(256 << 20)
+        host = _safe(url.split("://", 1)[-1].split("/", 1)[0])
+        names.append(w.add(f"metrics/{i}-{host}-{k}.prom", body))
+    return names
+
+
+def _journal(w: BundleWriter, o: CollectOptions, unit: str) -> list[str]:
+    if not shutil.which("journalctl"):
+        return []
+    try:
+        p = subprocess.run(
+            ["journalctl", "-u", unit, "--since", o.since, "-o", "short-iso", "--no-pager", "-q"],
+            capture_output=True,
+            timeout=o.timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"journalctl -u {unit} exceeded {o.timeout_s:g} s") from None
+    if p.returncode != 0:
+        raise RuntimeError(
+            p.stderr.decode("utf-8", "replace").strip()[:300] or f"journalctl exit {p.returncode}"
+        )
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip() and not ln.startswith(b"-- ")]
+    if not lines:
+        return []
+    return [w.add(f"logs/{_safe(unit)}.log", b"\n".join(lines) + b"\n", redact=True)]
+
+
+def _file(w: BundleWriter, o: CollectOptions, path: str) -> list[str]:
+    p = Path(path)
+    data = p.read_bytes()
+    metrics = p.suffix == ".prom"
+    return [w.add(f"files/{_safe(p.name)}", data, redact=not metrics)]
+
+
+def collect_bundle(out: str | Path, opts: CollectOptions | None = None) -> dict:
+    """Collect every source of ``opts`` into the bundle ``out``; returns the manifest."""
+    o = opts or CollectOptions()
+    w = BundleWriter()
+    w.sources.append(run_source("sysfs-topology", lambda: _sysfs(w, o), o.timeout_s))
+    w.sources.append(run_source("rdma-counters", lambda: _rdma(w, o), o.timeout_s))
+    w.sources.append(run_source("proc-placement", lambda: _placement(w, o), o.timeout_s))
+    for i, url in enumerate(o.scrape):
+        w.sources.append(run_source(f"scrape {url}", lambda i=i, url=url: _scrape(w, o, i, url), o.timeout_s))
+    for unit in o.journal_units:
+        w.sources.append(run_source(f"journal {unit}", lambda unit=unit: _journal(w, o, unit), o.timeout_s))
+    for f in o.files:
+        w.sources.append(run_source(f"file {f}", lambda f=f: _file(w, o, f), o.timeout_s))
+    return w.write(out)

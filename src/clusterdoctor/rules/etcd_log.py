@@ -1,0 +1,433 @@
+"""Rules over etcd and control-plane **log events** (the metric rules are in ``rules/etcd.py``).
+
+Inputs: ``events`` (:mod:`clusterdoctor.observe.logs`). The cross-layer cascade rule lives here
+too because the chain it reports starts at etcd; its order and timing come from
+:mod:`clusterdoctor.analyze.correlate`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+
+from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.registry import Observations, rule
+
+APPLY_EXPECTED = Threshold(
+    "etcd_apply_expected",
+    0.1,
+    "s",
+    "etcd logs 'apply request took too long' above its expected-duration of 100 ms (etcd server/etcdserver/util.go; "
+    "etcd FAQ: apply should normally take < 50 ms, warn when > 100 ms)",
+    "apply duration above which etcd itself warns",
+)
+ELECTION_TIMEOUT_DEFAULT = Threshold(
+    "etcd_election_timeout_default",
+    1.0,
+    "s",
+    "etcd tuning guide: --election-timeout default 1000 ms (etcd-io/website content/en/docs/v3.5/tuning.md)",
+    "a leader silent for longer than this is replaced by its followers",
+)
+FSYNC_WARN = Threshold(
+    "etcd_slow_fdatasync",
+    1.0,
+    "s",
+    "etcd wal.go warnSyncDuration = 1 s: 'slow fdatasync' is logged above it",
+    "WAL fdatasync duration etcd logs as slow",
+)
+LEADER_CHANGES_PAGING = Threshold(
+    "etcd_leader_changes_15m",
+    4,
+    "changes/15 min",
+    "etcd mixin etcdHighNumberOfLeaderChanges: increase(leader_changes_seen_total[15m]) >= 4 "
+    "(etcd-io/etcd contrib/mixin/alerts/alerts.libsonnet)",
+    "leader changes within 15 minutes at which the etcd mixin pages",
+)
+CHAIN_WINDOW = Threshold(
+    "chain_window",
+    600,
+    "s",
+    "clusterdoctor default: two stages link when the later starts within 10 min of the earlier's last event "
+    "(k8s leader-election renew deadline is 10 s and pod-start SLO windows are minutes; reference/ctrl.md §2)",
+    "largest gap between linked stages of a cascade",
+)
+
+
+def _ev(obs: Observations, *kinds: str) -> list[Event]:
+    return [e for e in obs.get("events") or [] if isinstance(e, Event) and e.kind in kinds]
+
+
+def _a(e: Event, k: str) -> str | None:
+    return dict(e.attrs).get(k)
+
+
+def _fl(v: str | None) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def utc(t: float | None) -> str:
+    """Epoch seconds → ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (or ``time unknown``)."""
+    if t is None:
+        return "time unknown"
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _src(e: Event) -> str | None:
+    if e.source is None:
+        return None
+    return f"{e.source.location}:{(e.source.detail or '').replace('line ', '')}".rstrip(":")
+
+
+@rule(
+    id="ETCDLOG001",
+    name="etcd-leader-lost",
+    layer="etcd",
+    title="etcd lost its leader (elections in the logs)",
+    requires=("events",),
+    thresholds=(LEADER_CHANGES_PAGING,),
+    severity=Severity.WARNING,
+)
+def etcd_leader_lost(obs: Observations) -> Iterator[Finding]:
+    """etcd members logged ``lost leader`` / ``changed leader`` / new elections.
+
+    **Symptom**: API requests stall or fail with ``etcdserver: request timed out`` / ``leader changed``
+    for seconds; controllers and the scheduler lose their leases; pods start slowly.
+    **Why**: while a raft cluster has no leader, no write (and no linearizable read) completes. A leader
+    is replaced when its followers hear no heartbeat for an election timeout — usually because the
+    leader's disk (WAL fsync) or CPU stalled, less often because of the network.
+    **Fix**: put the etcd data dir on a dedicated low-latency disk, give etcd CPU and I/O priority
+    (`ionice -c2 -n0`, no co-located noisy jobs), keep heartbeat ≈ peer RTT and election timeout ≥ 10×
+    heartbeat; look at what the old leader logged just before (slow fdatasync, late heartbeats).
+    **Verify**: `etcdctl endpoint status -w table` (one leader, raft term stable) and
+    `etcdctl check perf`; `curl -s localhost:2379/metrics | grep etcd_server_leader_changes_seen_total`.
+    """
+    evs = sorted(
+        _ev(obs, "etcd.lost_leader", "etcd.leader_changed"),
+        key=lambda e: e.time if e.time is not None else float("inf"),
+    )
+    if not evs:
+        return
+    by_term: dict[str, list[Event]] = {}
+    for e in evs:
+        by_term.setdefault(_a(e, "term") or "?", []).append(e)
+    times = sorted(e.time for e in evs if e.time is not None)
+    # leader changes within any 15-minute window (distinct terms)
+    term_first = sorted(
+        min((e.time for e in es if e.time is not None), default=float("inf")) for es in by_term.values()
+    )
+    worst = 0
+    for i, t in enumerate(term_first):
+        worst = max(worst, sum(1 for u in term_first[i:] if u - t <= 900))
+    sev = Severity.CRITICAL if worst >= LEADER_CHANGES_PAGING.value else Severity.WARNING
+    evidence = []
+    for term, es in sorted(by_term.items(), key=lambda kv: min(e.time or 0 for e in kv[1])):
+        lost = [e for e in es if e.kind == "etcd.lost_leader"]
+        old = _a(es[0], "leader") if es[0].kind == "etcd.lost_leader" else _a(es[0], "old_leader")
+        members = sorted({_a(e, "member") or "?" for e in es})
+        evidence.append(
+            Evidence(
+                f"term {term}: leader {old} lost (seen by {', '.join(members)})",
+                len(lost) or len(es),
+                unit="members",
+                source=_src(es[0]),
+                time=min((e.time for e in es if e.time is not None), default=None),
+            )
+        )
+    hb = _ev(obs, "etcd.heartbeat_slow", "etcd.slow_fdatasync", "etcd.slow_apply")
+    if hb:
+        first = min((e for e in hb if e.time is not None), key=lambda e: e.time, default=hb[0])
+        evidence.append(
+            Evidence(
+                f"also in the logs: {first.kind} ({len(hb)}×) — see the stall rules",
+                source=_src(first),
+                time=first.time,
+            )
+        )
+    yield etcd_leader_lost.finding(
+        f"etcd leader lost in {len(by_term)} term(s), first at {utc(times[0] if times else None)}; "
+        f"up to {worst} leader change(s) within 15 min.",
+        evidence=evidence,
+        severity=sev,
+        confidence=0.9,
+        subject="etcd",
+    )
+
+
+@rule(
+    id="ETCDLOG002",
+    name="etcd-heartbeat-late",
+    layer="etcd",
+    title="etcd leader sent heartbeats late (overloaded, likely slow disk)",
+    requires=("events",),
+    thresholds=(ELECTION_TIMEOUT_DEFAULT,),
+    severity=Severity.WARNING,
+)
+def etcd_heartbeat_late(obs: Observations) -> Iterator[Finding]:
+    """The etcd leader logged ``failed to send out heartbeat on time``.
+
+    **Symptom**: followers start elections; API latency spikes; the leader logs late heartbeats with an
+    ``exceeded-duration``.
+    **Why**: the leader's raft loop could not run for longer than two heartbeat intervals — it was
+    blocked on a slow WAL fsync or starved of CPU (etcd: "server is overloaded likely from slow disk").
+    A stall longer than the election timeout gets the leader replaced.
+    **Fix**: dedicated SSD/NVMe for the etcd data dir, `ionice -c2 -n0` for etcd, no CPU limits that
+    throttle it, keep co-located jobs off its cores; if the network is the cause, raise
+    --heartbeat-interval towards the peer RTT.
+    **Verify**: `etcdctl check perf` and `curl -s localhost:2379/metrics | grep -E 'wal_fsync|heartbeat_send_failures'`.
+    """
+    evs = [e for e in _ev(obs, "etcd.heartbeat_slow")]
+    if not evs:
+        return
+    exceeded = [x for x in (_fl(_a(e, "exceeded_s")) for e in evs) if x is not None]
+    worst = max(exceeded) if exceeded else None
+    sev = (
+        Severity.CRITICAL
+        if worst is not None and worst >= ELECTION_TIMEOUT_DEFAULT.value
+        else Severity.WARNING
+    )
+    first = min(evs, key=lambda e: e.time if e.time is not None else float("inf"))
+    ev = [
+        Evidence("late heartbeats logged", len(evs), source=_src(first), time=first.time),
+    ]
+    if worst is not None:
+        worst_e = max(evs, key=lambda e: _fl(_a(e, "exceeded_s")) or 0)
+        ev.append(
+            Evidence(
+                "longest heartbeat delay (exceeded-duration)",
+                round(worst, 6),
+                ELECTION_TIMEOUT_DEFAULT.value,
+                "s",
+                _src(worst_e),
+                worst_e.time,
+            )
+        )
+    yield etcd_heartbeat_late.finding(
+        f"{len(evs)} late heartbeat(s) from the etcd leader"
+        + (f", the longest {worst:.3g} s late" if worst is not None else "")
+        + (
+            " — longer than the default election timeout, so followers elect a new leader."
+            if sev == Severity.CRITICAL
+            else "."
+        ),
+        evidence=ev,
+        severity=sev,
+        confidence=0.85,
+        subject="etcd",
+    )
+
+
+@rule(
+    id="ETCDLOG003",
+    name="etcd-slow-apply",
+    layer="etcd",
+    title="etcd applied requests too slowly",
+    requires=("events",),
+    thresholds=(APPLY_EXPECTED, FSYNC_WARN),
+    severity=Severity.WARNING,
+)
+def etcd_slow_apply(obs: Observations) -> Iterator[Finding]:
+    """etcd logged ``apply request took too long`` (or ``slow fdatasync``).
+
+    **Symptom**: slow or timed-out API requests (``context deadline exceeded``); apiserver request latency
+    tail; leases not renewed in time.
+    **Why**: etcd applies each committed entry to its backend; above 100 ms it warns. Causes, in order of
+    likelihood (etcd FAQ): slow disk, CPU starvation, expensive requests (large ranges).
+    **Fix**: faster dedicated disk for etcd, CPU and I/O priority for etcd, defragment a fragmented
+    backend, avoid large range requests (paginate lists, use watch caches).
+    **Verify**: `etcdctl check perf`; `curl -s localhost:2379/metrics | grep -E 'backend_commit|apply_duration|slow_apply'`.
+    """
+    evs = _ev(obs, "etcd.slow_apply", "etcd.slow_fdatasync")
+    if not evs:
+        return
+    took = [(x, e) for e in evs if (x := _fl(_a(e, "took_s"))) is not None]
+    worst = max(took, key=lambda p: p[0]) if took else None
+    failed = [e for e in evs if "deadline" in (_a(e, "error") or "")]
+    fsync = [e for e in evs if e.kind == "etcd.slow_fdatasync"]
+    sev = Severity.CRITICAL if failed or fsync else Severity.WARNING
+    ev = [Evidence("slow applies logged", len(evs) - len(fsync), source=_src(evs[0]), time=evs[0].time)]
+    if worst is not None:
+        ev.append(
+            Evidence(
+                "slowest apply", round(worst[0], 6), APPLY_EXPECTED.value, "s", _src(worst[1]), worst[1].time
+            )
+        )
+    if failed:
+        ev.append(
+            Evidence(
+                "requests that failed with context deadline exceeded",
+                len(failed),
+                source=_src(failed[0]),
+                time=failed[0].time,
+            )
+        )
+    if fsync:
+        ev.append(
+            Evidence("slow WAL fdatasync", len(fsync), FSYNC_WARN.value, "s", _src(fsync[0]), fsync[0].time)
+        )
+    yield etcd_slow_apply.finding(
+        f"etcd applied {len(evs) - len(fsync)} request(s) slower than 100 ms"
+        + (f" (slowest {worst[0]:.3g} s)" if worst else "")
+        + (f"; {len(failed)} failed with a deadline" if failed else "")
+        + ".",
+        evidence=ev,
+        severity=sev,
+        confidence=0.85,
+        subject="etcd",
+    )
+
+
+@rule(
+    id="CHAIN001",
+    name="control-plane-cascade",
+    layer="control-plane",
+    title="Cross-layer cascade: the first stage is the likely cause",
+    requires=("events",),
+    thresholds=(CHAIN_WINDOW,),
+    severity=Severity.CRITICAL,
+)
+def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
+    """Events of two or more layers follow each other in the known cascade order.
+
+    **Symptom**: symptoms in several layers at once — etcd elections, API timeouts, CNI/CRI timeouts,
+    ``FailedCreatePodSandBox``, slow pod starts — each of which alone points somewhere else.
+    **Why**: a stall low in the stack propagates up: a slow etcd disk delays apply, the leader is lost,
+    the API server times out, CNI plugins that call the API time out, sandboxes fail and pods start late.
+    The stage that starts first (by onset) and precedes the others is the cause; the later stages are
+    symptoms and need no fix of their own.
+    **Fix**: fix the first stage of the chain (see that stage's finding); the later stages recover with it.
+    **Verify**: `clusterdoctor diagnose --format json <logs…>` after the fix shows no chain; `etcdctl check perf`.
+    """
+    from clusterdoctor.analyze.correlate import build_chain
+
+    evs = [e for e in obs.get("events") or [] if isinstance(e, Event)]
+    chain = build_chain(evs, window_s=float(CHAIN_WINDOW.value))
+    timed = [lk for lk in chain.links if lk.first is not None]
+    if len(chain.links) < 2 or not timed:
+        return
+    root = chain.links[0]
+    evidence = []
+    for lk in chain.links:
+        first = min(lk.events, key=lambda e: e.time if e.time is not None else float("inf"))
+        evidence.append(
+            Evidence(
+                f"{lk.stage.name}: {lk.stage.description} ({lk.count}×)",
+                utc(lk.first),
+                source=_src(first),
+                time=lk.first,
+            )
+        )
+    for lk in chain.unlinked:
+        evidence.append(
+            Evidence(
+                f"not linked (out of order or too far apart): {lk.stage.name}", utc(lk.first), time=lk.first
+            )
+        )
+    untimed = [lk for lk in chain.links if lk.first is None]
+    conf = 0.85 if len(timed) >= 2 and not untimed else 0.6
+    yield control_plane_cascade.finding(
+        f"Chain: {chain.describe()}. The first stage, {root.stage.name}, started first and is the likely cause.",
+        evidence=evidence,
+        confidence=conf,
+        subject=root.stage.name,
+        score=float(Severity.CRITICAL) * conf + len(chain.links),
+    )
+
+
+PERIODIC_MIN_EPISODES = Threshold(
+    "periodic_min_episodes",
+    4,
+    "episodes",
+    "clusterdoctor default: three or more equal gaps are needed before a period is more than coincidence",
+    "degradation bursts needed to call it periodic",
+)
+PERIODIC_MIN_STRENGTH = Threshold(
+    "periodic_min_strength",
+    0.7,
+    "",
+    "clusterdoctor default: 1 - MAD/median of the gaps between bursts (analyze/correlate.event_period)",
+    "regularity above which the bursts are periodic",
+)
+_DEGRADATION = (
+    "etcd.slow_apply",
+    "etcd.heartbeat_slow",
+    "etcd.slow_fdatasync",
+    "etcd.lost_leader",
+    "etcd.request_timeout",
+    "apiserver.timeout",
+    "cni.timeout",
+    "cri.timeout",
+    "sandbox.create_failed",
+    "k8s.lease_renew_failed",
+)
+
+
+@rule(
+    id="CHAIN002",
+    name="periodic-degradation",
+    layer="control-plane",
+    title="Degradation recurs with a period (matched to periodic jobs)",
+    requires=("events",),
+    thresholds=(PERIODIC_MIN_EPISODES, PERIODIC_MIN_STRENGTH),
+    severity=Severity.WARNING,
+)
+def periodic_degradation(obs: Observations) -> Iterator[Finding]:
+    """Slow applies, leader losses or timeouts come back at a regular interval.
+
+    **Symptom**: latency spikes every N minutes; dashboards show a saw-tooth; nothing is wrong between
+    the spikes.
+    **Why**: something periodic competes for the same disk, CPU or network: checkpoints of a streaming
+    job, etcd compaction/defragmentation, backups and other CronJobs, log rotation. The period of the
+    degradation names the job when it matches (or is a small multiple of) that job's period.
+    **Fix**: move the matching periodic job off the etcd disk/nodes, stagger or rate-limit it (e.g.
+    Flink checkpoint interval and storage throttling, compaction at quiet hours), or give etcd I/O priority.
+    **Verify**: `kubectl get cronjobs -A` (schedules), `curl -s <jobmanager>:8081/jobs/<id>/checkpoints/config`
+    (interval) and etcd's `--auto-compaction-retention`; the spikes stop when the job is moved.
+    """
+    from clusterdoctor.analyze.correlate import cron_periods, episodes, event_period, match_periods, onset
+
+    evs = [e for e in _ev(obs, *_DEGRADATION) if e.time is not None]
+    eps = episodes([t for t in (onset(e) for e in evs) if t is not None])
+    if len(eps) < PERIODIC_MIN_EPISODES.value:
+        return
+    est = event_period(eps, int(PERIODIC_MIN_EPISODES.value))
+    if est is None:
+        return
+    period, strength = est
+    if strength < PERIODIC_MIN_STRENGTH.value:
+        return
+    cands: dict[str, float] = {}
+    for fc in obs.get("flink_checkpoints") or []:
+        if fc.interval_ms:
+            cands[f"Flink checkpoint interval ({fc.job_id or fc.source})"] = fc.interval_ms / 1000.0
+    cands.update(cron_periods(getattr(p, "owner", None) for p in obs.get("pod_starts") or []))
+    extra = obs.get("periodic_candidates") or {}
+    if isinstance(extra, dict):
+        cands.update({str(k): float(v) for k, v in extra.items()})
+    matches = match_periods(period, cands)
+    ev = [
+        Evidence("degradation bursts", len(eps), PERIODIC_MIN_EPISODES.value, time=eps[0]),
+        Evidence("period (median gap)", round(period, 3), unit="s"),
+        Evidence("regularity", round(strength, 3), PERIODIC_MIN_STRENGTH.value),
+    ]
+    for name, cp, k in matches:
+        rel = "same period" if k == 1 else (f"{k}× its period" if k > 0 else f"1/{-k} of its period")
+        ev.append(Evidence(f"matches {name}: {rel}", round(cp, 3), unit="s"))
+    if matches:
+        tail = f" Matching periodic job: {matches[0][0]} ({matches[0][1]:g} s)."
+    elif cands:
+        tail = (
+            " None of the known periodic jobs ("
+            + ", ".join(f"{n} {p:g} s" for n, p in cands.items())
+            + ") matches."
+        )
+    else:
+        tail = " No periodic job was given to compare with (CronJob pods, Flink checkpoint config)."
+    yield periodic_degradation.finding(
+        f"{len(eps)} degradation bursts recur every {period:.4g} s (regularity {strength:.2f}).{tail}",
+        evidence=ev,
+        confidence=0.6 + 0.3 * strength * (1.0 if matches else 0.5),
+        subject=matches[0][0] if matches else None,
+    )

@@ -1,0 +1,191 @@
+"""Kubelet rules: slow pod starts and the CNI/CRI timeouts that cause them.
+
+Inputs: ``pod_starts`` (:mod:`clusterdoctor.observe.kube`: ``kubectl get pods -o json``, or kubelet
+``Observed pod startup duration`` log lines) and ``events`` (:mod:`clusterdoctor.observe.logs`).
+The ``kubelet_pod_start_sli_duration_seconds`` histogram rule is a metric rule (``rules/control_plane.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.etcd_log import utc
+from clusterdoctor.rules.registry import Observations, register_input, rule
+
+register_input("pod_starts", "no pod start data (pass `kubectl get pods -o json` output or kubelet logs)")
+
+POD_START_SLOW = Threshold(
+    "pod_start_slow",
+    30.0,
+    "s",
+    "issue 3 target 'pod start > 30 s'; 30 s is a bucket edge of kubelet_pod_start_sli_duration_seconds "
+    "(k8s pkg/kubelet/metrics/metrics.go), and 6x the sig-scalability pod-startup SLO of 5 s p99 "
+    "(Azure/telescope investigation.md)",
+    "pod start duration above which a start is slow",
+)
+POD_START_SLO = Threshold(
+    "pod_start_slo_p99",
+    5.0,
+    "s",
+    "Kubernetes sig-scalability pod startup latency SLO: p99 <= 5 s, excluding image pulls (as cited in Azure/telescope investigation.md)",
+    "SLO for stateless pod start, excluding image pulls",
+)
+
+_TIMEOUT_KINDS = (
+    "cni.timeout",
+    "cri.timeout",
+    "sandbox.create_failed",
+    "sandbox.stop_failed",
+    "apiserver.timeout",
+)
+
+
+def _events(obs: Observations, kinds: tuple[str, ...]) -> list[Event]:
+    return [e for e in obs.get("events") or [] if isinstance(e, Event) and e.kind in kinds]
+
+
+def _src(e: Event) -> str | None:
+    if e.source is None:
+        return None
+    return f"{e.source.location}:{(e.source.detail or '').replace('line ', '')}"
+
+
+@rule(
+    id="KUBELET001",
+    name="pod-start-slow",
+    layer="kubelet",
+    title="Pods take longer than 30 s to start",
+    requires=("pod_starts",),
+    thresholds=(POD_START_SLOW, POD_START_SLO),
+    severity=Severity.WARNING,
+)
+def pod_start_slow(obs: Observations) -> Iterator[Finding]:
+    """Pods took more than 30 s from creation to running containers.
+
+    **Symptom**: deployments and jobs ramp up slowly; training jobs wait for their last worker; the
+    ``kubelet_pod_start_sli_duration_seconds`` tail sits in the 30–60 s buckets.
+    **Why**: a pod start is scheduling + sandbox (pause container, CNI ADD) + image pulls + container
+    start. When the CNI or the container runtime times out (often because the API server or etcd is
+    slow), kubelet retries after a back-off, and the start takes tens of seconds.
+    **Fix**: follow the CNI/CRI timeout finding if there is one; otherwise pre-pull images, and check the
+    sandbox phase (CNI plugin, IPAM, API server reachability from the node).
+    **Verify**: `kubectl get events -A --field-selector reason=FailedCreatePodSandBox` and
+    `journalctl -u kubelet | grep 'Observed pod startup duration'`.
+    """
+    pods = [p for p in obs.get("pod_starts") or [] if not getattr(p, "static", False)]
+    slow = sorted(
+        (p for p in pods if p.start_s is not None and p.start_s > POD_START_SLOW.value),
+        key=lambda p: -(p.start_s or 0),
+    )
+    if not slow:
+        return
+    timeouts = _events(obs, _TIMEOUT_KINDS)
+    no_pull = [p for p in slow if p.excludes_pulls]
+    sandbox_dominated = [
+        p for p in slow if p.sandbox_s is not None and p.start_s and p.sandbox_s >= 0.8 * p.start_s
+    ]
+    ev = [
+        Evidence(
+            f"{p.key}: start" + (" (SLO duration, image pulls excluded)" if p.excludes_pulls else ""),
+            round(p.start_s or 0, 3),
+            POD_START_SLOW.value,
+            "s",
+            p.source,
+            p.created,
+        )
+        for p in slow[:8]
+    ]
+    if sandbox_dominated:
+        ev.append(
+            Evidence(
+                "slow pods whose time went to scheduled → PodReadyToStartContainers (sandbox, CNI and image pulls)",
+                len(sandbox_dominated),
+            )
+        )
+    if timeouts:
+        first = min(timeouts, key=lambda e: e.time if e.time is not None else float("inf"))
+        ev.append(
+            Evidence(
+                f"CNI/CRI/sandbox timeouts in the logs ({first.kind} first)",
+                len(timeouts),
+                source=_src(first),
+                time=first.time,
+            )
+        )
+        why = " CNI/CRI timeouts in the logs explain them (see KUBELET002)."
+        sev, conf = Severity.CRITICAL, 0.85
+    elif no_pull:
+        why = " kubelet reports these durations without image pulls, so pulls are not the cause; look at the sandbox/CNI phase."
+        sev, conf = Severity.WARNING, 0.8
+    else:
+        why = " No CNI/CRI timeout is in the data given; the time includes image pulls and sandbox setup."
+        sev, conf = Severity.WARNING, 0.6
+    yield pod_start_slow.finding(
+        f"{len(slow)} of {len(pods)} pods took more than {POD_START_SLOW.value:g} s to start "
+        f"(slowest {slow[0].key}: {slow[0].start_s:.1f} s).{why}",
+        evidence=ev,
+        severity=sev,
+        confidence=conf,
+        subject=slow[0].key,
+    )
+
+
+@rule(
+    id="KUBELET002",
+    name="cni-cri-timeouts",
+    layer="kubelet",
+    title="CNI / container-runtime calls time out (sandbox failures)",
+    requires=("events",),
+    severity=Severity.WARNING,
+)
+def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
+    """kubelet or containerd logged CNI/CRI timeouts or pod sandbox failures.
+
+    **Symptom**: pods stuck in ``ContainerCreating``; events ``FailedCreatePodSandBox``; kubelet logs
+    ``Error adding network: context deadline exceeded`` or ``StopPodSandbox … failed``.
+    **Why**: kubelet gives each CRI call (RunPodSandbox, StopPodSandbox) a deadline; the CNI plugin inside
+    it often calls the API server (Calico: namespace and pod lookups). When the API server — or etcd
+    behind it — is slow, the CNI call misses the deadline, the sandbox is torn down and retried, and
+    the pod start takes tens of seconds. A slow or overloaded containerd shows the same way.
+    **Fix**: if the messages say the API server did not answer in time, fix the control plane first
+    (see the etcd and cascade findings); otherwise check the CNI daemon on the node and containerd
+    (`crictl info`, containerd logs), and the node's CPU/disk pressure.
+    **Verify**: `kubectl get events -A --field-selector reason=FailedCreatePodSandBox` and
+    `journalctl -u kubelet -u containerd --since -1h | grep -E 'deadline exceeded|FailedCreatePodSandBox'`.
+    """
+    evs = _events(obs, _TIMEOUT_KINDS)
+    relevant = [e for e in evs if e.kind != "apiserver.timeout"]
+    if not relevant:
+        return
+    by_kind: dict[str, list[Event]] = {}
+    for e in relevant:
+        by_kind.setdefault(e.kind, []).append(e)
+    api = [
+        e
+        for e in evs
+        if "apiserver-timeout" in dict(e.attrs).get("cause", "") or e.kind == "apiserver.timeout"
+    ]
+    ev = []
+    for k, es in sorted(by_kind.items()):
+        first = min(es, key=lambda e: e.time if e.time is not None else float("inf"))
+        ev.append(Evidence(f"{k} ({first.message[:120]})", len(es), source=_src(first), time=first.time))
+    if api:
+        ev.append(
+            Evidence(
+                "of which the API server did not answer in time",
+                len(api),
+                source=_src(api[0]),
+                time=api[0].time,
+            )
+        )
+    create_failed = by_kind.get("sandbox.create_failed", [])
+    sev = Severity.CRITICAL if create_failed else Severity.WARNING
+    times = [e.time for e in relevant if e.time is not None]
+    summary = (
+        f"{len(relevant)} CNI/CRI timeout or sandbox failure event(s)"
+        + (f", first at {utc(min(times))}" if times else "")
+        + "."
+        + (" The CNI call waited on the API server: the control plane is the upstream cause." if api else "")
+    )
+    yield cni_cri_timeouts.finding(summary, evidence=ev, severity=sev, confidence=0.8 if api else 0.75)

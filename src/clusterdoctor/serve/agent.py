@@ -1,0 +1,215 @@
+"""``clusterdoctor serve agent``: this node's findings and key derived gauges as Prometheus metrics.
+
+Each scrape of ``/metrics`` runs every source with its own timeout in worker threads and then the
+rule catalog over what arrived. A source that is slow or dead is reported as
+``clusterdoctor_source_up{source="…"} 0`` and its rules as skipped; it never blocks the scrape.
+A source still running from an earlier scrape is not started again (no pile-up of stuck threads).
+
+Exposed (text format 0.0.4):
+
+* ``clusterdoctor_finding{rule,severity,layer,subject}`` = score, one per finding;
+* ``clusterdoctor_findings{severity}`` counts; ``clusterdoctor_rule_skipped{rule}`` = 1;
+* ``clusterdoctor_source_up{source}``, ``clusterdoctor_source_duration_seconds{source}``;
+* ``clusterdoctor_rdma_counter_rate{device,port,counter}`` between consecutive scrapes (error and
+  congestion counters; data counters in bytes/s), ``clusterdoctor_events{kind}`` from logs.
+
+Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Agent", "Source", "default_sources", "escape_label", "make_server", "serve"]
+
+
+def escape_label(v: str) -> str:
+    """Escape a label value for the text exposition format."""
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@dataclass
+class Source:
+    """A named collector: ``fn() -> {kind: value}``, given ``timeout_s`` per scrape."""
+
+    name: str
+    fn: Callable[[], dict[str, Any]]
+    timeout_s: float = 5.0
+    running: cf.Future | None = field(default=None, repr=False)
+
+
+class Agent:
+    """Runs sources and rules on demand and renders the exposition."""
+
+    def __init__(self, sources: list[Source], max_workers: int = 8) -> None:
+        self.sources = sources
+        self.pool = cf.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cd-source")
+        self.lock = threading.Lock()
+        self.prev_rdma: list[Any] | None = None
+
+    def collect(self) -> tuple[dict[str, Any], list[tuple[str, bool, float, str]]]:
+        """Run every source (bounded by its timeout); returns observations and per-source status."""
+        status = []
+        data: dict[str, Any] = {}
+        started = []
+        for s in self.sources:
+            if s.running is not None and not s.running.done():
+                status.append((s.name, False, 0.0, "still running from an earlier scrape"))
+                continue
+            s.running = self.pool.submit(s.fn)
+            started.append((s, time.monotonic()))
+        for s, t0 in started:
+            assert s.running is not None
+            try:
+                remaining = max(0.0, s.timeout_s - (time.monotonic() - t0))
+                out = s.running.result(timeout=remaining)
+                for k, v in (out or {}).items():
+                    if isinstance(v, list) and isinstance(data.get(k), list):
+                        data[k].extend(v)
+                    else:
+                        data[k] = v
+                status.append((s.name, True, time.monotonic() - t0, ""))
+            except cf.TimeoutError:
+                status.append((s.name, False, time.monotonic() - t0, f"timed out after {s.timeout_s:g} s"))
+            except Exception as e:
+                status.append((s.name, False, time.monotonic() - t0, f"{type(e).__name__}: {e}"))
+        return data, status
+
+    def render(self) -> str:
+        """One scrape: collect, run the rules, format the metrics."""
+        from clusterdoctor.observe.rdma import rates
+        from clusterdoctor.rules.registry import Observations, run_rules
+
+        with self.lock:
+            data, status = self.collect()
+            obs = Observations()
+            for k, v in data.items():
+                obs.put(k, v)
+            if data.get("rdma"):
+                if self.prev_rdma:
+                    try:
+                        obs.put("rdma_rates", rates(self.prev_rdma, data["rdma"]))
+                    except Exception:
+                        pass
+                self.prev_rdma = data["rdma"]
+            findings, skipped, _ = run_rules(obs)
+        lines = [
+            "# HELP clusterdoctor_source_up Whether the source answered within its timeout on this scrape.",
+            "# TYPE clusterdoctor_source_up gauge",
+        ]
+        for name, ok, _, _ in status:
+            lines.append(f'clusterdoctor_source_up{{source="{escape_label(name)}"}} {1 if ok else 0}')
+        lines += [
+            "# HELP clusterdoctor_source_duration_seconds Time the source took on this scrape.",
+            "# TYPE clusterdoctor_source_duration_seconds gauge",
+        ]
+        for name, _, secs, _ in status:
+            lines.append(f'clusterdoctor_source_duration_seconds{{source="{escape_label(name)}"}} {secs:.6f}')
+        lines += [
+            "# HELP clusterdoctor_finding A finding of the rule catalog (value: score).",
+            "# TYPE clusterdoctor_finding gauge",
+        ]
+        for f in findings:
+            lab = f'rule="{escape_label(f.rule)}",severity="{f.severity}",layer="{escape_label(f.layer)}",subject="{escape_label(f.subject or "")}"'
+            lines.append(f"clusterdoctor_finding{{{lab}}} {f.score:.6g}")
+        lines += [
+            "# HELP clusterdoctor_findings Findings by severity.",
+            "# TYPE clusterdoctor_findings gauge",
+        ]
+        for sev in ("info", "warning", "critical"):
+            n = sum(1 for f in findings if str(f.severity) == sev)
+            lines.append(f'clusterdoctor_findings{{severity="{sev}"}} {n}')
+        lines += [
+            "# HELP clusterdoctor_rule_skipped A rule that could not run (its input is missing).",
+            "# TYPE clusterdoctor_rule_skipped gauge",
+        ]
+        for s in skipped:
+            lines.append(f'clusterdoctor_rule_skipped{{rule="{escape_label(s.rule)}"}} 1')
+        rr = obs.get("rdma_rates") or []
+        if rr:
+            lines += [
+                "# HELP clusterdoctor_rdma_counter_rate RDMA counter increase per second between two scrapes.",
+                "# TYPE clusterdoctor_rdma_counter_rate gauge",
+            ]
+            for r in rr:
+                for k, v in sorted(r.per_s.items()):
+                    lines.append(
+                        f'clusterdoctor_rdma_counter_rate{{device="{escape_label(r.device)}",port="{r.port}",counter="{escape_label(k)}"}} {v:.6g}'
+                    )
+        evs = obs.get("events") or []
+        if evs:
+            counts: dict[str, int] = {}
+            for e in evs:
+                counts[e.kind] = counts.get(e.kind, 0) + 1
+            lines += [
+                "# HELP clusterdoctor_events Events of interest found in the watched logs.",
+                "# TYPE clusterdoctor_events gauge",
+            ]
+            for k, n in sorted(counts.items()):
+                lines.append(f'clusterdoctor_events{{kind="{escape_label(k)}"}} {n}')
+        return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def default_sources(
+    sysfs_root: str = "/", logs: list[str] | None = None, timeout_s: float = 5.0
+) -> list[Source]:
+    """RDMA counters from sysfs and the given log files, each with ``timeout_s``."""
+    from clusterdoctor.observe.rdma import read_sysfs_infiniband
+
+    srcs = [Source("rdma-sysfs", lambda: {"rdma": read_sysfs_infiniband(sysfs_root)}, timeout_s)]
+    for path in logs or []:
+
+        def load(path: str = path) -> dict[str, Any]:
+            from clusterdoctor.observe.event_sources import load_event_observations
+
+            out = load_event_observations(path)
+            out.pop("warnings", None)
+            return out
+
+        srcs.append(Source(f"file {path}", load, timeout_s))
+    return srcs
+
+
+def make_server(agent: Agent, host: str = "127.0.0.1", port: int = 9877) -> ThreadingHTTPServer:
+    """An HTTP server answering ``/metrics`` (and ``/healthz``) from ``agent``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/healthz":
+                body, ctype, code = b"ok\n", "text/plain", 200
+            elif self.path.split("?")[0] == "/metrics":
+                body = agent.render().encode()
+                ctype, code = "text/plain; version=0.0.4; charset=utf-8", 200
+            else:
+                body, ctype, code = b"not found; try /metrics\n", "text/plain", 404
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    srv = ThreadingHTTPServer((host, port), Handler)
+    srv.daemon_threads = True
+    return srv
+
+
+def serve(agent: Agent, host: str = "127.0.0.1", port: int = 9877) -> None:
+    """Serve until interrupted."""
+    srv = make_server(agent, host, port)
+    try:
+        srv.serve_forever()
+    finally:
+        srv.server_close()
+        agent.close()
