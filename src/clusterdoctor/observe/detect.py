@@ -45,20 +45,19 @@ LOADERS: list[Loader] = [
         "clusterdoctor bundle", "clusterdoctor.observe.bundle", "sniff_bundle", "load_bundle_observations"
     ),
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
-    Loader(
-        "comm (NCCL log, nccl-tests, trace, flight recorder)",
-        "clusterdoctor.observe.comm_sources",
-        "sniff_comm",
-        "load_comm_observations",
-    ),
+    Loader("comm", "clusterdoctor.observe.comm_sources", "sniff_comm", "load_comm_observations"),
     Loader(
         "etcdctl status/health", "clusterdoctor.observe.etcd", "sniff_etcdctl", "load_etcdctl_observations"
     ),
+    # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
-        "Prometheus metrics", "clusterdoctor.observe.scrape", "sniff_metrics", "load_metrics_observations"
+        "logs, RDMA/NIC counters, app data",
+        "clusterdoctor.observe.event_sources",
+        "sniff_events",
+        "load_event_observations",
     ),
     Loader(
-        "logs and app data", "clusterdoctor.observe.event_sources", "sniff_events", "load_event_observations"
+        "Prometheus metrics", "clusterdoctor.observe.scrape", "sniff_metrics", "load_metrics_observations"
     ),
 ]
 

@@ -25,6 +25,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.pcie",
     "clusterdoctor.rules.etcd",
     "clusterdoctor.rules.control_plane",
+    "clusterdoctor.rules.etcd_log",
     "clusterdoctor.rules.kubelet",
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
@@ -46,7 +47,7 @@ INPUT_HINTS: dict[str, str] = {
     "apiserver_metrics": "no kube-apiserver metrics",
     "kubelet_metrics": "no kubelet metrics",
     "events": "no logs or events (pass etcd/kubelet/containerd logs)",
-    "rdma": "no RDMA counters (/sys/class/infiniband or rdma statistic output)",
+    "rdma": "no RDMA/NIC counters (/sys/class/infiniband, rdma statistic, ethtool -S, DPDK xstats)",
     "app": "no application data (Flink checkpoints, Kafka lag, pod phases)",
     "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
 }
