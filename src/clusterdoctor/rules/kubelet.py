@@ -2,7 +2,7 @@
 
 Inputs: ``pod_starts`` (:mod:`clusterdoctor.observe.kube`: ``kubectl get pods -o json``, or kubelet
 ``Observed pod startup duration`` log lines) and ``events`` (:mod:`clusterdoctor.observe.logs`).
-The ``kubelet_pod_start_sli_duration_seconds`` histogram rule is a metric rule (``rules/control_plane.py``).
+The ``kubelet_pod_start_sli_duration_seconds`` histogram rule (KUBELET003) reads ``kubelet_metrics``.
 """
 
 from __future__ import annotations
@@ -189,3 +189,71 @@ def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
         + (" The CNI call waited on the API server: the control plane is the upstream cause." if api else "")
     )
     yield cni_cri_timeouts.finding(summary, evidence=ev, severity=sev, confidence=0.8 if api else 0.75)
+
+
+POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"
+
+
+@rule(
+    id="KUBELET003",
+    name="pod-start-sli-tail",
+    layer="kubelet",
+    title="Kubelet pod-start SLI p99 above 30 s",
+    requires=("kubelet_metrics",),
+    thresholds=(POD_START_SLOW, POD_START_SLO),
+    severity=Severity.WARNING,
+)
+def pod_start_sli_tail(obs: Observations) -> Iterator[Finding]:
+    """The kubelet's own pod-start histogram (excluding image pulls) has its p99 above 30 s.
+
+    **Symptom**: pods sit in ContainerCreating; deployments and training jobs start minutes late;
+    ``kubelet_pod_start_sli_duration_seconds`` has observations in the 30–60 s buckets and beyond.
+    **Why**: the SLI excludes image pulls, so the time goes to sandbox creation (CNI IPAM, CRI calls
+    to containerd), volume mounts, or the kubelet waiting on the API server; a node packed with
+    daemonsets at boot shows it first.
+    **Fix**: look for CNI/CRI timeouts in the kubelet log (KUBELET002), check containerd and the CNI
+    plugin's API-server latency, raise `--max-pods` only with IPAM capacity to match, and spread
+    daemonset start-up.
+    **Verify**: `kubectl get --raw /api/v1/nodes/NODE/proxy/metrics | grep kubelet_pod_start_sli_duration_seconds`
+    """
+    from clusterdoctor.analyze.quantile import fraction_above, quantile_of, validate_histogram
+
+    window = obs.get("kubelet_metrics")
+    if window is None or not window.has(POD_START_SLI_NAME + "_bucket"):
+        return
+    for h in window.histograms(POD_START_SLI_NAME):
+        if not h.buckets or not h.buckets[-1][1]:
+            continue
+        q = quantile_of(0.99, h.buckets)
+        p99 = q.value
+        problems = validate_histogram(h) + list(q.problems)
+        total = h.buckets[-1][1]
+        slow = fraction_above(POD_START_SLOW.value, h.buckets)
+        inst = h.labels.get("instance") or h.labels.get("node") or "kubelet"
+        ev = [
+            Evidence(
+                f"{POD_START_SLI_NAME} p99 ({total:g} pod starts)",
+                round(p99, 3),
+                POD_START_SLOW.value,
+                "s",
+                getattr(window, "source", None),
+            ),
+            Evidence("share of pod starts slower than 30 s", round(slow, 3), unit="fraction"),
+        ]
+        ev += [Evidence(f"invalid histogram data: {p}") for p in problems]
+        if p99 > POD_START_SLOW.value:
+            yield pod_start_sli_tail.finding(
+                f"{inst}: pod start p99 {p99:.1f} s over {total:g} starts ({slow * 100:.0f}% above 30 s), "
+                f"excluding image pulls; the SLO is {POD_START_SLO.value:g} s.",
+                evidence=ev,
+                subject=inst,
+                severity=Severity.CRITICAL if slow > 0.5 else Severity.WARNING,
+            )
+        elif problems:
+            yield pod_start_sli_tail.finding(
+                f"{inst}: the pod-start histogram is invalid ({'; '.join(problems)}); its sum/quantiles cannot be trusted.",
+                evidence=ev,
+                subject=inst,
+                severity=Severity.INFO,
+                confidence=0.9,
+            )
