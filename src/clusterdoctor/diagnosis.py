@@ -179,10 +179,58 @@ def parse_since(text: str) -> float:
     return value
 
 
+HEATMAP_METRICS = (
+    ("kube-scheduler scheduling attempt latency", "scheduler_scheduling_attempt_duration_seconds"),
+    ("kube-scheduler pod scheduling (end to end)", "scheduler_pod_scheduling_sli_duration_seconds"),
+    ("kube-scheduler pod scheduling (end to end)", "scheduler_pod_scheduling_duration_seconds"),
+    ("kube-scheduler e2e scheduling latency", "scheduler_e2e_scheduling_duration_seconds"),
+    ("etcd WAL fsync latency", "etcd_disk_wal_fsync_duration_seconds"),
+)
+MAX_TIMELINE_EVENTS = 500
+
+
+def latency_heatmaps(obs: Observations) -> list[dict[str, Any]]:
+    """Per-step bucket increases of the latency histograms worth drawing (needs 2+ scrapes/steps)."""
+    window = obs.get("metrics")
+    if window is None or not hasattr(window, "histogram_steps"):
+        return []
+    out, seen = [], set()
+    for title, name in HEATMAP_METRICS:
+        if title in seen or not window.has(name + "_bucket"):
+            continue
+        steps = window.histogram_steps(name)
+        if not steps:
+            continue
+        bounds = sorted({b for _, h in steps for b, _ in h.buckets})
+        counts = []
+        for _, h in steps:
+            cum = dict(h.buckets)
+            prev, row = 0.0, []
+            for b in bounds:
+                c = cum.get(b, prev)
+                row.append(max(0.0, c - prev))
+                prev = max(prev, c)
+            counts.append(row)
+        out.append(
+            {
+                "title": title,
+                "metric": name,
+                "times": [t for t, _ in steps],
+                "bounds": bounds,
+                "counts": counts,
+            }
+        )
+        seen.add(title)
+    return out
+
+
 def run(obs: Observations, sources: list[SourceRef], host: str | None = None) -> Diagnosis:
     """Run every rule whose inputs are present; the others are listed as skipped with the reason."""
     findings, skipped, ran = run_rules(obs)
     topo = obs.get("topology")
+    events = sorted(
+        (e for e in obs.get("events") or [] if getattr(e, "time", None) is not None), key=lambda e: e.time
+    )
     return Diagnosis(
         host=host or (topo.hostname if topo is not None and topo.hostname else socket.gethostname()),
         generated_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -193,6 +241,8 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
         rules_run=ran,
         topology=topo,
         placement=obs.get("processes") or [],
+        heatmaps=latency_heatmaps(obs),
+        timeline=events[:MAX_TIMELINE_EVENTS],
     )
 
 

@@ -197,6 +197,10 @@ class Diagnosis:
     # Context the HTML report draws (topology, placement table); not part of the finding list.
     topology: Topology | None = None
     placement: list[dict[str, Any]] = field(default_factory=list)
+    # Prepared plot data (the pipeline computes it; reports only draw): latency heatmaps
+    # [{"title", "times", "bounds", "counts"}] and the timeline of correlated events.
+    heatmaps: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[Event] = field(default_factory=list)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)

@@ -43,3 +43,25 @@ def test_diagnose_unreachable_prometheus_is_one_line(stack):
 def test_diagnose_bad_since():
     r = run_cli("diagnose", "--prometheus", "http://127.0.0.1:9", "--since", "soon")
     assert r.code == 2 and "--since" in r.err
+
+
+def test_html_report_draws_heatmap_from_two_scrapes(stack, tmp_path):
+    out = tmp_path / "r.html"
+    etcd_metrics = stack["etcd"].client_url + "/metrics"
+    r = run_cli(
+        "diagnose", "--scrape", etcd_metrics, "--scrape-interval", "1", "--format", "html", "-o", str(out)
+    )
+    assert r.code in (0, 1), r.err
+    html = out.read_text()
+    assert "etcd WAL fsync latency — heatmap" in html and "heatmap" in html and "<svg" in html
+
+
+def test_html_timeline_of_real_logs(tmp_path):
+    from tests.conftest import shared_fixture
+
+    out = tmp_path / "t.html"
+    log = shared_fixture("ctrl/etcd_zap_json_lost_leader_slow_apply_issue13352.log")
+    r = run_cli("diagnose", str(log), "--format", "html", "-o", str(out))
+    assert r.code in (0, 1), r.err
+    html = out.read_text()
+    assert "Timeline of correlated events" in html and html.count("<circle") >= 3

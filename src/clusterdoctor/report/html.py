@@ -119,6 +119,79 @@ def placement_table(placement: list[dict[str, Any]]) -> str:
     return "<table>" + head + "".join(rows) + "</table>"
 
 
+def heatmap_svg(hm: dict[str, Any], width: int = 900, height: int = 260) -> str:
+    """A latency heatmap: time on x, histogram bucket on y, colour = observations in that bucket/step."""
+    times, bounds, counts = hm["times"], hm["bounds"], hm["counts"]
+    if not times or not bounds:
+        return ""
+    left, top, bottom = 70, 10, 30
+    cw = (width - left - 10) / len(times)
+    ch = (height - top - bottom) / len(bounds)
+    peak = max((c for row in counts for c in row), default=0) or 1
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(hm["title"])} heatmap">'
+    ]
+    for i, row in enumerate(counts):
+        for j, c in enumerate(row):
+            if c <= 0:
+                continue
+            t = min(1.0, (c / peak) ** 0.5)
+            color = f"rgb({int(255 - 200 * t)},{int(240 - 180 * t)},{int(255 - 60 * t)})"
+            y = top + (len(bounds) - 1 - j) * ch
+            out.append(
+                f'<rect x="{left + i * cw:.1f}" y="{y:.1f}" width="{cw + 0.5:.1f}" height="{ch + 0.5:.1f}" fill="{color}">'
+                f"<title>{c:g} obs ≤ {bounds[j]:g} s</title></rect>"
+            )
+    for j, b in enumerate(bounds):
+        if len(bounds) <= 12 or j % max(1, len(bounds) // 10) == 0:
+            y = top + (len(bounds) - 1 - j) * ch + ch / 2 + 4
+            label = "+Inf" if b == float("inf") else f"{b:g}s"
+            out.append(f'<text x="{left - 4}" y="{y:.1f}" font-size="10" text-anchor="end">{label}</text>')
+    import datetime as _dt
+
+    for i in (0, len(times) - 1):
+        label = _dt.datetime.fromtimestamp(times[i], _dt.timezone.utc).strftime("%H:%M:%S")
+        out.append(f'<text x="{left + i * cw:.1f}" y="{height - 10}" font-size="10">{label}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def timeline_svg(events: list[Any], width: int = 900) -> str:
+    """Correlated events on one time axis, one row per event kind."""
+    if not events:
+        return ""
+    import datetime as _dt
+
+    kinds = sorted({e.kind for e in events})
+    t0, t1 = events[0].time, events[-1].time
+    span = (t1 - t0) or 1.0
+    left, row_h = 190, 18
+    height = 30 + row_h * len(kinds)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="event timeline">'
+    ]
+    for k, kind in enumerate(kinds):
+        y = 10 + k * row_h
+        out.append(
+            f'<text x="{left - 6}" y="{y + 12}" font-size="11" text-anchor="end">{escape(kind)}</text>'
+        )
+        out.append(f'<line x1="{left}" y1="{y + 9}" x2="{width - 10}" y2="{y + 9}" stroke="#eee"/>')
+    for e in events:
+        x = left + (e.time - t0) / span * (width - left - 20)
+        y = 10 + kinds.index(e.kind) * row_h + 9
+        when = _dt.datetime.fromtimestamp(e.time, _dt.timezone.utc).isoformat(timespec="milliseconds")
+        out.append(
+            f'<circle cx="{x:.1f}" cy="{y}" r="4" fill="#b00020" opacity="0.7"><title>{escape(when)} '
+            f"{escape(e.message[:200])}</title></circle>"
+        )
+    for t, anchor, x in ((t0, "start", left), (t1, "end", width - 10)):
+        label = _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        out.append(f'<text x="{x}" y="{height - 4}" font-size="10" text-anchor="{anchor}">{label} UTC</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
 def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extra_sections: str = "") -> str:
     """The whole report as one HTML document."""
     parts = [
@@ -163,6 +236,12 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
         parts.append(topology_table(diag.topology))
         parts.append("<h3>Distance heatmap</h3>")
         parts.append(distance_heatmap_svg(diag.topology))
+    if diag.timeline:
+        parts.append("<h2>Timeline of correlated events</h2>")
+        parts.append(timeline_svg(diag.timeline))
+    for hm in diag.heatmaps:
+        parts.append(f"<h2>{escape(hm['title'])} — heatmap</h2><p class='muted'>{escape(hm['metric'])}</p>")
+        parts.append(heatmap_svg(hm))
     parts.append("<h2>Process placement</h2>")
     parts.append(placement_table(diag.placement))
     parts.append(extra_sections)
