@@ -1,0 +1,313 @@
+"""``clusterdoctor sim``: run the cluster simulator on a real trace and compare placement policies.
+
+Thin: parse options, resolve traces, call :mod:`clusterdoctor.sim`, print. numpy and the simulator are
+imported inside the commands so ``clusterdoctor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from clusterdoctor.errors import InputError, UsageError
+
+app = typer.Typer(
+    help="Trace-driven GPU cluster simulator: allocation, fragmentation, queueing, energy and cost per policy.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+OPENB_DIR = "sched/alibaba_gpu_v2023"
+DEFAULT_NODES = f"{OPENB_DIR}/openb_node_list_gpu_node.csv"
+PUBLISHED = "sched/fgd_expected_results/analysis_allo_discrete.csv"
+OPENB_VARIANTS = (
+    "default", "cpu050", "cpu100", "cpu200", "cpu250", "gpushare40", "gpushare60", "gpushare80", "gpushare100",
+    "gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33", "multigpu20", "multigpu30", "multigpu40", "multigpu50",
+)  # fmt: skip
+BUILTIN_TRACES = {f"openb-{v}": f"{OPENB_DIR}/openb_pod_list_{v}.csv" for v in OPENB_VARIANTS}
+
+
+def _fixture(rel: str, what: str) -> Path:
+    from clusterdoctor.testing import ENV_VAR, fixture_path, fixtures_root
+
+    p = fixture_path(rel)
+    if p is None:
+        where = fixtures_root()
+        hint = (
+            f"the shared fixtures are not here; set {ENV_VAR}=/path/to/shared/fixtures or pass a file path"
+            if where is None
+            else f"{rel} is not under {where}"
+        )
+        raise UsageError(f"built-in {what} needs {rel}: {hint}")
+    return p
+
+
+def resolve_trace(value: str) -> tuple[Path, str | None]:
+    """(pod-list path, built-in name or None) for ``--trace``: an existing file wins over a name."""
+    p = Path(value)
+    if p.exists():
+        return p, None
+    if value in BUILTIN_TRACES:
+        return _fixture(BUILTIN_TRACES[value], f"trace {value!r}"), value
+    if value.endswith(".csv") or "/" in value:
+        raise InputError("no such file", value)
+    raise UsageError(
+        f"unknown trace {value!r}: give a pod-list CSV path or one of {', '.join(BUILTIN_TRACES)}"
+    )
+
+
+def resolve_nodes(value: str | None) -> Path:
+    if value is None:
+        return _fixture(DEFAULT_NODES, "node list (openb, 6212 GPUs)")
+    p = Path(value)
+    if not p.exists():
+        raise InputError("no such file", value)
+    return p
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'42-51' or '1,2,5' -> list of ints."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                a, b = (
+                    part.split("-", 1)
+                    if not part.startswith("-")
+                    else ("-" + part[1:].split("-", 1)[0], part[1:].split("-", 1)[1])
+                )
+                out.extend(range(int(a), int(b) + 1))
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise UsageError(f"bad --seeds {text!r} (use e.g. 42-51 or 1,2,3)") from None
+    if not out:
+        raise UsageError("no seeds given")
+    return out
+
+
+def _progress():
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
+    )  # fmt: skip
+
+
+def _emit(text: str, out: Path | None) -> None:
+    from clusterdoctor.cli.common import write_output
+
+    write_output(text, out)
+
+
+@app.command("run")
+def run(
+    trace: str = typer.Option(
+        "openb-default", "--trace", help="Built-in trace name (openb-default, ...) or a pod-list CSV."
+    ),
+    nodes: str = typer.Option(None, "--nodes", help="Node-list CSV (default: openb's 6212-GPU node list)."),
+    policy: str = typer.Option("fgd", "--policy", help="Placement policy (see `sim policies`)."),
+    seed: int = typer.Option(1, "--seed", help="Seed: drives shuffle, copies, node order and tie-breaks."),
+    tune: float = typer.Option(
+        1.3, "--tune", help="FGD protocol: arriving load as a multiple of GPU capacity."
+    ),
+    timed: bool = typer.Option(
+        False, "--timed", help="Timed run (trace arrival/deletion times): queueing, JCT, energy, cost."
+    ),
+    limit: int = typer.Option(None, "--limit", help="Stop after this many arriving pods (FGD protocol)."),
+    time_scale: float = typer.Option(
+        1.0,
+        "--time-scale",
+        help="Timed: multiply arrival times (e.g. 0.01 packs a 149-day trace into 1.5 days).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_html: bool = typer.Option(False, "--html", help="Print a self-contained HTML report."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write the report to this file."),
+) -> None:
+    """Run one policy on one trace (default: the FGD paper's protocol at 130 % load)."""
+    from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
+
+    if as_json and as_html:
+        raise UsageError("choose one of --json and --html")
+    pods_path, _ = resolve_trace(trace)
+    cluster = load_openb_nodes(resolve_nodes(nodes))
+    pods = load_openb_pods(pods_path)
+    from clusterdoctor.sim.policies import get_policy
+
+    pol = get_policy(policy)
+    with _progress() as prog:
+        task = prog.add_task(f"{pol.name} seed {seed}", total=None)
+
+        def tick(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        if timed:
+            from clusterdoctor.sim.engine import job_times, run_timed
+
+            if time_scale <= 0:
+                raise UsageError("--time-scale must be positive")
+            arr, dur = job_times(pods)
+            res = run_timed(cluster, pods, pol, seed, arrivals=arr * time_scale, durations=dur, progress=tick)
+        else:
+            from clusterdoctor.sim.engine import run_fgd_protocol
+
+            res = run_fgd_protocol(cluster, pods, pol, seed, tune, limit=limit, progress=tick)
+    d = res.as_dict()
+    d["trace"] = str(pods_path)
+    d["cluster"] = cluster.summary()
+    if as_json:
+        _emit(json.dumps(d, indent=2), output)
+        return
+    if as_html:
+        from clusterdoctor.sim.report_html import protocol_report, timed_report
+
+        _emit(timed_report([res]) if timed else protocol_report([res]), output)
+        return
+    lines = [
+        f"trace {pods_path} on {cluster.total_gpus} GPUs ({len(cluster.nodes)} nodes), policy {res.policy}, seed {seed}"
+    ]
+    if timed:
+        lines += [
+            f"jobs {res.jobs}  finished {res.finished}  makespan {res.makespan_s / 3600:.1f} h",
+            f"queueing delay p50/p90/p99 s: {d['queue_delay_s']}",
+            f"JCT p50/p90/p99 s: {d['jct_s']}",
+            f"mean allocation {d['mean_allocation_pct']:.2f} %  idle {d['idle_share_pct']:.2f} %",
+            f"GPU-hours {res.gpu_hours:.0f}  energy {res.energy_kwh:.0f} kWh  cost ${res.cost_usd_fleet + res.cost_usd_energy:,.0f}",
+        ]
+    else:
+        c = res.allocation_curve
+        pts = "  ".join(f"{k}%:{c[k]:.2f}" for k in (50, 80, 90, 95, 100, 110, 120, 130) if k in c)
+        lines += [
+            f"pods arrived {res.pods_arrived}  failed {res.pods_failed}  ({res.seconds:.1f} s)",
+            f"allocated GPU % by arriving load: {pts}",
+            f"final allocation: {res.final_allocation:.2f} %",
+        ]
+    lines += [f"note: {n}" for n in res.notes]
+    _emit("\n".join(lines), output)
+
+
+def _sweep(
+    nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float, workers: int
+):
+    import importlib.util
+
+    from clusterdoctor.sim.reproduce import _one, run_sweep
+
+    if workers > 1 and importlib.util.find_spec("ray") is not None:  # the `sim` extra
+        import ray
+
+        ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        remote = ray.remote(_one)
+        refs = [remote.remote((str(nodes_path), str(pods_path), p, s, tune)) for p in policies for s in seeds]
+        out: dict[str, dict[int, dict[int, float]]] = {}
+        with _progress() as prog:
+            task = prog.add_task("sweep (ray)", total=len(refs))
+            pending = list(refs)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                pol, sd, curve, _, _ = ray.get(done[0])
+                out.setdefault(pol, {})[sd] = curve
+                prog.advance(task)
+        return out
+    with _progress() as prog:
+        task = prog.add_task(
+            f"sweep ({workers} process{'es' if workers > 1 else ''})", total=len(policies) * len(seeds)
+        )
+        return run_sweep(
+            nodes_path, pods_path, policies, seeds, tune, workers, on_done=lambda _r: prog.advance(task)
+        )
+
+
+@app.command("compare")
+def compare(
+    policies: str = typer.Option(
+        "random,dot-product,gpu-clustering,gpu-packing,best-fit,fgd,tidal,fgd-cpu", "--policies",
+        help="Comma-separated policies."),
+    trace: str = typer.Option("openb-default", "--trace", help="Built-in trace name or a pod-list CSV."),
+    nodes: str = typer.Option(None, "--nodes", help="Node-list CSV (default: openb's 6212-GPU node list)."),
+    seeds: str = typer.Option("42-51", "--seeds", help="Seeds, e.g. 42-51 (the FGD paper's) or 1,2,3."),
+    tune: float = typer.Option(1.3, "--tune", help="Arriving load as a multiple of GPU capacity."),
+    workers: int = typer.Option(1, "--workers", help="Parallel runs (local processes; Ray when installed)."),
+    published: str = typer.Option("auto", "--published", help="FGD analysis_allo_discrete.csv to compare with ('auto': the shared fixture when present, 'none')."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write the table to this file."),
+) -> None:  # fmt: skip
+    """Run several policies over several seeds (FGD protocol) and print mean allocation per policy, next to
+    the FGD paper's published numbers for the same workload when available."""
+    from clusterdoctor.sim.policies import FGD_LABELS, get_policy
+    from clusterdoctor.sim.reproduce import average_curves, parse_published
+    from clusterdoctor.sim.reproduce import compare as cmp
+
+    pols = [get_policy(p).name for p in policies.split(",") if p.strip()]
+    if not pols:
+        raise UsageError("no policies given")
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    seed_list = parse_seeds(seeds)
+    pods_path, builtin = resolve_trace(trace)
+    nodes_path = resolve_nodes(nodes)
+    pub_curves: dict = {}
+    workload = pods_path.stem
+    if published != "none":
+        from clusterdoctor.testing import fixture_path
+
+        pub_path = Path(published) if published != "auto" else fixture_path(PUBLISHED)
+        if pub_path is not None:
+            if not pub_path.exists():
+                raise InputError("no such file", str(pub_path))
+            pub_curves = parse_published(pub_path.read_bytes(), str(pub_path)).get(workload, {})
+    sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers)
+    comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)
+    if as_json:
+        doc = {
+            "workload": workload,
+            "seeds": seed_list,
+            "tune": tune,
+            "policies": [
+                {
+                    "policy": c.policy,
+                    "fgd_label": c.label,
+                    "final_allocation": round(c.final_ours, 2),
+                    "published_final_allocation": round(c.final_published, 2) if c.published else None,
+                    "max_abs_diff_over_curve": round(c.max_abs_diff, 3) if c.published else None,
+                    "allocation_curve": {str(k): round(v, 3) for k, v in c.ours.items()},
+                }
+                for c in comps
+            ],
+        }
+        _emit(json.dumps(doc, indent=2), output)
+        return
+    head = f"{'policy':<16}{'FGD label':<18}{'ours @130%':>11}{'published':>11}{'diff':>7}{'max|diff| 0-130':>17}"
+    lines = [f"{workload}: mean GPU allocation (%) over seeds {seeds}, tune {tune}", head, "-" * len(head)]
+    for c in comps:
+        pubv = f"{c.final_published:.2f}" if c.published else "-"
+        diff = f"{c.final_ours - c.final_published:+.2f}" if c.published else "-"
+        mx = f"{c.max_abs_diff:.2f} (at {c.worst_column})" if c.published else "-"
+        lines.append(f"{c.policy:<16}{c.label:<18}{c.final_ours:>11.2f}{pubv:>11}{diff:>7}{mx:>17}")
+    _emit("\n".join(lines), output)
+
+
+@app.command("policies")
+def policies_cmd() -> None:
+    """List the placement policies."""
+    from clusterdoctor.sim.policies import FGD_LABELS, POLICY_NAMES
+
+    for p in POLICY_NAMES:
+        typer.echo(
+            f"{p:<16}{FGD_LABELS.get(p, '(ours)' if p in ('tidal', 'fgd-bf', 'fgd-cpu', 'hetero', 'first-fit') else '')}"
+        )
+
+
+@app.command("traces")
+def traces_cmd() -> None:
+    """List the built-in trace names and whether their files are present."""
+    from clusterdoctor.testing import fixture_path
+
+    for name, rel in BUILTIN_TRACES.items():
+        typer.echo(f"{name:<22}{'present' if fixture_path(rel) else 'absent'}  {rel}")

@@ -1,0 +1,80 @@
+"""`clusterdoctor sim` as users run it (real processes)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli, shared_fixture
+
+
+def test_run_json_has_curve_and_final_allocation():
+    shared_fixture("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
+    r = run_cli(
+        "sim", "run", "--trace", "openb-default", "--policy", "fgd", "--seed", "1", "--limit", "800", "--json"
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["policy"] == "fgd" and d["pods_arrived"] == 800
+    assert d["final_allocation"] == d["allocation_curve"][max(d["allocation_curve"], key=int)]
+    assert d["cluster"]["gpus"] == 6212
+
+
+def test_run_with_file_paths_and_html(tmp_path):
+    pods = shared_fixture("sched/alibaba_gpu_v2023/openb_pod_list_gpushare40.csv")
+    nodes = shared_fixture("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv")
+    out = tmp_path / "r.html"
+    r = run_cli(
+        "sim",
+        "run",
+        "--trace",
+        str(pods),
+        "--nodes",
+        str(nodes),
+        "--policy",
+        "best-fit",
+        "--limit",
+        "300",
+        "--html",
+        "-o",
+        str(out),
+    )
+    assert r.code == 0, r.err
+    text = out.read_text()
+    assert text.startswith("<!doctype html>") and "<svg" in text and "best-fit" in text
+
+
+def test_builtin_trace_without_fixtures_is_one_line_exit_2(tmp_path):
+    r = run_cli(
+        "sim", "run", "--trace", "openb-default", env={"CLUSTERDOCTOR_FIXTURES": str(tmp_path / "none")}
+    )
+    assert r.code == 2
+    assert (
+        len(r.err.strip().splitlines()) == 1
+        and "CLUSTERDOCTOR_FIXTURES" in r.err
+        and "Traceback" not in r.err
+    )
+
+
+def test_bad_trace_file_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "pods.csv"
+    bad.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,x,1,1,1\n")
+    r = run_cli("sim", "run", "--trace", str(bad))
+    assert r.code == 2 and "pods.csv:2" in r.err and "Traceback" not in r.err
+
+
+def test_compare_prints_table_with_published_numbers():
+    shared_fixture("sched/fgd_expected_results/analysis_allo_discrete.csv")
+    r = run_cli(
+        "sim", "compare", "--policies", "best-fit,first-fit", "--seeds", "42", "--workers", "2", timeout=240
+    )
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    bf = next(line for line in lines if line.startswith("best-fit"))
+    assert "05-BestFit" in bf and "93.08" in bf  # published mean of 10 seeds at 130 %
+    assert any(line.startswith("first-fit") for line in lines)
+
+
+def test_unknown_policy_is_usage_error():
+    shared_fixture("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
+    r = run_cli("sim", "run", "--policy", "nope", "--trace", "openb-default")
+    assert r.code == 2 and "unknown policy 'nope'" in r.err and "Traceback" not in r.err
