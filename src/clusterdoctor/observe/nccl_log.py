@@ -1,0 +1,568 @@
+"""NCCL debug logs (``NCCL_DEBUG=INFO``) and PyTorch's NCCL watchdog lines, many ranks interleaved.
+
+Line grammar from NVIDIA/nccl ``src/debug.cc``: ``[timestamp] host:pid:tid [cudaDev] NCCL INFO msg``,
+optionally behind a launcher prefix (``[1,0]<stdout>:`` from Open MPI, ``[default0]:`` from
+torchrun, ``0:`` from srun). What is kept (see ``../shared/reference/comm.md`` §3):
+
+* ``NCCL version``; ``Using network Socket|IB|AWS Libfabric``; ``NET/IB : No device found``;
+* ``comm 0x… rank R nRanks N nNodes K localRanks L`` and ``… - Init COMPLETE`` (old and new forms);
+* ``Channel cc/i : r[dev] -> p[dev] [send] via NET/IB/0/GDRDMA`` (transport per peer; old ``Ring``);
+* ring order (``Channel 00/02 :    0   1``) and ``Trees``; ``Setting affinity for GPU g to mask``;
+* ``Init timings`` (total and parts per rank); ``NCCL WARN`` lines;
+* COLL records ``AllReduce: opCount 1f sendbuff … count N datatype 7 op 0 root 0 comm 0x… [nranks=8]``
+  (opCount is hex, per communicator);
+* ProcessGroupNCCL watchdog timeouts (``WorkNCCL(SeqNum=S, OpType=…, Timeout(ms)=T)``) and
+  "last enqueued / last completed" lines, old and new wording.
+
+Speed: one C-speed regex scan finds the interesting lines (a literal prefix ``NCCL INFO ``), Python
+work happens only per kept line, and files are read in blocks so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterdoctor.errors import InputError
+from clusterdoctor.topology.cpuset import parse_hexmask
+
+# ncclDataType_t (src/nccl.h.in) and ncclRedOp_t.
+DATATYPES = {
+    0: "int8",
+    1: "uint8",
+    2: "int32",
+    3: "uint32",
+    4: "int64",
+    5: "uint64",
+    6: "float16",
+    7: "float32",
+    8: "float64",
+    9: "bfloat16",
+    10: "fp8e4m3",
+    11: "fp8e5m2",
+}
+DATATYPE_BYTES = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
+REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
+
+_BLOCK = 16 << 20
+
+# "host:pid:tid [dev] NCCL INFO|WARN" with anything (launcher prefix, timestamp) before it.
+_PREFIX = re.compile(r"(?:.*?[\s\]:>])?(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+_INFO = re.compile(
+    r"NCCL INFO (?:"
+    r"(?P<chan>Channel \d+/\d+ : [^\n]*)"
+    r"|(?P<ring>Ring \d+ : [^\n]*)"
+    r"|(?P<trees>Trees [^\n]*)"
+    r"|(?P<net>Using network [^\n]*)"
+    r"|(?P<nodev>NET/\w+ ?: No device found[^\n]*)"
+    r"|(?P<netif>NET/Socket ?: Using [^\n]*)"
+    r"|(?P<aff>Setting affinity for GPU [^\n]*)"
+    r"|(?P<timings>Init timings[^\n]*)"
+    r"|(?P<comm>(?:\w+:? )?comm 0x[0-9a-fA-F]+ rank [^\n]*)"
+    r"|(?P<coll>\w+: opCount [^\n]*)"
+    r"|(?P<env>NCCL_\w+ set by environment to [^\n]*)"
+    r"|(?P<version>NCCL version [^\n]*)"
+    r")"
+)
+_WARN = re.compile(r"NCCL WARN ([^\n]*)")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
+_WATCHDOG = re.compile(
+    r"(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
+    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?: ran for (?P<ran>\d+) milliseconds)?"
+)
+_WATCHDOG_STATUS = re.compile(
+    r"(?:failure detected by watchdog at work sequence id: (?P<s1>\d+) PG status: last enqueued work: "
+    r"(?P<e1>-?\d+), last completed work: (?P<c1>-?\d+))"
+    r"|(?:detected by watchdog at work: (?P<s2>\d+), last enqueued NCCL work: (?P<e2>-?\d+), "
+    r"last completed NCCL work: (?P<c2>-?\d+))"
+)
+_RANK_NEAR = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\[rank(\d+)\]")
+_CHAN = re.compile(
+    r"Channel (?P<ch>\d+)/(?P<conn>\d+) : (?P<src>\d+)\[(?P<sdev>[0-9a-fA-Fx]+)\] -> "
+    r"(?P<dst>\d+)\[(?P<ddev>[0-9a-fA-Fx]+)\](?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
+)
+_RING_ORDER = re.compile(r"Channel (?P<ch>\d+)/(?P<n>\d+) :((?:\s+\d+)+)\s*$")
+_OLD_RING = re.compile(
+    r"Ring (?P<ch>\d+) : (?P<src>\d+)(?:\[\w+\])? -> (?P<dst>\d+)(?:\[\w+\])?(?: \[(?P<dir>send|receive)\])? "
+    r"via (?P<via>.+?)\s*$"
+)
+_COMM_INFO = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
+    r"localRanks (?P<local>\d+)(?: localRank (?P<localrank>\d+))?"
+)
+_INIT_DONE = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<bus>[0-9a-fA-F]+)(?: commId (?P<cid>0x[0-9a-fA-F]+))? - "
+    r"(?P<what>Init COMPLETE|Destroy COMPLETE|Abort COMPLETE)"
+)
+_TIMINGS = re.compile(
+    r"Init timings(?: - (?P<fn>\w+))?: rank (?P<rank>\d+) nranks (?P<nranks>\d+) total (?P<total>[\d.]+)(?: \((?P<parts>[^)]*)\))?"
+)
+_COLL = re.compile(
+    r"(?P<op>\w+): opCount (?P<opc>[0-9a-fA-F]+) sendbuff (?P<sb>\S+) recvbuff (?P<rb>\S+) count (?P<count>\d+) "
+    r"datatype (?P<dt>\d+) op (?P<red>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+)"
+    r"(?: \[nranks=(?P<nranks>\d+)\])?"
+)
+_AFFINITY = re.compile(r"Setting affinity for GPU (?P<gpu>\d+) to ?(?P<mask>[0-9a-fA-Fx,]*)\s*$")
+_NET = re.compile(r"Using network (?P<net>.+?)\s*$")
+_ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class Proc:
+    """One process writing to the log: host and pid (cudaDev of its first line)."""
+
+    host: str
+    pid: int
+
+
+@dataclass
+class CommInfo:
+    comm: str
+    rank: int
+    nranks: int
+    nnodes: int | None = None
+    local_ranks: int | None = None
+    cuda_dev: int | None = None
+    bus_id: str | None = None
+    proc: Proc | None = None
+    init_complete: bool = False
+
+
+@dataclass(slots=True)
+class Transport:
+    """One channel connection: ``src`` rank to ``dst`` rank over ``kind`` (P2P, SHM, NET, COLLNET)."""
+
+    channel: int
+    src: int
+    dst: int
+    direction: str | None
+    via: str  # as printed: "NET/IB/0/GDRDMA", "P2P/IPC/read", "SHM/direct/direct"
+    kind: str
+    net: str | None  # for NET: "IB", "Socket", "AWS Libfabric"
+    gdr: bool
+    proc: Proc | None
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class Affinity:
+    proc: Proc | None
+    gpu: int
+    mask: str
+    cpus: tuple[int, ...]
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class InitTiming:
+    rank: int
+    nranks: int
+    total_s: float
+    parts: dict[str, float]
+    proc: Proc | None
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class CollRecord:
+    """One COLL line: the op, its opCount (decoded from hex), element count, datatype, comm."""
+
+    op: str
+    op_count: int
+    count: int
+    datatype: int
+    redop: int
+    root: int
+    comm: str
+    nranks: int | None
+    proc: Proc | None
+
+    @property
+    def nbytes(self) -> int | None:
+        size = DATATYPE_BYTES.get(self.datatype)
+        return self.count * size if size is not None else None
+
+    @property
+    def dtype(self) -> str:
+        return DATATYPES.get(self.datatype, f"type{self.datatype}")
+
+
+@dataclass(slots=True)
+class WatchdogTimeout:
+    rank: int | None
+    seq: int
+    op: str
+    numel_in: int | None
+    numel_out: int | None
+    timeout_ms: int | None
+    ran_ms: int | None
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class WatchdogStatus:
+    rank: int | None
+    seq: int
+    last_enqueued: int
+    last_completed: int
+    line: int | None = None
+
+
+@dataclass
+class NcclLog:
+    """Everything kept from one NCCL log (possibly many ranks interleaved)."""
+
+    path: str
+    version: str | None = None
+    networks: dict[str, set[Proc | None]] = field(default_factory=dict)  # network name -> processes
+    no_device: list[str] = field(default_factory=list)
+    socket_ifs: list[str] = field(default_factory=list)
+    comms: dict[tuple[str, Proc | None], CommInfo] = field(default_factory=dict)
+    transports: list[Transport] = field(default_factory=list)
+    rings: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    trees: int = 0
+    affinities: list[Affinity] = field(default_factory=list)
+    init_timings: list[InitTiming] = field(default_factory=list)
+    colls: list[CollRecord] = field(default_factory=list)
+    watchdog_timeouts: list[WatchdogTimeout] = field(default_factory=list)
+    watchdog_status: list[WatchdogStatus] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    warns: list[str] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+    procs: set[Proc] = field(default_factory=set)
+    lines_kept: int = 0
+    bytes_read: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    # -- derived ---------------------------------------------------------------------------
+    def rank_of(self, proc: Proc | None) -> int | None:
+        """The global rank of a process (its rank in the largest communicator it joined)."""
+        best: CommInfo | None = None
+        for (_, p), c in self.comms.items():
+            if p == proc and (best is None or c.nranks > best.nranks):
+                best = c
+        return best.rank if best else None
+
+    def rank_of_comm(self, comm: str, proc: Proc | None) -> int | None:
+        c = self.comms.get((comm, proc))
+        if c is None:
+            for (cid, _), info in self.comms.items():
+                if cid == comm:
+                    return info.rank
+            return None
+        return c.rank
+
+    @property
+    def nranks(self) -> int | None:
+        return max((c.nranks for c in self.comms.values()), default=None)
+
+    @property
+    def nnodes(self) -> int | None:
+        """Nodes in the job: ``nNodes`` when printed, else distinct hosts when more than one; else None."""
+        stated = [c.nnodes for c in self.comms.values() if c.nnodes is not None]
+        if stated:
+            return max(stated)
+        return len(self.hosts) if len(self.hosts) > 1 else None
+
+    def net_transports(self) -> list[Transport]:
+        return [t for t in self.transports if t.kind == "NET"]
+
+
+def classify_via(via: str) -> tuple[str, str | None, bool]:
+    """(kind, net name, GPUDirect RDMA) of a transport string such as ``NET/IB/0/GDRDMA``."""
+    parts = via.split("/")
+    kind = parts[0].upper() if parts else "?"
+    net = None
+    if kind == "NET" and len(parts) > 1:
+        net = parts[1]
+    gdr = "GDRDMA" in via.upper()
+    return kind, net, gdr
+
+
+class _Parser:
+    def __init__(self, log: NcclLog) -> None:
+        self.log = log
+        self.line_base = 0  # lines before the current block
+        # Line prefixes ("[1,0]<stdout>:host:21:27 [0] ") and affinity masks repeat: parse each once.
+        self._procs: dict[str, Proc | None] = {}
+        self._masks: dict[str, tuple[int, ...]] = {}
+        self._vias: dict[str, tuple[str, str | None, bool]] = {}
+
+    def feed(self, text: str) -> None:
+        log = self.log
+        lines_before = self.line_base
+        last_pos = 0
+        last_line = 0
+
+        def line_no(pos: int) -> int:
+            nonlocal last_pos, last_line
+            last_line += text.count("\n", last_pos, pos)
+            last_pos = pos
+            return lines_before + last_line + 1
+
+        if log.version is None:
+            m = _VERSION.search(text)
+            if m:
+                log.version = m.group(1)
+        for m in _INFO.finditer(text):
+            kind = m.lastgroup
+            msg = m.group(kind)
+            ls = text.rfind("\n", 0, m.start()) + 1
+            proc = self._proc(text, ls, m.start())
+            log.lines_kept += 1
+            if kind == "chan":
+                t = _CHAN.match(msg)
+                if t is not None:
+                    via = t.group("via")
+                    cv = self._vias.get(via)
+                    if cv is None:
+                        cv = self._vias[via] = classify_via(via)
+                    k, net, gdr = cv
+                    log.transports.append(
+                        Transport(
+                            int(t.group("ch")),
+                            int(t.group("src")),
+                            int(t.group("dst")),
+                            t.group("dir"),
+                            via,
+                            k,
+                            net,
+                            gdr,
+                            proc,
+                            line_no(m.start()),
+                        )
+                    )
+                    continue
+                r = _RING_ORDER.match(msg)
+                if r is not None:
+                    log.rings.append((int(r.group("ch")), tuple(int(x) for x in r.group(3).split())))
+            elif kind == "ring":
+                t = _OLD_RING.match(msg)
+                if t is not None:
+                    k, net, gdr = classify_via(t.group("via"))
+                    log.transports.append(
+                        Transport(
+                            int(t.group("ch")),
+                            int(t.group("src")),
+                            int(t.group("dst")),
+                            t.group("dir"),
+                            t.group("via"),
+                            k,
+                            net,
+                            gdr,
+                            proc,
+                            line_no(m.start()),
+                        )
+                    )
+            elif kind == "coll":
+                c = _COLL.match(msg)
+                if c is not None:
+                    log.colls.append(
+                        CollRecord(
+                            c.group("op"),
+                            int(c.group("opc"), 16),
+                            int(c.group("count")),
+                            int(c.group("dt")),
+                            int(c.group("red")),
+                            int(c.group("root")),
+                            c.group("comm").lower(),
+                            int(c.group("nranks")) if c.group("nranks") else None,
+                            proc,
+                        )
+                    )
+            elif kind == "comm":
+                self._comm(msg, proc)
+            elif kind == "trees":
+                log.trees += 1
+            elif kind == "net":
+                n = _NET.match(msg)
+                if n is not None:
+                    log.networks.setdefault(n.group("net"), set()).add(proc)
+            elif kind == "nodev":
+                log.no_device.append(msg.strip())
+            elif kind == "netif":
+                log.socket_ifs.append(msg.strip())
+            elif kind == "aff":
+                a = _AFFINITY.match(msg)
+                if a is not None:
+                    mask = a.group("mask")
+                    cpus = self._masks.get(mask)
+                    if cpus is None:
+                        try:
+                            cpus = parse_hexmask(mask) if mask else ()
+                        except InputError:
+                            cpus = ()
+                        self._masks[mask] = cpus
+                    log.affinities.append(Affinity(proc, int(a.group("gpu")), mask, cpus, line_no(m.start())))
+            elif kind == "timings":
+                t2 = _TIMINGS.match(msg)
+                if t2 is not None:
+                    parts: dict[str, float] = {}
+                    for item in (t2.group("parts") or "").split(","):
+                        bits = item.split()
+                        if len(bits) == 2:
+                            try:
+                                parts[bits[0]] = float(bits[1])
+                            except ValueError:
+                                pass
+                    log.init_timings.append(
+                        InitTiming(
+                            int(t2.group("rank")),
+                            int(t2.group("nranks")),
+                            float(t2.group("total")),
+                            parts,
+                            proc,
+                            line_no(m.start()),
+                        )
+                    )
+            elif kind == "env":
+                e = _ENV.match(msg)
+                if e is not None:
+                    log.env[e.group("name")] = e.group("value")
+            elif kind == "version" and log.version is None:
+                v = _VERSION.match(msg)
+                if v:
+                    log.version = v.group(1)
+        for m in _WARN.finditer(text):
+            if len(log.warns) < 1000:
+                log.warns.append(m.group(1).strip())
+        if "atchdog" in text:
+            self._watchdog(text, line_no)
+        self.line_base += text.count("\n")
+
+    def _proc(self, text: str, ls: int, end: int) -> Proc | None:
+        key = text[ls:end]
+        try:
+            return self._procs[key]
+        except KeyError:
+            pass
+        p = _PREFIX.match(key)
+        proc = None
+        if p is not None:
+            proc = Proc(p.group("host"), int(p.group("pid")))
+            self.log.hosts.add(proc.host)
+            self.log.procs.add(proc)
+        if len(self._procs) < 100_000:
+            self._procs[key] = proc
+        return proc
+
+    def _comm(self, msg: str, proc: Proc | None) -> None:
+        log = self.log
+        c = _COMM_INFO.search(msg)
+        if c is not None:
+            key = (c.group("comm").lower(), proc)
+            info = log.comms.get(key)
+            if info is None:
+                info = log.comms[key] = CommInfo(
+                    key[0], int(c.group("rank")), int(c.group("nranks")), proc=proc
+                )
+            info.nnodes = int(c.group("nnodes"))
+            info.local_ranks = int(c.group("local"))
+            return
+        d = _INIT_DONE.search(msg)
+        if d is not None:
+            key = (d.group("comm").lower(), proc)
+            info = log.comms.get(key)
+            if info is None:
+                info = log.comms[key] = CommInfo(
+                    key[0], int(d.group("rank")), int(d.group("nranks")), proc=proc
+                )
+            info.cuda_dev = int(d.group("dev"))
+            info.bus_id = d.group("bus").lower()
+            if d.group("what") == "Init COMPLETE":
+                info.init_complete = True
+
+    def _watchdog(self, text: str, line_no: Any) -> None:
+        log = self.log
+        for m in _WATCHDOG.finditer(text):
+            rank = int(m.group("rank")) if m.group("rank") else self._rank_near(text, m.start())
+            log.watchdog_timeouts.append(
+                WatchdogTimeout(
+                    rank,
+                    int(m.group("seq")),
+                    m.group("op"),
+                    _opt_int(m.group("nin")),
+                    _opt_int(m.group("nout")),
+                    _opt_int(m.group("timeout")),
+                    _opt_int(m.group("ran")),
+                    line_no(m.start()),
+                )
+            )
+        for m in _WATCHDOG_STATUS.finditer(text):
+            seq = m.group("s1") or m.group("s2")
+            enq = m.group("e1") or m.group("e2")
+            comp = m.group("c1") or m.group("c2")
+            log.watchdog_status.append(
+                WatchdogStatus(
+                    self._rank_near(text, m.start()), int(seq), int(enq), int(comp), line_no(m.start())
+                )
+            )
+
+    @staticmethod
+    def _rank_near(text: str, pos: int) -> int | None:
+        ls = text.rfind("\n", 0, pos) + 1
+        m = _RANK_NEAR.search(text, ls, pos)
+        if m is None:
+            return None
+        return int(m.group(1) or m.group(2))
+
+
+def _opt_int(s: str | None) -> int | None:
+    return int(s) if s else None
+
+
+def parse_nccl_log(text: str, path: str = "<nccl log>") -> NcclLog:
+    """Parse the text of an NCCL log (pure; never raises for odd lines, which are ignored)."""
+    log = NcclLog(path=path)
+    _Parser(log).feed(text)
+    log.bytes_read = len(text)
+    _check(log)
+    return log
+
+
+def load_nccl_log(path: str | Path) -> NcclLog:
+    """Read and parse a log file in blocks (bounded memory); raises InputError if unreadable."""
+    p = Path(path)
+    log = NcclLog(path=str(p))
+    parser = _Parser(log)
+    try:
+        with open(p, "rb") as fh:
+            rest = b""
+            while True:
+                block = fh.read(_BLOCK)
+                if not block:
+                    break
+                data = rest + block
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    if len(rest) > 4 * _BLOCK:
+                        raise InputError("no line breaks in 64 MB: not a text log", str(p))
+                    continue
+                rest = data[cut:]
+                parser.feed(data[:cut].decode("utf-8", "replace"))
+                log.bytes_read += cut
+            if rest:
+                parser.feed(rest.decode("utf-8", "replace"))
+                log.bytes_read += len(rest)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    _check(log)
+    return log
+
+
+def _check(log: NcclLog) -> None:
+    if not log.lines_kept and not log.watchdog_timeouts and not log.watchdog_status and log.version is None:
+        log.warnings.append(f"{log.path}: no NCCL INFO or watchdog lines found (was NCCL_DEBUG=INFO set?)")
+
+
+_SNIFF = re.compile(rb"NCCL (?:INFO|WARN)|NCCL version \d|Watchdog caught collective|WorkNCCL\(SeqNum")
+
+
+def sniff_nccl_log(head: bytes) -> bool:
+    """Whether the first bytes of a file look like an NCCL debug log or watchdog output."""
+    return _SNIFF.search(head) is not None

@@ -1,0 +1,241 @@
+"""nccl-tests output (``all_reduce_perf`` and friends): per-size rows and the run's header.
+
+Format (NVIDIA/nccl-tests README.md, doc/PERFORMANCE.md; fixtures in ``fixtures/comm``)::
+
+    # nThread 1 nGpus 1 minBytes 1 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 100 ...
+    #  Rank  0 Group  0 Pid     21 on test-nccl-efa-worker-0 device  0 [0x35] Tesla T4
+    #       size         count      type   redop    root     time   algbw   busbw #wrong     time ...
+      1073741824     268435456     float     sum      -1    22661   47.38   47.38      0    22658 ...
+    # Avg bus bandwidth    : 47.4509
+
+Columns: size (B), count (elements), type, redop, root, then out-of-place time (us), algbw, busbw,
+#wrong and the same in-place. Older builds have no ``root`` column and print ``error`` instead of
+``#wrong`` (NVIDIA/nccl-tests#107); ``N/A`` appears in place of numbers. Lines may carry a launcher
+prefix (``[1,0]<stdout>:``). GB here is 1e9 bytes, as nccl-tests computes it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterdoctor.errors import InputError
+
+_LAUNCHER = r"(?:\[\d+,\d+\]<std(?:out|err)>:|\[\w+\]:|\d+: )?"
+_NUM = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|N/A)"
+_ROW = re.compile(
+    r"^" + _LAUNCHER + r"\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
+    r"(?P<rest>(?:\s+" + _NUM + r")+)\s*$",
+    re.MULTILINE,
+)
+_HEADER = re.compile(r"^" + _LAUNCHER + r"#\s+size\s+count\s+type\s+redop\s*(?P<root>root)?", re.MULTILINE)
+_NTHREAD = re.compile(r"# nThread (?P<nt>\d+) nGpus (?P<ng>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
+_RANK = re.compile(
+    r"#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
+    r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
+    re.MULTILINE,
+)
+_AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
+_WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
+_BINARY = re.compile(
+    r"\b(?P<name>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|hypercube|gather|scatter)_perf\b"
+)
+
+# busbw factors (nccl-tests doc/PERFORMANCE.md): algbw * factor = busbw.
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+@dataclass
+class Measurement:
+    time_us: float | None
+    algbw_gbs: float | None
+    busbw_gbs: float | None
+    wrong: int | None
+
+
+@dataclass
+class TestRow:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int | None
+    out_of_place: Measurement
+    in_place: Measurement
+    line: int
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    host: str
+    device: int
+    bus: str
+    gpu: str
+
+
+@dataclass
+class NcclTestsRun:
+    """One nccl-tests run: its rows, header facts and the printed average."""
+
+    path: str
+    collective: str | None = None  # "all_reduce" when the binary name is in the text
+    n_threads: int | None = None
+    n_gpus: int | None = None
+    ranks: list[RankInfo] = field(default_factory=list)
+    rows: list[TestRow] = field(default_factory=list)
+    avg_busbw_gbs: float | None = None
+    out_of_bounds: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> set[str]:
+        return {r.host for r in self.ranks}
+
+    @property
+    def gpu_models(self) -> set[str]:
+        return {r.gpu for r in self.ranks}
+
+    def large_rows(self, min_bytes: int = 1 << 28) -> list[TestRow]:
+        """Rows at or above ``min_bytes`` (bandwidth-bound), else the largest quarter of the rows."""
+        big = [r for r in self.rows if r.size_bytes >= min_bytes]
+        if big:
+            return big
+        rows = sorted(self.rows, key=lambda r: r.size_bytes)
+        return rows[len(rows) * 3 // 4 :] if rows else []
+
+    def peak_busbw(self) -> float | None:
+        """Median busbw of the bandwidth-bound rows (out-of-place and in-place together)."""
+        vals = sorted(
+            v
+            for r in self.large_rows()
+            for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs)
+            if v is not None and v > 0
+        )
+        if not vals:
+            return None
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def _num(tok: str) -> float | None:
+    if tok == "N/A":
+        return None
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+def _meas(toks: list[str], wrong_col: bool) -> Measurement:
+    t = _num(toks[0]) if toks else None
+    a = _num(toks[1]) if len(toks) > 1 else None
+    b = _num(toks[2]) if len(toks) > 2 else None
+    w = None
+    if wrong_col and len(toks) > 3:
+        v = _num(toks[3])
+        w = int(v) if v is not None and v == int(v) and v >= 0 else None
+    return Measurement(t, a, b, w)
+
+
+def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
+    """Parse nccl-tests output. Raises InputError when no result row is present."""
+    run = NcclTestsRun(path=path)
+    m = _BINARY.search(text)
+    if m:
+        run.collective = m.group("name")
+    m = _NTHREAD.search(text)
+    if m:
+        run.n_threads = int(m.group("nt"))
+        run.n_gpus = int(m.group("ng"))
+    for r in _RANK.finditer(text):
+        run.ranks.append(
+            RankInfo(
+                int(r.group("rank")), r.group("host"), int(r.group("dev")), r.group("bus"), r.group("gpu")
+            )
+        )
+    header = _HEADER.search(text)
+    newline_pos = 0
+    line = 1
+    for r in _ROW.finditer(text):
+        line += text.count("\n", newline_pos, r.start())
+        newline_pos = r.start()
+        toks = r.group("rest").split()
+        # [root] then out-of-place and in-place (time, algbw, busbw[, #wrong|error]); the count tells which.
+        root = None
+        if len(toks) in (9, 7):
+            root = _num(toks[0])
+            toks = toks[1:]
+        if len(toks) == 8:
+            oop, inp = _meas(toks[:4], True), _meas(toks[4:], True)
+        elif len(toks) == 6:
+            oop, inp = _meas(toks[:3], False), _meas(toks[3:], False)
+        else:
+            run.warnings.append(f"{path}:{line}: row with {len(toks)} numbers skipped")
+            continue
+        run.rows.append(
+            TestRow(
+                int(r.group("size")),
+                int(r.group("count")),
+                r.group("type"),
+                r.group("redop"),
+                int(root) if root is not None else None,
+                oop,
+                inp,
+                line,
+            )
+        )
+    m = _AVG.search(text)
+    if m:
+        v = _num(m.group("v"))
+        run.avg_busbw_gbs = v
+    m = _WRONG.search(text)
+    if m:
+        run.out_of_bounds = int(m.group("v"))
+    if not run.rows:
+        raise InputError("no nccl-tests result rows found", path)
+    if header is None:
+        run.warnings.append(f"{path}: no column header line; columns assumed in the standard order")
+    if run.collective is None:
+        # all_reduce is the only test whose rows carry a real reduction op with root -1.
+        ops = {r.redop for r in run.rows}
+        roots = {r.root for r in run.rows}
+        if ops <= {"sum", "prod", "max", "min", "avg"} and roots <= {-1, None}:
+            run.collective = "all_reduce"
+            run.warnings.append(
+                f"{path}: test binary not named in the output; all_reduce assumed from redop/root"
+            )
+    return run
+
+
+def load_nccl_tests(path: str | Path) -> NcclTestsRun:
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8", "replace")
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    return parse_nccl_tests(text, str(p))
+
+
+_SNIFF = re.compile(rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s")
+
+
+def sniff_nccl_tests(head: bytes) -> bool:
+    return _SNIFF.search(head) is not None
+
+
+def busbw_factor(collective: str, nranks: int) -> float:
+    """nccl-tests' algbw -> busbw factor for ``collective`` over ``nranks`` ranks."""
+    f = BUSBW_FACTOR.get(collective)
+    if f is None or nranks < 1:
+        return 1.0
+    return f(nranks)

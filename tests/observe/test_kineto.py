@@ -1,0 +1,263 @@
+"""Streaming Kineto trace reader: compared with a plain json.load of the same real traces; truncated and
+damaged input, other layouts and missing fields, bounded memory."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterdoctor.errors import InputError
+from clusterdoctor.observe.kineto import (
+    COMM,
+    GPU_CATS,
+    LAUNCH_CATS,
+    kernel_type,
+    load_kineto,
+    parse_kineto,
+    sniff_kineto,
+)
+from tests.conftest import TEST_DATA, shared_fixture
+
+TRACE_A = "comm/kineto/hta_nccl_data_rank0_ws2_allreduce.json.gz"
+TRACE_B = "comm/kineto/hta_sampled_rank-0_ws128.json.gz"
+GLOO = TEST_DATA / "comm" / "gloo_2rank"
+GLOO_PLAIN = TEST_DATA / "comm" / "gloo_2rank_plain"
+
+
+def _reference(doc: dict) -> dict:
+    """What the reader should keep, computed the obvious way from a fully loaded document."""
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    gpu = sorted(
+        (e["name"], float(e["ts"]), float(e["dur"]), e["args"]["stream"], e["args"].get("correlation", -1))
+        for e in ev
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATS
+    )
+    launches = sorted(
+        (e["args"]["correlation"], float(e["ts"]))
+        for e in ev
+        if e.get("ph") == "X" and e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})
+    )
+    steps = sorted(
+        (int(e["name"].split("#")[1]), float(e["ts"]))
+        for e in ev
+        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+    )
+    return {"gpu": gpu, "launches": launches, "steps": steps, "events": len(ev)}
+
+
+def _kept(t) -> dict:
+    gpu = sorted(t.gpu_event(i) for i in range(t.n_gpu_events))
+    return {
+        "gpu": gpu,
+        "launches": sorted(zip(t.launch_corr, t.launch_ts)),
+        "steps": [(s, ts) for s, ts, _ in t.steps],
+        "events": t.events_read,
+    }
+
+
+@pytest.mark.parametrize("rel", [TRACE_A, TRACE_B])
+def test_matches_full_json_load(rel: str) -> None:
+    path = shared_fixture(rel)
+    t = load_kineto(path)
+    ref = _reference(json.loads(gzip.decompress(path.read_bytes())))
+    assert _kept(t) == ref
+    assert not t.truncated and not t.warnings
+    assert t.rank == 0
+
+
+def test_trace_a_facts_from_sources_md() -> None:
+    t = load_kineto(shared_fixture(TRACE_A))
+    assert (t.rank, t.world_size, t.backend) == (0, 2, "nccl")
+    assert t.events_read == 40573
+    names = Counter(t.names[t.name_id[i]] for i in range(t.n_gpu_events))
+    assert (
+        names["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"] == 15
+        or sum(n for k, n in names.items() if k.startswith("ncclKernel_AllReduce_RING_LL_Sum_float")) == 15
+    )
+    assert sum(n for k, n in names.items() if k.startswith("ncclKernel_Broadcast_RING_LL_Sum_int")) == 6
+    metas = [t.coll_meta[i] for i in sorted(t.coll_meta)]
+    assert metas and all(m["group_size"] == 2 for m in metas)
+    assert {m["collective"] for m in metas} >= {"allreduce"}
+    assert (
+        "python_function" not in t.skipped
+    )  # the fixture has none; the skip summary names what was left out
+    assert "skipped" in t.skipped_summary()
+
+
+def test_trace_b_steps_and_streams() -> None:
+    t = load_kineto(shared_fixture(TRACE_B))
+    assert [s for s, _, _ in t.steps] == [551, 552]
+    comm_streams = {t.stream[i] for i in range(t.n_gpu_events) if t.kinds[t.name_id[i]] == COMM}
+    assert comm_streams == {84, 203}
+    assert t.world_size == 128
+
+
+def test_plain_and_gzip_equal_and_layout_fallback(tmp_path: Path) -> None:
+    plain = GLOO_PLAIN / "rank0.json"
+    doc = json.loads(plain.read_text())
+    t_plain = load_kineto(plain)
+    gz = tmp_path / "rank0.json.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    t_gz = load_kineto(gz)
+    assert _kept(t_plain) == _kept(t_gz)
+    assert list(t_plain.cpu_ts) == list(t_gz.cpu_ts) and len(t_plain.cpu_ts) > 0
+    # Same events with keys in another order (not Kineto's): the bulk scanner must not be used.
+    other = tmp_path / "sorted.json"
+    other.write_text(json.dumps(doc, sort_keys=True))
+    t_other = load_kineto(other)
+    assert _kept(t_other) == _kept(t_plain)
+    assert sorted(t_other.cpu_ts) == sorted(t_plain.cpu_ts)
+    assert [c.name for c in t_other.comm_records] == [c.name for c in t_plain.comm_records]
+
+
+def test_cpu_trace_comm_records() -> None:
+    t = load_kineto(GLOO / "rank1.json.gz")
+    assert t.rank == 1 and t.backend == "gloo" and not t.has_gpu
+    gloo = [c for c in t.comm_records if c.name == "gloo:all_reduce"]
+    assert len(gloo) == 9  # 3 steps x 3 sizes
+    assert sorted({c.meta["in_nelems"] for c in gloo}) == [1024, 16384, 262144]
+    assert {c.meta["dtype"] for c in gloo} == {"float"}
+
+
+@pytest.mark.parametrize("frac", [0.05, 0.3, 0.6, 0.95])
+def test_truncated_gzip_yields_prefix_and_warning(tmp_path: Path, frac: float) -> None:
+    data = shared_fixture(TRACE_B).read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: int(len(data) * frac)])
+    full = load_kineto(shared_fixture(TRACE_B))
+    try:
+        t = load_kineto(p)
+    except InputError:
+        assert frac < 0.1  # so early that not even the header survives
+        return
+    assert t.truncated and t.warnings
+    assert t.events_read < full.events_read
+    # Everything kept is a real event of the full trace.
+    full_gpu = set(full.gpu_event(i) for i in range(full.n_gpu_events))
+    assert all(t.gpu_event(i) in full_gpu for i in range(t.n_gpu_events))
+
+
+def test_truncated_plain_json(tmp_path: Path) -> None:
+    text = (GLOO_PLAIN / "rank0.json").read_text()
+    p = tmp_path / "cut.json"
+    p.write_text(text[: len(text) // 2])
+    t = load_kineto(p)
+    assert t.truncated and "ends early" in t.warnings[0]
+
+
+def test_missing_fields_of_other_versions(tmp_path: Path) -> None:
+    # Older/other writers: array form, no distributedInfo, stream only in tid, events without dur.
+    events = [
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "ncclKernel_AllReduce_x",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 10,
+            "dur": 5,
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 12,
+            "dur": 6,
+            "args": {"stream": 7},
+        },
+        {"ph": "X", "cat": "kernel", "name": "no_dur", "pid": 0, "tid": 7, "ts": 12},
+        {"name": "thread_name", "ph": "M", "pid": 0, "tid": 7, "args": {"name": "x"}},
+    ]
+    p = tmp_path / "trace_rank3.json"
+    p.write_text(json.dumps(events))
+    t = load_kineto(p)
+    assert t.rank == 3 and any("file name" in w for w in t.warnings)
+    assert t.n_gpu_events == 2 and t.stream[0] == 7
+    assert t.skipped["events without ts/dur"] == 1
+
+
+def test_not_a_trace_is_input_error(tmp_path: Path) -> None:
+    for content in (b"hello", b"", b'{"a": 1}', b"\x1f\x8bjunk"):
+        p = tmp_path / "x.json"
+        p.write_bytes(content)
+        with pytest.raises(InputError):
+            load_kineto(p)
+
+
+def test_memory_is_bounded_compared_with_json_load() -> None:
+    path = shared_fixture(TRACE_A)
+    raw = path.read_bytes()
+    tracemalloc.start()
+    json.loads(gzip.decompress(raw))
+    _, peak_json = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    tracemalloc.start()
+    parse_kineto(io.BytesIO(raw), "a")
+    _, peak_ours = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak_ours < peak_json / 3, (peak_ours, peak_json)
+
+
+def test_kernel_type_follows_hta_regexes() -> None:
+    assert kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float") == "COMMUNICATION"
+    assert kernel_type("ncclDevKernel_AllGather_RING_LL") == "COMMUNICATION"
+    assert kernel_type("Memcpy DtoD (Device -> Device)") == "MEMORY"
+    assert kernel_type("void at::native::vectorized_elementwise_kernel<4>") == "COMPUTATION"
+    assert kernel_type("cudaStreamSynchronize Sync") == "OTHER"
+
+
+def test_sniff() -> None:
+    assert sniff_kineto(shared_fixture(TRACE_A).read_bytes()[:65536])
+    assert sniff_kineto((GLOO_PLAIN / "rank0.json").read_bytes()[:65536])
+    assert not sniff_kineto(b'{"entries": []}')
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=3000))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    try:
+        parse_kineto(io.BytesIO(data), "fuzz")
+    except InputError:
+        pass
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_mutations_of_real_trace(data) -> None:
+    text = (GLOO_PLAIN / "rank1.json").read_bytes()
+    i = data.draw(st.integers(0, len(text)))
+    j = data.draw(st.integers(i, min(len(text), i + 400)))
+    junk = data.draw(st.binary(max_size=40))
+    blob = text[:i] + junk + text[j:]
+    if data.draw(st.booleans()):
+        blob = gzip.compress(blob)[: data.draw(st.integers(0, len(blob)))]
+    try:
+        parse_kineto(io.BytesIO(blob), "fuzz")
+    except InputError:
+        pass
+
+
+def test_cuda_sync_on_a_stream_is_gpu_activity(tmp_path: Path) -> None:
+    # Kineto "cuda_sync" events (PyTorch PR 105187): on a stream they occupy it; device-wide ones (stream -1) not.
+    events = [
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 5, "dur": 3,
+         "args": {"stream": 7, "correlation": 9}},
+        {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 9, "dur": 3,
+         "args": {"stream": -1, "correlation": 10}},
+    ]  # fmt: skip
+    p = tmp_path / "rank0.json"
+    p.write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": events}))
+    t = load_kineto(p)
+    assert [t.gpu_event(i)[0] for i in range(t.n_gpu_events)] == ["Stream Sync"]
+    assert kernel_type("Stream Sync") == "OTHER"
+    assert t.skipped["device-wide cuda_sync events"] == 1

@@ -1,0 +1,239 @@
+"""Each file in fixtures/comm yields the finding its SOURCES.md describes; topology joins; ncu rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterdoctor.model import Severity
+from clusterdoctor.observe.comm_sources import load_comm_observations
+from clusterdoctor.observe.nccl_log import parse_nccl_log
+from clusterdoctor.observe.ncu import parse_ncu_csv
+from clusterdoctor.rules import comm as C
+from clusterdoctor.rules.registry import Observations, load_all, parse_sections, run_rules
+from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology
+from tests.conftest import TEST_DATA, shared_fixture
+
+
+def _run(data: dict, **extra) -> list:
+    obs = Observations(dict(data))
+    for k, v in extra.items():
+        obs.put(k, v)
+    rules = [r for r in load_all() if r.layer == "comm"]
+    findings, _skipped, _ran = run_rules(obs, rules)
+    return findings
+
+
+def _fixture(name: str, **extra) -> list:
+    return _run(load_comm_observations(shared_fixture(f"comm/{name}")), **extra)
+
+
+def _ids(findings) -> list[str]:
+    return [f.rule for f in findings]
+
+
+def test_socket_fallback_vs_efa() -> None:
+    f = _fixture("nccl_tests_2node_socket_no_efa.log")
+    sock = [x for x in f if x.rule == "COMM001"]
+    assert len(sock) == 1 and "Socket" in sock[0].summary
+    for name in ("nccl_tests_2node_efa.log", "nccl_efa_2node_t4_init_and_allreduce_perf.log"):
+        assert "COMM001" not in _ids(_fixture(name)), name
+
+
+def test_efa_runs_are_not_below_their_own_class() -> None:
+    # The EFA log names its network (AWS Libfabric) and two hosts: compared with the EFA baseline, no finding.
+    assert "COMM004" not in _ids(_fixture("nccl_efa_2node_t4_init_and_allreduce_perf.log"))
+
+
+@pytest.mark.parametrize(
+    "name,link,expect_ratio_below",
+    [
+        ("nccl_tests_dgxa100_4gpu_p2pdisabled.txt", "nvswitch", 0.05),  # 5.2 vs 222 GB/s
+        ("nccl_tests_a40_2gpu_p2pdisabled_node.txt", "nvlink", 0.1),  # 3.9 vs 47.4 GB/s
+    ],
+)
+def test_p2p_disabled_paths_far_below_baseline(name: str, link: str, expect_ratio_below: float) -> None:
+    f = [x for x in _fixture(name, comm_link_class=link) if x.rule == "COMM004"]
+    assert len(f) == 1
+    assert f[0].severity == Severity.CRITICAL
+    measured = f[0].evidence[0].value
+    assert measured / f[0].evidence[0].threshold < expect_ratio_below
+    assert "'pcie' class" in f[0].summary  # matches the host-memory (P2P off) baseline
+
+
+@pytest.mark.parametrize(
+    "name,link",
+    [
+        ("nccl_tests_dgxh100_4gpu_nvswitch.txt", "nvswitch"),
+        ("nccl_tests_dgxa100_4gpu_nvswitch.txt", "nvswitch"),
+        ("nccl_tests_a40_2gpu_nvlink.txt", "nvlink"),
+    ],
+)
+def test_nvswitch_and_nvlink_baselines_are_healthy(name: str, link: str) -> None:
+    assert "COMM004" not in _ids(_fixture(name, comm_link_class=link))
+
+
+def test_baseline_constants_match_the_fixture_files() -> None:
+    for key, name in (
+        ("nvswitch_h100", "nccl_tests_dgxh100_4gpu_nvswitch.txt"),
+        ("nvswitch_a100", "nccl_tests_dgxa100_4gpu_nvswitch.txt"),
+        ("nvlink", "nccl_tests_a40_2gpu_nvlink.txt"),
+        ("pcie", "nccl_tests_a40_2gpu_p2pdisabled_node.txt"),
+    ):
+        run = load_comm_observations(shared_fixture(f"comm/{name}"))["nccl_tests"][0]
+        assert C.BASELINES[key].value == pytest.approx(run.avg_busbw_gbs, rel=0.01)
+        assert name in C.BASELINES[key].source
+
+
+def test_nvswitch_outlier_row() -> None:
+    f = [x for x in _fixture("nccl_tests_dgxa100_4gpu_nvswitch.txt") if x.rule == "COMM005"]
+    assert len(f) == 1 and "164.13" in f[0].summary and "in-place" in f[0].summary
+
+
+def test_flight_recorder_missing_rank() -> None:
+    f = [x for x in _fixture("torchfrtrace_not_all_ranks_joining_2rank.txt") if x.rule == "COMM009"]
+    assert len(f) == 1 and f[0].severity == Severity.CRITICAL
+    assert f[0].evidence[-1].value == [1] and "missing ranks {1}" in f[0].summary
+
+
+def test_flight_recorder_tutorial_dump_is_healthy() -> None:
+    # One completed all_reduce; last enqueued == last completed: nothing to report.
+    assert "COMM009" not in _ids(_fixture("torch_flight_recorder_dump_unpickled_example.txt"))
+
+
+def test_real_fr_dumps_culprit() -> None:
+    f = [x for x in _run(load_comm_observations(TEST_DATA / "comm" / "fr_gloo_2rank")) if x.rule == "COMM009"]
+    assert len(f) == 1 and f[0].evidence[-1].value == [1]
+
+
+def test_kineto_exposed_communication() -> None:
+    b = [x for x in _fixture("kineto/hta_sampled_rank-0_ws128.json.gz") if x.rule == "COMM006"]
+    assert len(b) == 1 and b[0].evidence[0].value > 25  # 28.7% exposed (SendRecv not overlapped)
+    assert "COMM006" not in _ids(_fixture("kineto/hta_nccl_data_rank0_ws2_allreduce.json.gz"))  # 4.7%
+
+
+def test_straggler_on_real_gloo_traces() -> None:
+    from clusterdoctor.analyze.comm import collectives_of
+    from clusterdoctor.observe.kineto import load_kineto
+
+    # Oracle: the i-th collective of each rank, who entered it last and by how much.
+    calls = [
+        collectives_of(load_kineto(TEST_DATA / "comm" / "gloo_2rank" / f"rank{r}.json.gz")) for r in (0, 1)
+    ]
+    late = {0: [], 1: []}
+    for c0, c1 in zip(*calls):
+        r = 0 if c0.ts > c1.ts else 1
+        late[r].append(abs(c0.ts - c1.ts))
+    worst = max(late, key=lambda r: len(late[r]))
+    share = len(late[worst]) / len(calls[0])
+    mean = sum(late[worst]) / len(late[worst])
+    assert share >= 0.5 and mean >= 100  # the committed capture: rank 0 was late 7 of 9 times
+    f = [x for x in _run(load_comm_observations(TEST_DATA / "comm" / "gloo_2rank")) if x.rule == "COMM007"]
+    assert len(f) == 1 and f[0].subject == f"rank {worst}"
+    assert f[0].evidence[0].value == len(late[worst])
+
+
+def _topo(gpu_node: int, nic_path: str | None = None) -> Topology:
+    # A constructed two-socket machine for the join (not a captured topology).
+    gpu = Device("GPU0", "gpu", pci="0000:35:00.0", numa_node=gpu_node, index=0)
+    nic = Device("mlx5_0", "nic", pci="0000:36:00.0", numa_node=gpu_node, attrs={"rdma": True})
+    t = Topology(
+        source="constructed",
+        source_kind="test",
+        nodes=[
+            NumaNode(0, tuple(range(0, 24)) + tuple(range(48, 72))),
+            NumaNode(1, tuple(range(24, 48)) + tuple(range(72, 96))),
+        ],
+        gpus=[gpu],
+        nics=[nic],
+        hostname="test-nccl-efa-worker-0",
+    )
+    if nic_path:
+        t.paths.append(PathInfo("GPU0", "mlx5_0", nic_path))
+    return t
+
+
+def test_affinity_off_the_gpu_node_with_topology() -> None:
+    data = load_comm_observations(shared_fixture("comm/nccl_efa_2node_t4_init_and_allreduce_perf.log"))
+    # worker-0's NCCL mask is CPUs 0-23,48-71 (node 0): a GPU on node 1 makes it remote, on node 0 it is fine.
+    off = [x for x in _run(data, topology=_topo(gpu_node=1)) if x.rule == "COMM003"]
+    assert len(off) == 1 and "node(s) [0]" in off[0].summary
+    assert not [x for x in _run(data, topology=_topo(gpu_node=0)) if x.rule == "COMM003"]
+
+
+def test_gdr_unused_where_path_allows() -> None:
+    # Channel lines in NCCL's net.cc format (reference/comm.md section 3).
+    def log(via: str):
+        text = (
+            "test-nccl-efa-worker-0:21:27 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 35000 - Init COMPLETE\n"
+            f"test-nccl-efa-worker-0:21:27 [0] NCCL INFO Channel 00/0 : 1[36000] -> 0[35000] [receive] via {via}\n"
+        )
+        return parse_nccl_log(text, "constructed.log")
+
+    hit = _run({"nccl_log": [log("NET/IB/0")], "comm": ["x"]}, topology=_topo(0, "PIX"))
+    assert [x.rule for x in hit if x.rule == "COMM002"] == ["COMM002"]
+    assert "COMM002" not in _ids(
+        _run({"nccl_log": [log("NET/IB/0/GDRDMA")], "comm": ["x"]}, topology=_topo(0, "PIX"))
+    )
+    assert "COMM002" not in _ids(
+        _run({"nccl_log": [log("NET/IB/0")], "comm": ["x"]}, topology=_topo(0, "SYS"))
+    )
+
+
+NCU_HEADER = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name",'
+    '"Metric Name","Metric Unit","Metric Value"'
+)
+
+
+def _ncu(rows: list[tuple[str, str, str, str, str]]) -> object:
+    # Constructed in ncu's long CSV layout (no real ncu capture of NCCL kernels is available).
+    lines = [NCU_HEADER] + [
+        f'"{i}","1","p","h","{k}","1","7","S","{m}","{u}","{v}"' for i, k, m, u, v in rows
+    ]
+    return parse_ncu_csv("\n".join(lines), "constructed.csv")
+
+
+def test_ncu_l2_contention_needs_3ms() -> None:
+    k = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    hot = _ncu([("0", k, "Duration", "msecond", "2.0"), ("0", k, "L2 Cache Throughput", "%", "95"),
+                ("1", k, "Duration", "msecond", "1.5"), ("1", k, "L2 Cache Throughput", "%", "92")])  # fmt: skip
+    assert "COMM010" in _ids(_run({"ncu": [hot]}))
+    short = _ncu([("0", k, "Duration", "msecond", "2.0"), ("0", k, "L2 Cache Throughput", "%", "95")])
+    assert "COMM010" not in _ids(_run({"ncu": [short]}))
+    gemm = _ncu(
+        [("0", "gemm", "Duration", "msecond", "9.0"), ("0", "gemm", "L2 Cache Throughput", "%", "99")]
+    )
+    assert "COMM010" not in _ids(_run({"ncu": [gemm]}))
+
+
+def test_ncu_dram_throttle() -> None:
+    k = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    rows = [
+        ("0", k, "dram__bytes.sum.per_second", "Gbyte/second", "180"),
+        ("0", k, "smsp__pcsamp_warps_issue_stalled_memory_throttle", "", "40"),
+        ("0", k, "smsp__pcsamp_warps_issue_stalled_long_scoreboard", "", "60"),
+    ]
+    assert "COMM011" in _ids(_run({"ncu": [_ncu(rows)]}))
+    fast = [(*r[:4], "900") if "dram" in r[2] else r for r in rows]
+    assert "COMM011" not in _ids(_run({"ncu": [_ncu(fast)]}))
+
+
+def test_every_comm_rule_is_documented() -> None:
+    rules = [r for r in load_all() if r.layer == "comm"]
+    assert len(rules) == 11
+    for r in rules:
+        sec = parse_sections(r.doc)
+        assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id
+        verify = r.finding("x").verify
+        assert verify, r.id
+        for v in verify:  # each is a command line: a program (maybe after VAR=value) and its arguments
+            words = [w for w in v.split() if "=" not in w.split("/")[0]]
+            assert words and not v.startswith("/") and " " in v, (r.id, v)
+        for t in r.thresholds:
+            assert t.source, (r.id, t.name)
+
+
+def test_busid_conversion() -> None:
+    assert C.nccl_busid_to_pci("f5000") == "0000:f5:00.0"
+    assert C.nccl_busid_to_pci("1b000") == "0000:1b:00.0"
+    assert C.nccl_busid_to_pci("zz") is None
