@@ -17,7 +17,7 @@ from clusterdoctor.topology.model import Topology
 def add_topology(obs: Observations, topo: Topology) -> None:
     """Put a topology and the derived kinds the NUMA/PCIe rules require into ``obs``."""
     if obs.has("topology"):
-        obs.get("warnings_list", []).append(
+        obs.data.setdefault("warnings_list", []).append(
             f"more than one topology given; using {obs.get('topology').source}"
         )
         return
@@ -40,7 +40,7 @@ def add_topology(obs: Observations, topo: Topology) -> None:
     paths = [p for p in topo.paths if {p.a, p.b} & gpu_names and {p.a, p.b} & nic_names]
     obs.put("gpu_nic_paths", paths or None)
     for w in topo.warnings:
-        obs.get("warnings_list", []).append(f"{topo.source}: {w}")
+        obs.data.setdefault("warnings_list", []).append(f"{topo.source}: {w}")
 
 
 def add_processes(obs: Observations, placements: list[dict[str, Any]]) -> None:
@@ -106,7 +106,7 @@ def merge_into(obs: Observations, data: dict[str, Any]) -> None:
         if kind == "topology":
             add_topology(obs, value)
         elif kind == "warnings":
-            obs.get("warnings_list", []).extend(value)
+            obs.data.setdefault("warnings_list", []).extend(value)
         elif kind == "processes":
             add_processes(obs, value)
         elif obs.has(kind) and isinstance(obs.get(kind), list) and isinstance(value, list):
@@ -134,7 +134,7 @@ def add_prometheus(obs: Observations, url: str, since_seconds: float, step: floa
 
     res = collect_for_rules(url, since_seconds, step)
     merge_into(obs, dict(observations_from_metrics(res)))
-    obs.get("warnings_list", []).extend(f"prometheus {url}: {e}" for e in res.get("errors") or [])
+    obs.data.setdefault("warnings_list", []).extend(f"prometheus {url}: {e}" for e in res.get("errors") or [])
     return SourceRef("prometheus", url, f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics")
 
 
@@ -146,7 +146,7 @@ def add_scrapes(
     from clusterdoctor.observe.scrape import scrape_window
 
     window = scrape_window(list(urls), interval=interval, insecure=insecure)
-    obs.get("warnings_list", []).extend(window.warnings)
+    obs.data.setdefault("warnings_list", []).extend(window.warnings)
     merge_into(obs, dict(observations_from_metrics(window)))
     return SourceRef(
         "scrape", ", ".join(urls), f"2 scrapes {interval:g} s apart" if interval > 0 else "1 scrape"

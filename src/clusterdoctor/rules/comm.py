@@ -314,7 +314,8 @@ def gdr_unused(obs: Observations) -> Iterator[Finding]:
             gpu = _gpu_for(topo, log, t.proc)
             if gpu is None:
                 continue
-            best = topo.best_nic_for(gpu)
+            rdma = [n for n in topo.nics if n.is_rdma]
+            best = topo.best_nic_for(gpu, rdma) if rdma else None
             if best is None:
                 continue
             nic, kind = best
