@@ -58,7 +58,9 @@ def test_builtin_trace_without_fixtures_is_one_line_exit_2(tmp_path):
 def test_bad_trace_file_is_one_line_exit_2(tmp_path):
     bad = tmp_path / "pods.csv"
     bad.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,x,1,1,1\n")
-    r = run_cli("sim", "run", "--trace", str(bad))
+    nodes = tmp_path / "nodes.csv"  # openb node-list layout, so the test runs without the shared fixtures
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nnode-0,64000,262144,2,P100\n")
+    r = run_cli("sim", "run", "--trace", str(bad), "--nodes", str(nodes))
     assert r.code == 2 and "pods.csv:2" in r.err and "Traceback" not in r.err
 
 
