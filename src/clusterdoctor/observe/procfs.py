@@ -26,11 +26,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.errors import InputError, UsageError
+from clusterdoctor.redact import is_secret_name, redact_argv, redact_env
 from clusterdoctor.topology.cpuset import parse_cpulist
 
 __all__ = [
@@ -392,55 +393,9 @@ def parse_status(text: str | bytes, path: str | None = None) -> dict[str, Any]:
     return out
 
 
-# -- redaction ---------------------------------------------------------------------------------
+# -- redaction: one implementation for the whole project, in clusterdoctor.redact ----------------
 
-SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE", re.I)
-REDACTED = "<redacted>"
-_URL_CRED_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<pw>[^/@\s]+)@")
-_HEADER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)\s*:\s*(?P<value>.+)$")
-
-
-def is_secret_name(name: str) -> bool:
-    """True when an environment or option name looks like it holds a secret."""
-    return SECRET_NAME_RE.search(name) is not None
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``env`` with the values of secret-looking names replaced by ``<redacted>``."""
-    return {k: (REDACTED if is_secret_name(k) else _URL_CRED_RE.sub(_url_sub, v)) for k, v in env.items()}
-
-
-def _url_sub(m: re.Match[str]) -> str:
-    return f"{m.group('scheme')}{m.group('user')}:{REDACTED}@"
-
-
-def redact_cmdline(args: Iterable[str]) -> list[str]:
-    """Redact secrets in a command line.
-
-    ``--api-key=X`` and ``NAME_TOKEN=X`` lose X; ``--password X`` loses the next argument;
-    ``Authorization: Bearer X`` loses the value; ``scheme://user:pw@`` loses the password.
-    """
-    out: list[str] = []
-    redact_next = False
-    for arg in args:
-        if redact_next:
-            out.append(REDACTED)
-            redact_next = False
-            continue
-        name, eq, _value = arg.partition("=")
-        if eq and is_secret_name(name) and " " not in name:
-            out.append(f"{name}={REDACTED}")
-            continue
-        if arg.startswith("-") and not eq and is_secret_name(arg):
-            out.append(arg)
-            redact_next = True
-            continue
-        h = _HEADER_RE.match(arg)
-        if h and is_secret_name(h.group("name")):
-            out.append(f"{h.group('name')}: {REDACTED}")
-            continue
-        out.append(_URL_CRED_RE.sub(_url_sub, arg))
-    return out
+redact_cmdline = redact_argv  # the name this module has always exported
 
 
 # -- live collection ---------------------------------------------------------------------------
