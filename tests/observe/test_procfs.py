@@ -484,7 +484,7 @@ def test_redact_cmdline_forms() -> None:
         "--secret-file",
         "<redacted>",
         "AWS_SECRET_ACCESS_KEY=<redacted>",
-        "Authorization: <redacted>",
+        "Authorization: Bearer <redacted>",
         "s3://u:<redacted>@bucket/k",
         "--batch=8",
     ]
