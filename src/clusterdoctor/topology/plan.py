@@ -113,12 +113,12 @@ def parse_gpu_list(text: str) -> list[str]:
 
 
 def visible_devices(env: dict[str, str] | None = None) -> list[str] | None:
-    """CUDA_VISIBLE_DEVICES as a list (indices, GPU-UUIDs or MIG ids); None when unset."""
+    """CUDA_VISIBLE_DEVICES as CUDA reads it (indices, GPU-UUIDs or MIG ids); None when unset or ``all``."""
+    from clusterdoctor.topology.placement import parse_visible_devices
+
     e = os.environ if env is None else env
     v = e.get("CUDA_VISIBLE_DEVICES")
-    if v is None:
-        return None
-    return [x.strip() for x in v.split(",") if x.strip()]
+    return None if v is None else parse_visible_devices(v)
 
 
 def resolve_gpus(topo: Topology, keys: Sequence[str], visible: list[str] | None) -> list[Device]:
