@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from clusterdoctor.errors import InputError
 from clusterdoctor.model import Diagnosis, SourceRef
 from clusterdoctor.rules.registry import Observations, run_rules
 from clusterdoctor.topology.model import Topology
@@ -232,7 +233,8 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
         (e for e in obs.get("events") or [] if getattr(e, "time", None) is not None), key=lambda e: e.time
     )
     return Diagnosis(
-        host=host or (topo.hostname if topo is not None and topo.hostname else socket.gethostname()),
+        # offline sources describe another machine: never label them with this host's name
+        host=host or (topo.hostname if topo is not None and topo.hostname else "unknown (offline sources)"),
         generated_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         sources=sources,
         findings=findings,
@@ -268,4 +270,19 @@ def diagnose_local(
             obs.absent_reasons["processes"] = "no process on this machine uses a GPU or RDMA NIC"
     except ModuleNotFoundError as e:  # pragma: no cover - procfs module is part of the package
         obs.get("warnings_list").append(f"process audit unavailable: {e}")
-    return run(obs, sources, host=topo.hostname)
+    _add_live_rdma(obs, sysfs_root, sources)
+    return run(obs, sources, host=topo.hostname or socket.gethostname())
+
+
+def _add_live_rdma(obs: Observations, sysfs_root: str, sources: list[SourceRef]) -> None:
+    """RDMA port counters from sysfs, when the node has HCAs (one read: totals since reset)."""
+    from clusterdoctor.observe.rdma import read_sysfs_infiniband
+
+    try:
+        ports = read_sysfs_infiniband(sysfs_root)
+    except (OSError, InputError) as e:
+        obs.data.setdefault("warnings_list", []).append(f"RDMA counters not read: {e}")
+        return
+    if ports:
+        merge_into(obs, {"rdma": ports})
+        sources.append(SourceRef("sysfs-infiniband", sysfs_root, f"{len(ports)} RDMA port(s)"))

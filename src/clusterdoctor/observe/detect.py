@@ -74,6 +74,40 @@ def _load_topology(path: Path) -> dict[str, Any]:
     return {"topology": load_topology(path)}
 
 
+def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
+    """Topology and RDMA port counters from one sysfs tree (a directory or an extracted tarball)."""
+    from clusterdoctor.observe.rdma import read_sysfs_infiniband
+    from clusterdoctor.observe.sysfs import collect_sysfs_topology, find_sysfs_root
+
+    base = find_sysfs_root(root) or root
+    topo = collect_sysfs_topology(base)
+    topo.source, topo.source_kind = source, kind
+    out: dict[str, Any] = {"topology": topo}
+    ports = read_sysfs_infiniband(base)
+    if ports:
+        out["rdma"] = ports
+    return out
+
+
+def _load_sysfs_tarball(p: Path) -> dict[str, Any]:
+    import shutil
+    import tempfile
+
+    from clusterdoctor.observe.sysfs import find_sysfs_root
+    from clusterdoctor.topology.build import safe_extract
+
+    tmp = Path(tempfile.mkdtemp(prefix="clusterdoctor-sysfs-"))
+    try:
+        warnings = safe_extract(p, tmp)
+        if find_sysfs_root(tmp) is None:
+            raise InputError("tar archive holds no sys/devices/system tree (not a sysfs snapshot)", str(p))
+        out = _load_sysfs_tree(tmp, str(p), "sysfs-tarball")
+        out["topology"].warnings.extend(warnings)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _is_sysfs_dir(p: Path) -> bool:
     from clusterdoctor.observe.sysfs import find_sysfs_root
 
@@ -87,7 +121,7 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
         raise InputError("no such file or directory", str(p))
     if p.is_dir():
         if _is_sysfs_dir(p):
-            return "sysfs tree", _load_topology(p)
+            return "sysfs tree", _load_sysfs_tree(p, str(p), "sysfs")
         raise InputError(
             "directory is not a sysfs tree (no sys/devices/system); pass its files instead", str(p)
         )
@@ -107,7 +141,7 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
             out = load(p)
             return loader.name, out
     if _is_tar(p):
-        return "sysfs tarball", _load_topology(p)
+        return "sysfs tarball", _load_sysfs_tarball(p)
     raise InputError(
         "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
         "NCCL log, nccl-tests output or trace",

@@ -68,8 +68,11 @@ def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbo
         con.print(t)
     if diag.skipped:
         con.print("[bold]skipped[/bold] (not checked — missing input):")
+        by_reason: dict[str, list[str]] = {}
         for s in diag.skipped:
-            con.print(f"   {s.rule}: {s.reason}", markup=False)
+            by_reason.setdefault(s.reason, []).append(s.rule)
+        for reason, rules in by_reason.items():
+            con.print(f"   {', '.join(rules)}: {reason}", markup=False)
     for w in diag.warnings:
         con.print(f"[yellow]warning:[/yellow] {escape(w)}")
     return buf.getvalue()
