@@ -45,6 +45,7 @@ LOADERS: list[Loader] = [
         "clusterdoctor bundle", "clusterdoctor.observe.bundle", "sniff_bundle", "load_bundle_observations"
     ),
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
+    Loader("numa probe result", "clusterdoctor.topology.probe", "sniff_probe", "load_probe"),
     Loader("comm", "clusterdoctor.observe.comm_sources", "sniff_comm", "load_comm_observations"),
     Loader(
         "etcdctl status/health", "clusterdoctor.observe.etcd", "sniff_etcdctl", "load_etcdctl_observations"

@@ -150,3 +150,29 @@ def format_probe(result: dict[str, Any]) -> str:
         if g.get("remote_local_ratio") is not None:
             lines.append(f"  remote/local H2D ratio {g['remote_local_ratio']:.2f}")
     return "\n".join(lines)
+
+
+def sniff_probe(head: bytes, name: str = "") -> bool:
+    """A saved ``clusterdoctor numa probe --json`` result."""
+    return b'"clusterdoctor.numa-probe/1"' in head[:4096]
+
+
+def load_probe(path: Any) -> dict[str, Any]:
+    """Loader hook for ``diagnose FILE``: ``{"probe": result}`` (only results that ran count)."""
+    import json
+    from pathlib import Path
+
+    from clusterdoctor.errors import InputError
+
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"not a readable probe result: {e}", str(p)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != "clusterdoctor.numa-probe/1":
+        raise InputError("not a clusterdoctor numa probe result", str(p))
+    if not doc.get("ran"):
+        return {"warnings": [f"{p}: the probe did not run ({doc.get('reason', 'no reason given')})"]}
+    if not isinstance(doc.get("gpus"), list):
+        raise InputError("probe result without a gpus list", str(p))
+    return {"probe": doc}
