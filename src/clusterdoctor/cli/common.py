@@ -29,7 +29,7 @@ def run_app(app: typer.Typer) -> int:
     Typer (standalone mode) already turns usage errors into a message and exit code 2.
     """
     try:
-        app()
+        app(prog_name="clusterdoctor")
         return 0
     except SystemExit as e:
         code = e.code
