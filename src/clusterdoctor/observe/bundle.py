@@ -321,9 +321,24 @@ def load_bundle_observations(path: str | Path) -> dict[str, Any]:
         if (sysfs / "sys" / "devices" / "system").is_dir():
             try:
                 _, data = load_path(sysfs)
+                topo = data.get("topology")
+                if topo is not None:  # name the bundle, not the temporary extraction directory
+                    topo.source = f"{path}:sysfs"
+                    if isinstance(manifest, dict) and isinstance(manifest.get("host"), str):
+                        topo.hostname = manifest["host"]
                 _merge(out, data)
             except InputError as e:
                 out["warnings"].append(f"{path}: sysfs: {e.reason}")
+        placement = files.get("proc/placement.json")
+        if placement:
+            try:
+                rows = json.loads(placement)
+            except ValueError:
+                rows = None
+            if isinstance(rows, list) and all(isinstance(r, dict) and "pid" in r for r in rows):
+                out["processes"] = rows
+            else:
+                out["warnings"].append(f"{path}: proc/placement.json is not a list of placement records")
         for name in sorted(files):
             if name == "manifest.json" or name.startswith(("rdma/read", "sysfs/", "proc/")):
                 continue
@@ -337,5 +352,39 @@ def load_bundle_observations(path: str | Path) -> dict[str, Any]:
             except InputError as e:
                 out["warnings"].append(f"{path}:{name}: {e.reason}")
                 continue
+            _relabel_events(data, str(f), f"{path}:{name}")
             _merge(out, data)
+    finished = _epoch(manifest.get("finished_at")) if isinstance(manifest, dict) else None
+    if finished is not None:
+        # when each log in the bundle was collected: its events cannot be later (clock skew check)
+        srcs = sorted({e.source.location for e in out.get("events") or [] if e.source is not None})
+        out["collection_times"] = [(s, finished) for s in srcs]
     return out
+
+
+def _relabel_events(data: dict[str, Any], tmp_name: str, label: str) -> None:
+    """Name events after the bundle member they came from, not the temporary extraction path."""
+    import dataclasses
+
+    evs = data.get("events")
+    if not isinstance(evs, list):
+        return
+    for i, e in enumerate(evs):
+        src = getattr(e, "source", None)
+        if src is not None and src.location == tmp_name:
+            evs[i] = dataclasses.replace(e, source=dataclasses.replace(src, location=label))
+
+
+def _epoch(iso: Any) -> float | None:
+    """``2026-11-30T08:51:00Z`` (the manifest's times) → epoch seconds, or None."""
+    import datetime as _dt
+
+    if not isinstance(iso, str):
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.timestamp()

@@ -132,38 +132,14 @@ def _rdma(w: BundleWriter, o: CollectOptions) -> list[str]:
 
 
 def _placement(w: BundleWriter, o: CollectOptions) -> list[str]:
-    from clusterdoctor.redact import redact_argv
+    """The real placement audit (Placement.as_dict() records, secrets redacted) of every process that
+    uses a GPU or RDMA NIC, against this node's topology — what ``diagnose`` does live."""
+    from clusterdoctor.diagnosis import audit_processes
+    from clusterdoctor.topology.build import from_sysfs
 
-    proc = Path(o.proc_root)
-    rows = []
-    deadline = time.monotonic() + o.timeout_s
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"/proc walk exceeded {o.timeout_s:g} s")
-        status = _read(d / "status", 65536)
-        if status is None:
-            continue
-        fields = {}
-        for line in status.decode("utf-8", "replace").splitlines():
-            k, _, v = line.partition(":")
-            if k in ("Name", "Cpus_allowed_list", "Mems_allowed_list", "Threads"):
-                fields[k] = v.strip()
-        cmd = _read(d / "cmdline", 65536) or b""
-        argv = [a.decode("utf-8", "replace") for a in cmd.split(b"\0") if a]
-        rows.append(
-            {
-                "pid": int(d.name),
-                "comm": fields.get("Name"),
-                "cpus_allowed": fields.get("Cpus_allowed_list"),
-                "mems_allowed": fields.get("Mems_allowed_list"),
-                "threads": fields.get("Threads"),
-                "cmdline": redact_argv(argv),
-            }
-        )
-    rows.sort(key=lambda r: r["pid"])
-    return [w.add("proc/placement.json", json.dumps(rows, indent=1).encode())]
+    topo = from_sysfs(o.sysfs_root)
+    rows = audit_processes(topo, proc_root=o.proc_root, sysfs_root=o.sysfs_root)
+    return [w.add("proc/placement.json", json.dumps(rows, indent=1, default=str).encode())]
 
 
 def _safe(s: str) -> str:
