@@ -106,6 +106,9 @@ def audit(
     from_file: str = typer.Option(None, "--from", help=FROM_HELP),
     sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
     proc_root: str = typer.Option("/proc", "--proc-root", help="procfs root (for tests and containers)."),
+    threads: bool = typer.Option(
+        False, "--threads", help="Text output: list each thread's CPUs and nodes too."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the audit as JSON."),
 ) -> None:
     """Audit processes: CPUs and memory allowed, memory per node (numa_maps), GPUs/NICs used, scores.
@@ -120,6 +123,7 @@ def audit(
         )
         return
     from clusterdoctor.report.text import placement_row, raised_flags
+    from clusterdoctor.topology.cpuset import format_cpulist
 
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
@@ -135,6 +139,13 @@ def audit(
         typer.echo(
             f"{row[0]:>7}  {row[1][:16]:<16} {row[2]:<10} {row[3][:28]:<28} {row[4][:12]:<12} {row[5]:>6}  {fl}"
         )
+        if threads:
+            for t in p.get("threads") or []:
+                mark = "  MISMATCH" if t.get("mismatch") else ""
+                cpus = format_cpulist(t.get("cpus") or [])
+                typer.echo(
+                    f"{'':9}tid {t.get('tid')} {str(t.get('name'))[:16]:<16} cpus {cpus:<14} nodes {t.get('cpu_nodes')}{mark}"
+                )
 
 
 @app.command()
