@@ -27,6 +27,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _serve(self):
         path = self.path.split("?")[0]
+        # read the request body: closing with it unread resets the connection under the client
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.delay:
             time.sleep(self.delay)
         code, body = self.routes.get(path, (404, b"not found"))
@@ -161,3 +163,49 @@ def test_scrape_window_real_dump_and_dead_endpoint(server, tmp_path):
     assert set(obs) == {"metrics", "etcd_metrics"} and obs["metrics"].is_snapshot
     with pytest.raises(InputError):
         load_metrics_observations(tmp_path / "missing.prom")
+
+
+def test_collect_for_rules_finds_zone_labelled_latency(server):
+    """Real answers of the Prometheus that labelled its targets with zones (tests/data/zones)."""
+    z = TEST_DATA / "zones" / "throttled_1mbit"
+    h, url = server
+    h.routes["/api/v1/label/__name__/values"] = (
+        200,
+        (z / "prometheus_2.42.0_label_name_values.json").read_bytes(),
+    )
+    h.routes["/api/v1/series"] = (200, (z / "prometheus_2.42.0_series_destination_zone.json").read_bytes())
+    h.routes["/api/v1/query_range"] = (
+        200,
+        (z / "prometheus_2.42.0_query_range_scrape_duration_zones.json").read_bytes(),
+    )
+    res = collect_for_rules(url, 60, 1, end=1796032002)
+    assert not res["errors"], res["errors"]
+    # the latency metrics among the 271 names of the zone-labelled series, summaries' parts excluded
+    for n in ("scrape_duration_seconds", "node_scrape_collector_duration_seconds", "go_gc_duration_seconds"):
+        assert n in res["present"]
+    assert "go_gc_duration_seconds_sum" not in res["present"] and not res["errors"]
+    assert res["window"].has("scrape_duration_seconds")
+
+
+def test_series_from_saved_answer():
+    from clusterdoctor.observe.prom_api import series_from_response
+
+    raw = (
+        TEST_DATA / "zones" / "throttled_1mbit" / "prometheus_2.42.0_query_range_scrape_duration_zones.json"
+    ).read_bytes()
+    ss = series_from_response(raw)
+    assert len(ss) == 4 and {s.labels["destination_zone"] for s in ss} == {"zone-a", "zone-b"}
+    assert all(s.name == "scrape_duration_seconds" and s.labels["source_zone"] == "zone-a" for s in ss)
+
+
+def test_answer_over_input_limit_is_one_error(server, monkeypatch):
+    h, url = server
+    body = (
+        TEST_DATA / "zones" / "throttled_1mbit" / "prometheus_2.42.0_query_range_scrape_duration_zones.json"
+    ).read_bytes()
+    h.routes["/api/v1/query_range"] = (200, body)
+    monkeypatch.setenv("CLUSTERDOCTOR_MAX_INPUT_BYTES", "1K")
+    with pytest.raises(CollectError, match="answer larger than the input limit of 1 KiB"):
+        PromClient(url).query_range("scrape_duration_seconds", 1796031942, 1796032002, 1)
+    monkeypatch.setenv("CLUSTERDOCTOR_MAX_INPUT_BYTES", str(len(body)))
+    assert len(PromClient(url).query_range("scrape_duration_seconds", 1796031942, 1796032002, 1)) == 4

@@ -322,3 +322,81 @@ def test_roundtrip_through_real_client_text_format(rows):
     r.register(C())
     text = generate_latest(r).decode()
     assert ours(parse_prom_text(text)) == reference(text)
+
+
+def _careful(monkeypatch, data, **kw) -> MetricSet:
+    """Parse with the C-level bulk path and the canonical label split turned off."""
+    from clusterdoctor.observe import prom_text
+
+    with monkeypatch.context() as m:
+        m.setattr(prom_text, "_bulk_parse", lambda *a: None)
+        m.setattr(prom_text, "_canonical_pairs", lambda joined: None)
+        return parse_prom_text(data, **kw)
+
+
+def _same(a: MetricSet, b: MetricSet) -> None:
+    assert a.normalized() == b.normalized()
+    assert [(f.name, f.type, f.help, f.unit) for f in a.families.values()] == [
+        (f.name, f.type, f.help, f.unit) for f in b.families.values()
+    ]
+    assert a.warnings == b.warnings
+
+
+@pytest.mark.parametrize(
+    "where,name", [("fixture", SCHED), ("fixture", ETCD)] + [("data", n) for n in CAPTURED]
+)
+def test_bulk_path_equals_careful_loop_on_real_files(monkeypatch, where, name):
+    path = shared_fixture(name) if where == "fixture" else TEST_DATA / "ctrl" / name
+    text = path.read_text()
+    fast = parse_prom_text(text)
+    assert len(fast.samples) == len(sample_lines(text))
+    _same(fast, _careful(monkeypatch, text))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_bulk_path_equals_careful_loop_on_line_mutations(monkeypatch, data):
+    """Line-level edits of a real dump (drop, duplicate, free-text or second-TYPE comments, odd
+    label spacing, escapes, bad values, timestamps, indentation) give the same result on both paths."""
+    lines = (TEST_DATA / "ctrl" / "node_exporter_1.5.0_metrics.prom").read_text().splitlines()[:120]
+    for _ in range(data.draw(st.integers(0, 6))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        op = data.draw(
+            st.sampled_from(
+                ["drop", "dup", "comment", "type", "space", "value", "ts", "quote", "blank", "indent"]
+            )
+        )
+        ln = lines[i]
+        if op == "drop":
+            del lines[i]
+        elif op == "dup":
+            lines.insert(i, ln)
+        elif op == "comment":
+            lines.insert(i, "# free text " + data.draw(st.sampled_from(["", "HELP x y", "EOF", "UNIT"])))
+        elif op == "type":
+            lines.insert(
+                i, "# TYPE go_goroutines " + data.draw(st.sampled_from(["counter", "gauge", "bogus"]))
+            )
+        elif op == "space" and '="' in ln:
+            lines[i] = ln.replace('="', ' = "', 1)
+        elif op == "value" and not ln.startswith("#"):
+            lines[i] = (
+                ln.rsplit(" ", 1)[0] + " " + data.draw(st.sampled_from(["1_0", "x", "+Inf", "NaN", "-0"]))
+            )
+        elif op == "ts" and not ln.startswith("#"):
+            lines[i] = ln + " " + data.draw(st.sampled_from(["1700000000000", "1.5", "x", "-5"]))
+        elif op == "quote" and '="' in ln:
+            lines[i] = ln.replace('="', '="a\\"', 1)
+        elif op == "blank":
+            lines.insert(i, data.draw(st.sampled_from(["", "  "])))
+        elif op == "indent":
+            lines[i] = data.draw(st.sampled_from([" ", "\t"])) + ln
+    text = "\n".join(lines) + "\n"
+    try:
+        fast = parse_prom_text(text)
+    except InputError as e:
+        with pytest.raises(InputError) as slow_e:
+            _careful(monkeypatch, text)
+        assert str(slow_e.value) == str(e)
+        return
+    _same(fast, _careful(monkeypatch, text))

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clusterdoctor.errors import InputError
 
 __all__ = [
+    "NODE_LABEL_PAIRS",
     "ZONE_LABEL",
+    "ZONE_LABEL_PAIRS",
+    "is_latency_metric",
+    "zones_of",
     "ZoneSplit",
     "quantile",
     "zone_split",
@@ -28,6 +33,45 @@ __all__ = [
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ZONE_LABEL_DEPRECATED = "failure-domain.beta.kubernetes.io/zone"
+
+# Series labels that carry the zone of both ends of a request (set by relabelling from the node
+# label above, or by a service mesh), and labels that carry node names to map through node zones.
+ZONE_LABEL_PAIRS: tuple[tuple[str, str], ...] = (
+    ("source_zone", "destination_zone"),
+    ("src_zone", "dst_zone"),
+    ("client_zone", "server_zone"),
+    ("source_topology_kubernetes_io_zone", "destination_topology_kubernetes_io_zone"),
+)
+NODE_LABEL_PAIRS: tuple[tuple[str, str], ...] = (
+    ("source_node", "destination_node"),
+    ("src_node", "dst_node"),
+    ("client_node", "server_node"),
+)
+# Latency metrics by Prometheus naming: a duration, latency or round-trip time in seconds or
+# milliseconds (not timestamps such as node_boot_time_seconds, not counters of seconds).
+_LATENCY_RE = re.compile(
+    r"(?:duration|latency|handling|rtt|round_trip_time|response_time)(?:_[a-z]+)*_(?:seconds|milliseconds|ms)$"
+)
+
+
+def is_latency_metric(name: str) -> bool:
+    """Whether a metric (or histogram base) name is a latency by Prometheus naming conventions."""
+    return _LATENCY_RE.search(name) is not None
+
+
+def zones_of(
+    labels: Mapping[str, str], node_zones: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """``(source zone, destination zone)`` from a series' labels, or None when either is unknown."""
+    for a, b in ZONE_LABEL_PAIRS:
+        if labels.get(a) and labels.get(b):
+            return labels[a], labels[b]
+    nz = node_zones or {}
+    for a, b in NODE_LABEL_PAIRS:
+        za, zb = nz.get(labels.get(a, "")), nz.get(labels.get(b, ""))
+        if za and zb:
+            return za, zb
+    return None
 
 
 def quantile(values: Sequence[float], q: float) -> float:

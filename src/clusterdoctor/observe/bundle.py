@@ -189,14 +189,21 @@ def sniff_bundle(head: bytes, name: str = "") -> bool:
     return out[:13] == b"manifest.json"
 
 
-def read_bundle(path: str | Path, *, max_total: int = MAX_TOTAL) -> dict[str, bytes]:
+def read_bundle(
+    path: str | Path, *, max_total: int = MAX_TOTAL, skipped: list[str] | None = None
+) -> dict[str, bytes]:
     """All files of a bundle by name. Raises InputError for anything unsafe or corrupt.
 
     Refused: absolute names, ``..`` components, symlinks/hard links/devices/FIFOs, more than
-    ``MAX_MEMBERS`` members or ``max_total`` bytes in all.
+    ``MAX_MEMBERS`` members or ``max_total`` bytes in all. A member larger than the input limit
+    (:func:`clusterdoctor.observe.limits.max_input_bytes`) is left out unread and named in
+    ``skipped``.
     """
     import zstandard
 
+    from clusterdoctor.observe.limits import MAX_INPUT_ENV, human_size, max_input_bytes
+
+    member_limit = max_input_bytes()
     p = Path(path)
     try:
         raw = open(p, "rb")
@@ -232,6 +239,14 @@ def read_bundle(path: str | Path, *, max_total: int = MAX_TOTAL) -> dict[str, by
                     total += m.size
                     if total > max_total:
                         raise InputError(f"bundle expands to more than {max_total} bytes", str(p))
+                    if m.size > member_limit:
+                        # not read: one oversized file must not take the rest of the bundle with it
+                        if skipped is not None:
+                            skipped.append(
+                                f"{p}:{name}: {human_size(m.size)}, larger than the input limit of "
+                                f"{human_size(member_limit)}; not read (raise {MAX_INPUT_ENV})"
+                            )
+                        continue
                     f = tar.extractfile(m)
                     data = f.read() if f is not None else b""
                     out[PurePosixPath(name).as_posix()] = data
@@ -285,12 +300,13 @@ def load_bundle_observations(path: str | Path) -> dict[str, Any]:
     from clusterdoctor.observe.detect import load_path
     from clusterdoctor.observe.rdma import rates, read_sysfs_infiniband
 
-    files = read_bundle(path)
+    skipped: list[str] = []
+    files = read_bundle(path, skipped=skipped)
     try:
         manifest = json.loads(files["manifest.json"])
     except ValueError:
         raise InputError("manifest.json is not JSON", str(path)) from None
-    out: dict[str, Any] = {"warnings": []}
+    out: dict[str, Any] = {"warnings": skipped}
     for s in manifest.get("sources", []) if isinstance(manifest, dict) else []:
         if isinstance(s, dict) and s.get("status") in ("failed", "timeout"):
             out["warnings"].append(

@@ -253,10 +253,9 @@ def load_etcdctl_observations(path: str) -> dict[str, EtcdStatus]:
     from pathlib import Path
 
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     st = EtcdStatus()
     if b'"Status"' in data:
         st.statuses = parse_endpoint_status(data, str(p))

@@ -9,6 +9,7 @@ kind                       value
 ========================== =======================================================================
 ``events``                 list of :class:`~clusterdoctor.model.Event` (logs)
 ``pod_starts``             list of :class:`~clusterdoctor.observe.kube.PodStart` (pods JSON, kubelet logs)
+``node_zones``             dict node name → zone (``kubectl get nodes -o json``)
 ``rdma``                   list of :class:`~clusterdoctor.observe.rdma.RdmaPort` (RDMA and ethtool/DPDK ports)
 ``rdma_rates``             list of :class:`~clusterdoctor.observe.rdma.RdmaRate` (``mlnx_perf`` rates)
 ``rdma_qps``               list of :class:`~clusterdoctor.observe.rdma.QueuePair`
@@ -33,13 +34,15 @@ HEAD = 65536
 def _kind(head: bytes, name: str) -> str | None:
     from clusterdoctor.observe.flink import sniff_flink
     from clusterdoctor.observe.kafka import sniff_kafka
-    from clusterdoctor.observe.kube import sniff_pods
+    from clusterdoctor.observe.kube import sniff_nodes, sniff_pods
     from clusterdoctor.observe.logs import sniff_logs
     from clusterdoctor.observe.nic_stats import sniff_nic_stats
     from clusterdoctor.observe.rdma import sniff_rdma
 
     if sniff_pods(head, name):
         return "pods"
+    if sniff_nodes(head, name):
+        return "nodes"
     if sniff_flink(head, name):
         return "flink"
     if sniff_kafka(head, name):
@@ -54,7 +57,7 @@ def _kind(head: bytes, name: str) -> str | None:
 
 
 def sniff_events(head: bytes, name: str = "") -> bool:
-    """True when ``head`` is a log, RDMA counters, Flink/Kafka data or a Pod list."""
+    """True when ``head`` is a log, RDMA counters, Flink/Kafka data, a Pod list or a Node list."""
     return _kind(head, name) is not None
 
 
@@ -75,6 +78,10 @@ def load_event_observations(path: str | Path) -> dict[str, Any]:
         from clusterdoctor.observe.kube import load_pods
 
         return load_pods(p)
+    if kind == "nodes":
+        from clusterdoctor.observe.kube import load_nodes
+
+        return load_nodes(p)
     if kind == "flink":
         from clusterdoctor.observe.flink import load_flink
 
@@ -102,7 +109,7 @@ def load_event_observations(path: str | Path) -> dict[str, Any]:
         if starts:
             out["pod_starts"] = starts
         return out
-    raise InputError("not a log, RDMA counters, Flink/Kafka data or Pod list", str(p))
+    raise InputError("not a log, RDMA counters, Flink/Kafka data, Pod or Node list", str(p))
 
 
 def _add_metrics(out: dict[str, Any], p: Path, head: bytes) -> None:

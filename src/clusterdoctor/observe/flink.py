@@ -252,9 +252,8 @@ def sniff_flink(head: bytes, name: str = "") -> bool:
 def load_flink(path: str | Path) -> dict[str, Any]:
     """Read a Flink REST JSON file → ``{"flink_checkpoints": [FlinkCheckpoints]}``."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     fc = parse_flink(data, str(p))
     return {"flink_checkpoints": [fc], "warnings": [f"{p}: {w}" for w in fc.warnings]}

@@ -219,10 +219,9 @@ def sniff_kafka(head: bytes, name: str = "") -> bool:
 def load_kafka(path: str | Path) -> dict[str, Any]:
     """Read consumer-groups text or a kafka metrics dump → ``{"kafka_lag": [KafkaLagSnapshot…]}``."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     if re.search(rb"^\s*(?:GROUP\s+)?(?:TOPIC\s+PARTITION|CONSUMER-ID\s+HOST)", data[:65536], re.M):
         snaps = [parse_consumer_groups(data, str(p))]
     else:

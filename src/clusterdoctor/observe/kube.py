@@ -217,8 +217,30 @@ def sniff_pods(head: bytes, name: str = "") -> bool:
 def load_pods(path: str | Path) -> dict[str, Any]:
     """Read ``kubectl get pods -o json`` output → ``{"pod_starts": [PodStart…]}``."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     return {"pod_starts": parse_pods(data, str(p))}
+
+
+def sniff_nodes(head: bytes, name: str = "") -> bool:
+    """True for ``kubectl get nodes -o json`` output (a Node or a List of Nodes)."""
+    h = head.lstrip()
+    return h.startswith(b"{") and (
+        b'"kind":"Node"' in h.replace(b" ", b"") or b'"kind":"NodeList"' in h.replace(b" ", b"")
+    )
+
+
+def load_nodes(path: str | Path) -> dict[str, Any]:
+    """Read ``kubectl get nodes -o json`` → ``{"node_zones": {node: zone}}`` (topology.kubernetes.io/zone)."""
+    from clusterdoctor.analyze.topology_split import zones_from_nodes
+
+    p = Path(path)
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
+    zones = zones_from_nodes(data, str(p))
+    out: dict[str, Any] = {"node_zones": zones}
+    if not zones:
+        out["warnings"] = [f"{p}: no node carries a topology.kubernetes.io/zone label"]
+    return out

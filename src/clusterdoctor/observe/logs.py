@@ -695,11 +695,16 @@ def sniff_logs(head: bytes, name: str = "") -> bool:
 def load_logs(path: str | Path, *, year: int | None = None) -> dict[str, Any]:
     """Read a log file: ``{"events": [Event…], "warnings": [str…]}`` (warnings name the file)."""
     p = Path(path)
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
-    res = parse_logs(data, str(p), year=year)
+        res = parse_logs(data, str(p), year=year)
+    except MemoryError:
+        raise InputError(
+            f"not enough memory to parse {len(data) >> 20} MiB of log (cut it, e.g. with tail or grep)",
+            str(p),
+        ) from None
     return {"events": res.events, "warnings": [f"{p}: {w}" for w in res.warnings]}
 
 

@@ -24,7 +24,7 @@ from clusterdoctor.analyze.metric_window import MetricWindow
 from clusterdoctor.errors import CollectError, InputError
 from clusterdoctor.model import Series
 
-__all__ = ["RULE_METRICS", "PromClient", "collect_for_rules", "default_step"]
+__all__ = ["RULE_METRICS", "PromClient", "collect_for_rules", "default_step", "series_from_response"]
 
 # Metric families the rules read (histograms by base name), newest names first where renamed.
 RULE_HISTOGRAMS: tuple[str, ...] = (
@@ -110,9 +110,17 @@ class PromClient:
             },
         )
         where = f"{self.url}{path}"
+        from clusterdoctor.observe.limits import MAX_INPUT_ENV, human_size, max_input_bytes
+
+        cap = max_input_bytes()
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
+                raw = resp.read(cap + 1)
+            if len(raw) > cap:
+                raise CollectError(
+                    f"{where}: answer larger than the input limit of {human_size(cap)} "
+                    f"(shorten --since or raise {MAX_INPUT_ENV})"
+                )
         except urllib.error.HTTPError as e:
             raw = e.read() if hasattr(e, "read") else b""
             err = _api_error(raw)
@@ -190,6 +198,41 @@ def _api_error(raw: bytes) -> str | None:
     return None
 
 
+def series_from_response(raw: bytes | str, where: str = "<response>") -> list[Series]:
+    """Series of a saved ``/api/v1/query`` or ``/api/v1/query_range`` answer (the JSON Prometheus sent).
+
+    Raises :class:`InputError` when it is not a successful Prometheus API answer.
+    """
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise InputError("not JSON (not a Prometheus API answer)", where) from None
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        err = _api_error(raw if isinstance(raw, bytes) else raw.encode())
+        raise InputError(f"not a successful Prometheus API answer{': ' + err if err else ''}", where)
+    try:
+        return _to_series(doc.get("data"), where)
+    except (CollectError, KeyError, TypeError, ValueError) as e:
+        raise InputError(f"unexpected Prometheus API answer: {e}", where) from None
+
+
+def zone_latency_names(client: PromClient, start: float | None = None, end: float | None = None) -> list[str]:
+    """Latency metrics (histogram bases and plain series) the server has with the zones of both ends."""
+    from clusterdoctor.analyze.topology_split import ZONE_LABEL_PAIRS, is_latency_metric
+
+    found = client.series([f'{{{dst}=~".+"}}' for _, dst in ZONE_LABEL_PAIRS], start, end)
+    names = set()
+    for labels in found:
+        n = labels.get("__name__", "")
+        if not any(labels.get(a) for a, _ in ZONE_LABEL_PAIRS):
+            continue
+        base = n[: -len("_bucket")] if n.endswith("_bucket") else n
+        if n.endswith(("_sum", "_count")) or not is_latency_metric(base):
+            continue
+        names.add(n)
+    return sorted(names)
+
+
 def _to_series(data: Any, where: str) -> list[Series]:
     if not isinstance(data, dict) or "resultType" not in data:
         raise CollectError(f"{where}: unexpected answer")
@@ -259,6 +302,14 @@ def collect_for_rules(
             queries.append((name, name))
     missing = [n for n in RULE_METRICS if n not in present]
     errors: list[str] = []
+    # Latency series labelled with the zones of both ends (the cross-zone rule): raw, as stored.
+    try:
+        for n in zone_latency_names(c, start_t, end_t):
+            if n not in present and not any(q[0] == n for q in queries):
+                present.append(n)
+                queries.append((n, n))
+    except (CollectError, InputError) as e:
+        errors.append(f"zone-labelled series: {e}")
 
     def run(q: tuple[str, str]) -> list[Series]:
         metric, expr = q

@@ -412,10 +412,9 @@ def load_rdma(path: str | Path) -> dict[str, Any]:
         if not ports:
             raise InputError("no sys/class/infiniband/*/ports under this directory", str(p))
         return {"rdma": ports}
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     out: dict[str, Any] = {}
     head = data[:65536]
     if _SNIFF_HW.search(head):

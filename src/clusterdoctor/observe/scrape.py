@@ -146,20 +146,50 @@ def scrape_window(
 def load_metrics_file(path: str | Path) -> MetricSet:
     """A saved ``/metrics`` exposition (``kubectl get --raw /metrics > file``)."""
     p = Path(path)
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
-    return parse_prom_text(data, str(p))
+        return parse_prom_text(data, str(p))
+    except MemoryError:
+        raise InputError(
+            f"not enough memory to parse {len(data) >> 20} MiB of metrics (cut the dump, e.g. with grep)",
+            str(p),
+        ) from None
+
+
+def _sniff_api_answer(head: bytes) -> bool:
+    """A saved Prometheus HTTP API answer (``curl …/api/v1/query_range``): JSON with a resultType."""
+    h = head.lstrip()[:4096].replace(b" ", b"")
+    return h.startswith(b"{") and b'"status":"success"' in h and b'"resultType":' in h
 
 
 def sniff_metrics(head: bytes, name: str = "") -> bool:
-    """Loader hook for ``observe.detect``: a saved /metrics exposition."""
-    return sniff_prom_text(head[:8192])
+    """Loader hook for ``observe.detect``: a saved /metrics exposition or Prometheus API answer."""
+    return sniff_prom_text(head[:8192]) or _sniff_api_answer(head)
 
 
 def load_metrics_observations(path: str | Path) -> dict[str, object]:
     """Loader hook for ``observe.detect``: ``{"metrics": window, "<component>_metrics": window}``."""
-    from clusterdoctor.analyze.metric_window import observations_from_metrics
+    from clusterdoctor.analyze.metric_window import MetricWindow, observations_from_metrics
 
+    p = Path(path)
+    if _is_api_answer_file(p):
+        from clusterdoctor.observe.limits import read_input
+        from clusterdoctor.observe.prom_api import series_from_response
+
+        series = series_from_response(read_input(p), str(p))
+        times = [t for s in series for t, _ in s.points]
+        window = MetricWindow.from_series(
+            series, min(times, default=None), max(times, default=None), source=str(p)
+        )
+        return dict(observations_from_metrics(window, source=str(p)))
     return dict(observations_from_metrics(load_metrics_file(path), source=str(path)))
+
+
+def _is_api_answer_file(p: Path) -> bool:
+    try:
+        with p.open("rb") as f:
+            return _sniff_api_answer(f.read(4096))
+    except OSError:
+        return False

@@ -10,6 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 
+from clusterdoctor.analyze.clock_skew import DISJOINT_MIN_GAP as DISJOINT_SKEW
+from clusterdoctor.analyze.clock_skew import FUTURE_TOLERANCE as FUTURE_SKEW
+from clusterdoctor.analyze.clock_skew import SAME_EVENT_TOLERANCE as SAME_EVENT_SKEW
+from clusterdoctor.analyze.clock_skew import ClockSkew
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, rule
 
@@ -285,7 +289,7 @@ def etcd_slow_apply(obs: Observations) -> Iterator[Finding]:
     layer="control-plane",
     title="Cross-layer cascade: the first stage is the likely cause",
     requires=("events",),
-    thresholds=(CHAIN_WINDOW,),
+    thresholds=(CHAIN_WINDOW, SAME_EVENT_SKEW, ELECTION_TIMEOUT_DEFAULT),
     severity=Severity.CRITICAL,
 )
 def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
@@ -303,7 +307,9 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
     from clusterdoctor.analyze.correlate import build_chain
 
     evs = [e for e in obs.get("events") or [] if isinstance(e, Event)]
-    chain = build_chain(evs, window_s=float(CHAIN_WINDOW.value))
+    skews = _skews(obs, evs)
+    aligned, shifts = _align(obs, evs, skews)
+    chain = build_chain(aligned, window_s=float(CHAIN_WINDOW.value))
     timed = [lk for lk in chain.links if lk.first is not None]
     if len(chain.links) < 2 or not timed:
         return
@@ -327,13 +333,187 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
         )
     untimed = [lk for lk in chain.links if lk.first is None]
     conf = 0.85 if len(timed) >= 2 and not untimed else 0.6
+    clock_note = ""
+    if shifts:
+        conf *= 0.9
+        for src, off in sorted(shifts.items()):
+            evidence.append(
+                Evidence(
+                    f"clock skew corrected: times of {src} moved by {-off:+.3f} s onto the other members' "
+                    "clock (estimated from etcd term changes both logged)",
+                    round(-off, 3),
+                    float(SAME_EVENT_SKEW.value),
+                    "s",
+                )
+            )
+        clock_note = f" Times of {len(shifts)} source(s) were corrected for clock skew (see evidence)."
+    unordered = _unordered_links(timed, skews, shifts)
+    for a, b, why in unordered:
+        evidence.append(Evidence(f"order of {a.stage.name} → {b.stage.name} not established: {why}"))
+    if unordered:
+        conf = min(conf, 0.3)
+        clock_note += (
+            f" The order of {len(unordered)} step(s) is not established because the sources' clocks "
+            "disagree by more than the gap between them."
+        )
     yield control_plane_cascade.finding(
-        f"Chain: {chain.describe()}. The first stage, {root.stage.name}, started first and is the likely cause.",
+        f"Chain: {chain.describe()}. The first stage, {root.stage.name}, started first and is the likely cause."
+        + clock_note,
         evidence=evidence,
         confidence=conf,
         subject=root.stage.name,
         score=float(Severity.CRITICAL) * conf + len(chain.links),
     )
+
+
+def _collection_times(obs: Observations, evs: list[Event]) -> dict[str, float]:
+    """When each event source was collected: a bundle's finish time, otherwise now."""
+    import time
+
+    from clusterdoctor.analyze.clock_skew import event_source
+
+    known: dict[str, float] = {}
+    for item in obs.get("collection_times") or []:
+        try:
+            src, t = item
+            known[str(src)] = float(t)
+        except (TypeError, ValueError):
+            continue
+    now = time.time()
+    return {s: known.get(s, now) for s in {event_source(e) for e in evs}}
+
+
+def _skews(obs: Observations, evs: list[Event]) -> list[ClockSkew]:
+    from clusterdoctor.analyze.clock_skew import detect_skews
+
+    return detect_skews(evs, _collection_times(obs, evs))
+
+
+def _align(
+    obs: Observations, evs: list[Event], skews: list[ClockSkew]
+) -> tuple[list[Event], dict[str, float]]:
+    from clusterdoctor.analyze.clock_skew import align_events
+
+    return align_events(evs, skews, _collection_times(obs, evs))
+
+
+def _first_source(lk) -> str:
+    from clusterdoctor.analyze.clock_skew import event_source
+    from clusterdoctor.analyze.correlate import onset
+
+    timed = [(onset(e), e) for e in lk.events if onset(e) is not None]
+    return event_source(min(timed, key=lambda p: p[0])[1]) if timed else "?"
+
+
+def _unordered_links(timed: list, skews: list[ClockSkew], shifts: dict[str, float]) -> list[tuple]:
+    """Consecutive chain links from different sources whose order the clocks cannot support.
+
+    A source whose clock runs ahead by at least B (``future``) makes a later link of its own
+    unreliable (its events happened earlier than stamped; how much earlier is unknown). Sources far
+    apart (``disjoint``) are not ordered at all. After a same-event correction the offset is known to
+    about one election timeout: a gap within that is not an order.
+    """
+    ahead = {s.other: s.offset_s for s in skews if s.basis == "future"}
+    apart = {frozenset((s.reference, s.other)) for s in skews if s.basis == "disjoint"}
+    out = []
+    for a, b in zip(timed, timed[1:]):
+        sa, sb = _first_source(a), _first_source(b)
+        if sa == sb:
+            continue
+        gap = b.first - a.first
+        if sb in ahead and sa not in ahead:
+            out.append(
+                (
+                    a,
+                    b,
+                    f"the clock of {sb} runs at least {ahead[sb]:.0f} s ahead (events after it was collected)",
+                )
+            )
+        elif frozenset((sa, sb)) in apart:
+            out.append((a, b, f"{sa} and {sb} lie far apart in time (clock or time zone)"))
+        elif (sa in shifts or sb in shifts) and abs(gap) <= float(ELECTION_TIMEOUT_DEFAULT.value):
+            # members log one term change up to about an election timeout apart: the corrected
+            # offset is known to that precision only
+            out.append(
+                (
+                    a,
+                    b,
+                    f"after correcting clock skew the gap ({gap:.3g} s) is within the estimate's precision "
+                    f"(one election timeout, {ELECTION_TIMEOUT_DEFAULT.value:g} s)",
+                )
+            )
+    return out
+
+
+@rule(
+    id="CLOCK001",
+    name="clock-skew-between-sources",
+    layer="control-plane",
+    title="Clocks of the sources disagree: events are not comparable across them as stamped",
+    requires=("events",),
+    thresholds=(SAME_EVENT_SKEW, FUTURE_SKEW, DISJOINT_SKEW),
+    severity=Severity.WARNING,
+)
+def clock_skew_between_sources(obs: Observations) -> Iterator[Finding]:
+    """Logs of different hosts (or a bundle) carry timestamps from clocks that disagree.
+
+    **Symptom**: the same etcd leader change appears seconds or minutes apart in the members' logs;
+    a log holds events later than it was collected; two logs of one incident do not overlap.
+    **Why**: each host stamps its own log lines. Without NTP/chrony in sync (or with a log written in
+    local time but read as UTC) an effect can appear to precede its cause, and a causal chain built on
+    the raw times is wrong. etcd itself depends on roughly agreeing clocks only for lease TTL checks,
+    so skewed members can run for a long time unnoticed.
+    **Fix**: synchronise the clocks (chrony/ntpd on every node; node exporter's NodeClockSkewDetected
+    alert); give logs with explicit UTC offsets. clusterdoctor corrects the offset it can estimate
+    (from the same event seen by several members) and refuses to order the rest.
+    **Verify**: `chronyc tracking` (or `timedatectl timesync-status`) on each host; `date -u` on each
+    node side by side; `curl -s localhost:9100/metrics | grep node_timex_offset_seconds`.
+    """
+    evs = [e for e in obs.get("events") or [] if isinstance(e, Event)]
+    skews = _skews(obs, evs)
+    if not skews:
+        return
+    _, shifts = _align(obs, evs, skews)
+    evidence = [
+        Evidence(
+            s.describe(),
+            round(s.offset_s, 3),
+            {"same-event": SAME_EVENT_SKEW, "future": FUTURE_SKEW}.get(s.basis, DISJOINT_SKEW).value,
+            "s",
+            source=s.other,
+        )
+        for s in skews
+    ]
+    for src, off in sorted(shifts.items()):
+        evidence.append(
+            Evidence(
+                f"event times of {src} corrected by {-off:+.3f} s for the chain", round(-off, 3), unit="s"
+            )
+        )
+    # Per corrected source, against the members whose clocks agree; then what only bounds the skew.
+    agreeing = sorted({x for s in skews if s.estimated for x in (s.reference, s.other)} - set(shifts))
+    parts = [
+        f"clock of {src} is ~{_human_s(abs(off))} {'ahead of' if off > 0 else 'behind'} "
+        f"{', '.join(agreeing) or 'the other members'} (same etcd term changes)"
+        for src, off in sorted(shifts.items(), key=lambda kv: -abs(kv[1]))
+    ]
+    parts += [s.describe() for s in skews if not s.estimated]
+    subject = max(shifts, key=lambda k: abs(shifts[k])) if shifts else skews[0].other
+    yield clock_skew_between_sources.finding(
+        f"Clock skew between sources: {'; '.join(parts)}. Events are not ordered across these sources "
+        "as stamped" + (" (the estimated offsets are corrected for the cascade)." if shifts else "."),
+        evidence=evidence,
+        confidence=0.9 if shifts else 0.6,
+        subject=subject,
+    )
+
+
+def _human_s(s: float) -> str:
+    if s >= 3600:
+        return f"{s / 3600:.2f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    return f"{s:.3g} s"
 
 
 PERIODIC_MIN_EPISODES = Threshold(

@@ -26,6 +26,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.etcd",
     "clusterdoctor.rules.control_plane",
     "clusterdoctor.rules.etcd_log",
+    "clusterdoctor.rules.zones",
     "clusterdoctor.rules.kubelet",
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
