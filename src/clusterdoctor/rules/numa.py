@@ -84,6 +84,12 @@ def _verify_for(p: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cpus_evidence(p: dict[str, Any]) -> Evidence:
+    return Evidence(
+        "CPUs allowed", format_cpulist(p.get("cpus_allowed") or []), source=f"/proc/{p.get('pid')}/status"
+    )
+
+
 def _mem_evidence(p: dict[str, Any]) -> Evidence:
     mem = p.get("memory_bytes_by_node") or {}
     desc = ", ".join(
@@ -124,11 +130,7 @@ def cpu_memory_mismatch(obs: Observations) -> Iterator[Finding]:
             yield cpu_memory_mismatch.finding(
                 f"{_subject(p)} runs on node {sorted(cpu_nodes)[0]} but most of its memory is on node {major}.",
                 evidence=[
-                    Evidence(
-                        "CPUs allowed",
-                        format_cpulist(p.get("cpus_allowed") or []),
-                        source=f"/proc/{p.get('pid')}/status",
-                    ),
+                    _cpus_evidence(p),
                     _mem_evidence(p),
                 ],
                 subject=_subject(p),
@@ -171,11 +173,7 @@ def cpu_gpu_mismatch(obs: Observations) -> Iterator[Finding]:
             f"{_subject(p)} uses {', '.join(p.get('gpus') or [])} on node(s) {sorted(gpu_nodes)} but may run on "
             f"CPUs of node(s) {sorted(cpu_nodes)}.",
             evidence=[
-                Evidence(
-                    "CPUs allowed",
-                    format_cpulist(p.get("cpus_allowed") or []),
-                    source=f"/proc/{p.get('pid')}/status",
-                ),
+                _cpus_evidence(p),
                 Evidence("GPU NUMA node(s)", sorted(gpu_nodes), source="topology"),
             ],
             severity=sev,
@@ -248,13 +246,7 @@ def process_unbound(obs: Observations) -> Iterator[Finding]:
             yield process_unbound.finding(
                 f"{_subject(p)} uses {', '.join((p.get('gpus') or []) + (p.get('nics') or []))} and may run on "
                 f"CPUs of nodes {p.get('cpu_nodes')}.",
-                evidence=[
-                    Evidence(
-                        "CPUs allowed",
-                        format_cpulist(p.get("cpus_allowed") or []),
-                        source=f"/proc/{p.get('pid')}/status",
-                    )
-                ],
+                evidence=[_cpus_evidence(p)],
                 subject=_subject(p),
                 verify=_verify_for(p),
             )
@@ -325,11 +317,7 @@ def io_process_remote(obs: Observations) -> Iterator[Finding]:
             yield io_process_remote.finding(
                 f"{_subject(p)} is bound to node(s) {p.get('cpu_nodes')} away from its device(s) {devs}.",
                 evidence=[
-                    Evidence(
-                        "CPUs allowed",
-                        format_cpulist(p.get("cpus_allowed") or []),
-                        source=f"/proc/{p.get('pid')}/status",
-                    ),
+                    _cpus_evidence(p),
                     Evidence(
                         "device node(s)",
                         sorted({*(p.get("gpu_nodes") or []), *(p.get("nic_nodes") or [])} - {None}),
