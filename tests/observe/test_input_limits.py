@@ -78,7 +78,6 @@ def test_cli_refuses_with_one_line_and_exit_2():
 @pytest.mark.slow
 def test_one_gib_metrics_file_refused_quickly_with_bounded_memory(tmp_path):
     """1 GiB made by repeating the real node exporter capture; the default limit refuses it unread."""
-    import resource
     import time
 
     chunk = NODE.read_bytes()
@@ -87,14 +86,31 @@ def test_one_gib_metrics_file_refused_quickly_with_bounded_memory(tmp_path):
         for _ in range((1 << 30) // len(chunk) + 1):
             f.write(chunk)
     assert big.stat().st_size > 1 << 30
+    # Run the CLI under a fresh python whose RUSAGE_CHILDREN covers only that one child (the test
+    # process's own children maximum includes every earlier test's subprocesses).
+    probe = (
+        "import os, resource, subprocess, sys, json\n"
+        "env = dict(os.environ); env[sys.argv[2]] = ''\n"
+        "p = subprocess.run([sys.executable, '-m', 'clusterdoctor.cli.main', 'diagnose', sys.argv[1]],"
+        " capture_output=True, text=True, env=env)\n"
+        "print(json.dumps({'code': p.returncode, 'err': p.stderr,"
+        " 'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n"
+    )
+    import json
+    import subprocess
+    import sys
+
     t0 = time.monotonic()
-    r = run_cli("diagnose", str(big), env={MAX_INPUT_ENV: ""})
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(big), MAX_INPUT_ENV], capture_output=True, text=True
+    )
     took = time.monotonic() - t0
     big.unlink()
-    assert r.code == 2 and "Traceback" not in r.err
-    assert f"{big}: file is 1 GiB, larger than the input limit of 256 MiB" in r.err
+    res = json.loads(out.stdout)
+    assert res["code"] == 2 and "Traceback" not in res["err"]
+    assert f"{big}: file is 1 GiB, larger than the input limit of 256 MiB" in res["err"]
     assert took < 30
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    peak_kib = res["rss"]
     assert peak_kib < 400 * 1024  # the child never read the file
 
 
