@@ -261,3 +261,58 @@ def test_cuda_sync_on_a_stream_is_gpu_activity(tmp_path: Path) -> None:
     assert [t.gpu_event(i)[0] for i in range(t.n_gpu_events)] == ["Stream Sync"]
     assert kernel_type("Stream Sync") == "OTHER"
     assert t.skipped["device-wide cuda_sync events"] == 1
+
+
+def _rewrite_events(src: Path, dst: Path, change) -> None:
+    """Write ``src``'s trace again with ``change(event)`` applied, one ``json.dumps`` per event: the
+    top-level keys keep the file's (Kineto's) order and spacing, so the bulk scanner still reads it."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc.pop("traceEvents")
+    head = json.dumps(doc)[:-1]
+    body = ",\n".join(json.dumps(change(e)) for e in events)
+    dst.write_text(head + ', "traceEvents": [\n' + body + "\n]}\n")
+
+
+@pytest.mark.parametrize("layout", ["correlation_first", "key_between"])
+def test_gpu_args_in_other_orders_read_the_same(tmp_path: Path, layout: str) -> None:
+    """Kineto writes "stream" then "correlation"; other orders take the generic path, same result."""
+    path = shared_fixture(TRACE_B)
+
+    def change(e: dict) -> dict:
+        args = e.get("args")
+        if e.get("cat") not in GPU_CATS or not isinstance(args, dict) or "stream" not in args:
+            return e
+        rest = {k: v for k, v in args.items() if k not in ("stream", "correlation")}
+        if layout == "correlation_first":
+            new = {"correlation": args.get("correlation", -1), **rest, "stream": args["stream"]}
+        else:
+            new = {"stream": args["stream"], "queued": 0, "correlation": args.get("correlation", -1), **rest}
+        return dict(e, args=new)
+
+    _rewrite_events(path, tmp_path / "t.json", change)
+    t = load_kineto(tmp_path / "t.json")
+    ref = load_kineto(path)
+    assert _kept(t) == _kept(ref) == _reference(json.loads(gzip.decompress(path.read_bytes())))
+    assert t.skipped == ref.skipped and t.coll_meta == ref.coll_meta
+
+
+def test_cpu_operators_kept_only_without_gpu_activity() -> None:
+    """CPU operator intervals serve CPU-only traces: all of them there (checked against json.load),
+    none in a GPU trace whose CPU operators come before its kernels (TRACE_B has no deviceProperties)."""
+    for plain in sorted(GLOO_PLAIN.glob("rank*.json")):
+        ev = json.loads(plain.read_text())["traceEvents"]
+        want = sorted(
+            float(e["ts"])
+            for e in ev
+            if e.get("ph") == "X"
+            and e.get("cat") == "cpu_op"
+            and e["name"] != "record_param_comms"
+            and not e["name"].startswith("ProfilerStep")
+        )
+        assert want and sorted(load_kineto(plain).cpu_ts) == want
+    t = load_kineto(shared_fixture(TRACE_B))
+    assert t.has_gpu and len(t.cpu_ts) == 0
+    doc = json.loads(gzip.decompress(shared_fixture(TRACE_B).read_bytes()))
+    assert "deviceProperties" not in doc
+    first_gpu = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("cat") in GPU_CATS)
+    assert any(e.get("cat") == "cpu_op" for e in doc["traceEvents"][:first_gpu])

@@ -213,7 +213,26 @@ def _combo_name(mask: int) -> str:
     return " overlapping ".join(names)
 
 
-SMALL_TRACE_EVENTS = 5_000  # below this, plain lists beat importing numpy (~40 ms)
+# Plain lists cost about 2 µs per GPU event (a CPU operator interval: about a tenth of that) and
+# numpy about 0.4 µs, but importing numpy costs about 45 ms: numpy pays off from about 20,000 GPU
+# events in all (one large trace or many ranks), and once imported, from 5,000 in a trace.
+SMALL_TRACE_EVENTS = 5_000
+NUMPY_IMPORT_EVENTS = 20_000
+CPU_EVENT_WEIGHT = 0.1
+
+
+def _list_cost(trace: KinetoTrace) -> float:
+    """The work of the plain-list breakdown of ``trace``, in GPU events."""
+    return max(len(trace.ts), CPU_EVENT_WEIGHT * len(trace.cpu_ts))
+
+
+def _vectorize(cost: float, total: float) -> bool:
+    """Whether numpy beats plain lists for a trace of ``cost`` among traces of ``total`` (in GPU events)."""
+    import sys
+
+    if cost <= SMALL_TRACE_EVENTS:
+        return False
+    return total > NUMPY_IMPORT_EVENTS or "numpy" in sys.modules
 
 
 def rank_breakdown(
@@ -224,7 +243,7 @@ def rank_breakdown(
     ``vectorized`` picks numpy (large traces) or plain lists (small ones); both give the same result.
     """
     if vectorized is None:
-        vectorized = max(len(trace.ts), len(trace.cpu_ts)) > SMALL_TRACE_EVENTS
+        vectorized = _vectorize(_list_cost(trace), _list_cost(trace))
     if not vectorized:
         return _breakdown_lists(trace, timeline_points)
     if not trace.has_gpu:
@@ -394,14 +413,13 @@ def _breakdown_lists(trace: KinetoTrace, timeline_points: int) -> RankBreakdown:
     rb = RankBreakdown(trace.rank, trace.path, "gpu" if gpu else "cpu")
     per: dict[int, list[tuple[float, float]]] = {0: [], 1: [], 2: [], 4: []}
     launch: dict[int, float] = {}
-    kept_corr: list[int] = []
     if gpu:
         bits = [_TYPE_BITS.get(k, 0) for k in trace.kinds]
         idx: Iterable[int] = range(len(trace.ts))
         if len({s for s, _, _ in trace.steps}) >= 2:
             last_start = max(st for _, st, _ in trace.steps)
             allowed = {c for c, t in zip(trace.launch_corr, trace.launch_ts) if t < last_start}
-            idx = [i for i in idx if trace.corr[i] >= 0 and trace.corr[i] in allowed]
+            idx = [i for i, c in enumerate(trace.corr) if c >= 0 and c in allowed]
             rb.events_dropped_last_step = len(trace.ts) - len(idx)
             rb.notes.append(
                 f"{rb.events_dropped_last_step} GPU events launched in the last (incomplete) ProfilerStep "
@@ -409,11 +427,15 @@ def _breakdown_lists(trace: KinetoTrace, timeline_points: int) -> RankBreakdown:
             )
         elif not trace.steps:
             rb.notes.append("no ProfilerStep annotations: the whole trace is one window")
-        ts, dur, nid, corr = trace.ts, trace.dur, trace.name_id, trace.corr
-        for i in idx:
-            s = ts[i]
-            per[bits[nid[i]]].append((s, s + dur[i]))
-            kept_corr.append(corr[i])
+        ts, dur, nid = trace.ts, trace.dur, trace.name_id
+        lists = [per[b] for b in bits]  # the interval list of each name id's kernel type
+        if isinstance(idx, range):
+            for s, d, n in zip(ts, dur, nid):
+                lists[n].append((s, s + d))
+        else:
+            for i in idx:
+                s = ts[i]
+                lists[nid[i]].append((s, s + dur[i]))
         rb.events_used = sum(len(v) for v in per.values())
         if trace.steps:
             launch = dict(zip(trace.launch_corr, trace.launch_ts))
@@ -469,17 +491,17 @@ def _steps_lists(
     windows = trace.steps  # sorted by step number; ProfilerSteps follow each other in time
     starts = [st for _, st, _ in windows]
     kept = {iv for v in per.values() for iv in v}
-    for i in range(len(trace.ts)):
-        lt = launch.get(trace.corr[i])
+    launch_get, bisect_right = launch.get, bisect.bisect_right
+    for s, d, c, n in zip(trace.ts, trace.dur, trace.corr, trace.name_id):
+        lt = launch_get(c)
         if lt is None:
             continue
-        s = trace.ts[i]
-        iv = (s, s + trace.dur[i])
+        iv = (s, s + d)
         if iv not in kept:
             continue
-        j = bisect.bisect_right(starts, lt) - 1
+        j = bisect_right(starts, lt) - 1
         if j >= 0 and lt < windows[j][2]:
-            by_step.setdefault(windows[j][0], {0: [], 1: [], 2: [], 4: []})[bits[trace.name_id[i]]].append(iv)
+            by_step.setdefault(windows[j][0], {0: [], 1: [], 2: [], 4: []})[bits[n]].append(iv)
     out = []
     for num, _st, _en in windows:
         d = by_step.get(num)
@@ -810,7 +832,8 @@ def hangs_from_nccl_logs(logs: Iterable[NcclLog]) -> list[Hang]:
     for (gid, opc), per in sorted(recs.items()):
         vals = set(per.values())
         if len(per) > 1 and len(vals) > 1:
-            common = max(vals, key=lambda v: sum(1 for x in per.values() if x == v))
+            in_rank_order = [per[r] for r in sorted(per)]  # a tie goes to the lowest rank's value
+            common = max(in_rank_order, key=in_rank_order.count)
             odd = tuple(sorted(r for r, v in per.items() if v != common))
             detail = "; ".join(
                 f"rank {r}: {v[0]} count {v[1]} datatype {v[2]}" for r, v in sorted(per.items())
@@ -883,6 +906,9 @@ def _watchdog_hangs(log: NcclLog) -> list[Hang]:
 
 def hangs_from_flight_recorder(items: Iterable[FrDump | FrTraceReport]) -> list[Hang]:
     """Missing ranks and mismatches across Flight Recorder dumps of several ranks, and torchfrtrace reports."""
+    items = list(items)
+    if not items:
+        return []  # without importing the Flight Recorder parser
     from clusterdoctor.observe.flight_recorder import FrTraceReport
 
     out: list[Hang] = []
@@ -1000,8 +1026,10 @@ def _fr_cross_rank(dumps: list[FrDump]) -> list[Hang]:
 
 
 def _odd_ranks(per: dict[int, Any]) -> tuple[int, ...]:
-    vals = list(per.values())
-    common = max(set(vals), key=vals.count)
+    """The ranks whose value differs from the most common one (a tie goes to the lowest rank's value,
+    so that the result does not depend on set order, which varies between runs)."""
+    vals = [per[r] for r in sorted(per)]
+    common = max(vals, key=vals.count)
     return tuple(sorted(r for r, v in per.items() if v != common))
 
 
@@ -1073,8 +1101,9 @@ def analyze_comm(
     a = CommAnalysis()
     per_rank: dict[int, list[CollectiveCall]] = {}
     seen: set[int] = set()
+    total = sum(_list_cost(t) for t in traces)
     for i, t in enumerate(sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path))):
-        rb = rank_breakdown(t)
+        rb = rank_breakdown(t, vectorized=_vectorize(_list_cost(t), total))
         rank = t.rank if t.rank is not None else -(i + 1)
         if rank in seen:
             rank = -(i + 1)

@@ -9,6 +9,7 @@ Plain lists of tuples keep it dependency-free; one sort plus linear sweeps.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 Interval = tuple[float, float]
@@ -20,7 +21,8 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
     Intervals that touch (``a.end == b.start``) are merged, as HTA's ``merge_kernel_intervals``
     does (a kernel starting exactly when the previous ends leaves no idle gap).
     """
-    items = sorted((s, e) for s, e in intervals if e > s)
+    items = [iv for iv in intervals if iv[1] > iv[0]]
+    items.sort()
     out: list[Interval] = []
     if not items:
         return out
@@ -181,7 +183,7 @@ def exclusive_lengths_lists(sets: Sequence[Sequence[Interval]]) -> dict[int, flo
             points.append((e, -bit))
     if not points:
         return {}
-    points.sort(key=lambda p: p[0])  # stable, like the numpy version
+    points.sort(key=itemgetter(0))  # stable, like the numpy version
     out: dict[int, float] = {}
     state = 0
     prev = points[0][0]

@@ -76,15 +76,15 @@ _WS_RE = re.compile(r"[ \t\r\n]*")
 _PH = re.compile(r'\{\s*"ph"\s*:\s*"([^"\\]*)"')
 _CAT_NAME = re.compile(r'\s*,\s*"cat"\s*:\s*"([^"\\]*)"\s*,\s*"name"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"')
 _CORRELATION = re.compile(r'"correlation"\s*:\s*(\d+)')
-# After '"ph": "X", "cat": "': the category (group 1), name (2), tid (3), ts (4), dur (5).
+# After '"ph": "X", "cat": "': a category whose args are read next (group 1: GPU activity and
+# launches) or another kept category (2), name (3), tid (4), ts (5), dur (6).
 _X_TAIL = (
-    r'(%s)"\s*,\s*"name"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
+    r'(?:(%s)|(%s))"\s*,\s*"name"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
     r'\s*,\s*"pid"\s*:\s*(?:-?\d+|"[^"\\]*")\s*,\s*"tid"\s*:\s*(-?\d+|"[^"\\]*")'
     r'\s*,\s*"ts"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s*,\s*"dur"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?)'
 )
-_WANTED = (
+_WANTED_ARGS = (
     "kernel|gpu_memcpy|gpu_memset|Kernel|Memcpy|Memset|cuda_sync|cuda_runtime|cuda_driver|Runtime|hip_runtime"
-    "|user_annotation"
 )
 _PH_X_CAT = r'"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"'
 _LITERAL = re.compile(r'\{\s*("ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*")')
@@ -95,15 +95,25 @@ def _scanner(prefix: str | None, with_cpu: bool) -> re.Pattern[str]:
     """The bulk scanner, starting at ``"ph"``. With the exact prefix text the trace uses (say
     ``"ph": "X", "cat": "``) the regex engine can search for a literal, about 4x faster."""
     head = re.escape(prefix) if prefix else _PH_X_CAT
-    cats = _WANTED + (
-        "|cpu_op" if with_cpu else r'|cpu_op(?="\s*,\s*"name"\s*:\s*"(?:record_param_comms|ProfilerStep))'
+    other = "user_annotation|" + (
+        "cpu_op" if with_cpu else r'cpu_op(?="\s*,\s*"name"\s*:\s*"(?:record_param_comms|ProfilerStep))'
     )
-    return re.compile(head + _X_TAIL % cats)
+    return re.compile(head + _X_TAIL % (_WANTED_ARGS, other))
 
 
 _ARGS_FLAT = re.compile(r'\s*,\s*"args"\s*:\s*\{([^{}]*)\}')
+# A plain GPU event's flat args in Kineto's layout: "stream" (1) directly followed by "correlation" (2),
+# neither key earlier. One match instead of _ARGS_FLAT + _STREAM + _CORRELATION (the fallback).
+_KERNEL_ARGS = re.compile(
+    r'\s*,\s*"args"\s*:\s*\{[^{}"]*(?:"(?!stream"|correlation")[^{}"]*)*'
+    r'"stream"\s*:\s*(-?\d+)\s*,\s*"correlation"\s*:\s*(\d+)[^{}]*\}'
+)
 _STREAM = re.compile(r'"stream"\s*:\s*(-?\d+)')
-_RUNTIME_CORR = re.compile(r'\s*,\s*"args"\s*:\s*\{[^{}]*?"correlation"\s*:\s*(\d+)')
+# A launch's correlation: its flat args up to the first "correlation" key (greedy, about 1.5x faster
+# than a lazy [^{}]*? scan).
+_RUNTIME_CORR = re.compile(
+    r'\s*,\s*"args"\s*:\s*\{[^{}"]*(?:"(?!correlation")[^{}"]*)*"correlation"\s*:\s*(\d+)'
+)
 _PRELUDE_EVENTS = 64  # decoded generically first, to check the trace uses the layout the scanner knows
 _SEP = re.compile(r"[ \t\r\n,]*")
 _NEXT_EVENT = re.compile(r'\{\s*"ph"\s*:')
@@ -574,55 +584,89 @@ def _scan(buf: str, start: int, end: int, b: _Builder) -> None:
     kept = 0
     runtime_corr = _RUNTIME_CORR.match
     args_flat = _ARGS_FLAT.match
+    kernel_args = _KERNEL_ARGS.match
     stream_search = _STREAM.search
     corr_search = _CORRELATION.search
     kinds = trace.kinds
+    name_ids = b.name_ids
+    ts_append, dur_append = trace.ts.append, trace.dur.append
+    stream_append, corr_append, nid_append = trace.stream.append, trace.corr.append, trace.name_id.append
+    launch_corr_append, launch_ts_append = trace.launch_corr.append, trace.launch_ts.append
+    gpu_ts = trace.ts
     # CPU operator intervals only serve CPU-only traces; a trace that lists GPUs in deviceProperties
     # (written before traceEvents) or already showed GPU activity does not need them.
-    with_cpu = not (trace.has_gpu or trace.meta.get("devices"))
+    with_cpu = not (gpu_ts or trace.meta.get("devices"))
+    cpu_tid_append, cpu_ts_append, cpu_dur_append = (
+        trace.cpu_tid.append,
+        trace.cpu_ts.append,
+        trace.cpu_dur.append,
+    )
     rx = _scanner(b.literal or None, with_cpu)
     for m in rx.finditer(buf, start, end):
-        cat = m.group(1)
-        if cat in GPU_CATS:
-            # Plain kernels/memcpy/memset: ts, dur, stream and correlation are all a regex away.
-            # NCCL kernels carry collective metadata: those are decoded in full below.
-            a = args_flat(buf, m.end())
-            name = m.group(2)
-            if a is not None and "\\" not in name:
-                bs, be = a.span(1)
-                st_m = stream_search(buf, bs, be)
-                nid = b.name_id(name)
-                if st_m is not None and cat == "cuda_sync" and st_m.group(1).startswith("-"):
-                    b.skip("device-wide cuda_sync events")
+        cat, other, name, tid, ts, dur_s = m.groups()
+        if cat is not None:
+            if cat in LAUNCH_CATS:
+                c = runtime_corr(buf, m.end())
+                if c is not None:
+                    launch_corr_append(int(c.group(1)))
+                    launch_ts_append(float(ts))
+                    kept += 1
                     continue
-                if st_m is not None and kinds[nid] != COMM:
-                    dur = float(m.group(5))
-                    if 0 <= dur <= MAX_EVENT_DURATION_US:
-                        co = corr_search(buf, bs, be)
-                        trace.ts.append(float(m.group(4)))
-                        trace.dur.append(dur)
-                        trace.stream.append(int(st_m.group(1)))
-                        trace.corr.append(int(co.group(1)) if co is not None else -1)
-                        trace.name_id.append(nid)
-                        kept += 1
-                    else:
-                        b.skip("events with corrupt duration")
-                    continue
-        elif cat in LAUNCH_CATS:
-            c = runtime_corr(buf, m.end())
-            if c is not None:
-                trace.launch_corr.append(int(c.group(1)))
-                trace.launch_ts.append(float(m.group(4)))
-                kept += 1
-                continue
-        elif cat == "cpu_op":
-            name = m.group(2)
+            else:
+                # Plain kernels/memcpy/memset: ts, dur, stream and correlation are all a regex away.
+                # NCCL kernels carry collective metadata: those are decoded in full below.
+                ka = kernel_args(buf, m.end())
+                if ka is not None and "\\" not in name:
+                    stream_s, corr_s = ka.groups()
+                    nid = name_ids.get(name)
+                    if nid is None:
+                        nid = b.name_id(name)
+                    if cat == "cuda_sync" and stream_s[0] == "-":
+                        b.skip("device-wide cuda_sync events")
+                        continue
+                    if kinds[nid] != COMM:
+                        dur = float(dur_s)
+                        if 0 <= dur <= MAX_EVENT_DURATION_US:
+                            ts_append(float(ts))
+                            dur_append(dur)
+                            stream_append(int(stream_s))
+                            corr_append(int(corr_s))
+                            nid_append(nid)
+                            kept += 1
+                        else:
+                            b.skip("events with corrupt duration")
+                        continue
+                a = None if ka is not None else args_flat(buf, m.end())
+                if a is not None and "\\" not in name:
+                    bs, be = a.span(1)
+                    st_m = stream_search(buf, bs, be)
+                    nid = name_ids.get(name)
+                    if nid is None:
+                        nid = b.name_id(name)
+                    if st_m is not None and cat == "cuda_sync" and st_m.group(1).startswith("-"):
+                        b.skip("device-wide cuda_sync events")
+                        continue
+                    if st_m is not None and kinds[nid] != COMM:
+                        dur = float(dur_s)
+                        if 0 <= dur <= MAX_EVENT_DURATION_US:
+                            co = corr_search(buf, bs, be)
+                            ts_append(float(ts))
+                            dur_append(dur)
+                            stream_append(int(st_m.group(1)))
+                            corr_append(int(co.group(1)) if co is not None else -1)
+                            nid_append(nid)
+                            kept += 1
+                        else:
+                            b.skip("events with corrupt duration")
+                        continue
+        elif other == "cpu_op":
             if name != "record_param_comms" and not name.startswith("ProfilerStep"):
-                if with_cpu and not trace.has_gpu:
-                    dur = float(m.group(5))
-                    tid = m.group(3)
+                if with_cpu and not gpu_ts:
+                    dur = float(dur_s)
                     if 0 <= dur <= MAX_EVENT_DURATION_US:
-                        b.cpu_interval(int(tid) if tid[0] != '"' else -1, float(m.group(4)), dur)
+                        cpu_tid_append(int(tid) if tid[0] != '"' else -1)
+                        cpu_ts_append(float(ts))
+                        cpu_dur_append(dur)
                         kept += 1
                 continue
         j = buf.rfind("{", start, m.start())
