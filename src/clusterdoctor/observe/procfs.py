@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,61 +284,72 @@ def _parse_slow(text: str, path: str | None) -> NumaMaps:
     return out
 
 
-def _parse_fast(text: str, path: str | None) -> NumaMaps:
-    """The common case at a fraction of the per-line cost.
+# The fast path's whole-text scans. Each starts with a literal ("\n", " N") that the regex engine
+# jumps between, so none is a Python loop per line.
+# Every newline: "" where the next line is "<hex address> default..." (or at the end), else the
+# next line itself ("\n" for a blank one, which _add_line rejects: the slow path then skips it).
+_LINE_START_RE = re.compile(r"\n(?:[0-9a-f]+ default(?=[ \n])|([^\n]+|\n?))")
+_DEFAULT_LINE_START_RE = re.compile(r"[0-9a-f]+ default[ \n]")  # the first line (no newline before)
+_NOT_DEFAULT_LINE_RE = re.compile(r"\n(?![0-9a-f]+ default[ \n]|\Z)")
+# Every " N": the N<node>=<pages> run ending a 4 kB line (without its first "N"), or "" for any
+# other N item (a hugetlb line's run, a malformed or misplaced item) that only the line parser judges.
+_N_RUN_RE = re.compile(r" N(?:([0-9]+=[0-9]+(?: N[0-9]+=[0-9]+)*) kernelpagesize_kB=4\n)?")
+# A page size other than "kernelpagesize_kB=4" ending its line (hugetlb VMAs, or garbage).
+_ODD_PAGE_RE = re.compile(r"kernelpagesize_kB=(?!4\n)")
 
-    ``default``-policy lines with 4 kB pages are not split: their tail (``N0=5 N1=2
-    kernelpagesize_kB=4``) is counted in a dict and each distinct tail parsed once. Other lines go
-    through :func:`_add_line`. Anything unexpected raises :class:`_Fallback` (or InputError) and the
-    caller re-parses with :func:`_parse_slow`, which reports the exact problem.
+
+def _parse_fast(text: str, path: str | None) -> NumaMaps:
+    """The common case in a few whole-text scans at C speed, with no Python loop per line.
+
+    ``default``-policy lines with 4 kB pages are never visited one by one: one scan checks every
+    line start, counts the lines and returns the other lines (another policy, or not numa_maps);
+    one collects the ``N0=5 N1=2`` run before each ``kernelpagesize_kB=4`` into a Counter, whose
+    distinct runs are parsed once. Lines with another page size are located by one more scan, run
+    only when the page-size count says they exist. Those lines go through :func:`_add_line`, in
+    file order. Every ``N`` item must be in a counted run or in such a line. Anything unexpected
+    raises :class:`_Fallback` (or InputError) and the caller re-parses with :func:`_parse_slow`,
+    which reports the exact problem.
     """
+    if not text:
+        return NumaMaps()
+    if text[-1] != "\n":
+        raise _Fallback()  # maybe cut short: let the slow path judge
+    after_newline = _LINE_START_RE.findall(text)  # one per newline, the last one ""
+    runs = Counter(_N_RUN_RE.findall(text))
+    stray = runs.pop("", 0)
+    unusual: list[str]  # the lines for _add_line, in file order
+    if text.count("kernelpagesize_kB=") == runs.total():  # every page size is a 4 kB run's
+        unusual = list(filter(None, after_newline))
+        if _DEFAULT_LINE_START_RE.match(text) is None:
+            unusual.insert(0, text[: text.index("\n")])
+    else:  # some line has another page size: locate both kinds by offset, merge in file order
+        offsets = {m.start() + 1: None for m in _NOT_DEFAULT_LINE_RE.finditer(text)}
+        offsets.update((text.rfind("\n", 0, m.start()) + 1, None) for m in _ODD_PAGE_RE.finditer(text))
+        if _DEFAULT_LINE_START_RE.match(text) is None:
+            offsets[0] = None
+        unusual = [text[i : text.index("\n", i)] for i in sorted(offsets)]
     out = NumaMaps()
-    tails: dict[str, int] = {}
-    count = 0
-    saw_default = False
-    lines = text.split("\n")
-    if lines[-1]:
-        raise _Fallback()  # no final newline: maybe cut short; let the slow path judge
-    for i, line in enumerate(lines):
-        if not line:
-            continue
-        count += 1
-        sp = line.find(" ")
-        if sp <= 0 or line[:sp].strip(_HEX):
-            raise _Fallback()
-        if line.startswith(" default", sp) and (len(line) == sp + 8 or line[sp + 8] == " "):
-            saw_default = True
-            p = line.rfind(" N")
-            if p < 0:
-                continue  # no resident pages
-            while True:  # extend over preceding N<node>= items (several nodes)
-                q = line.rfind(" ", 0, p)
-                if line.startswith(" N", q) and line[q + 2 : q + 3].isdigit() and q > sp:
-                    p = q
-                else:
-                    break
-            tail = line[p + 1 :]
-            if tail.endswith(" kernelpagesize_kB=4"):
-                tails[tail] = tails.get(tail, 0) + 1
-                continue
-        _add_line(out, line, i + 1, path, False)
+    for line in unusual:
+        _add_line(out, line, 0, path, False)  # a blank line raises here: the slow path skips it
+        for run in _N_RUN_RE.findall(line + "\n"):  # its N items are accounted for already
+            if run:
+                runs[run] -= 1
+            else:
+                stray -= 1
+    if stray:
+        raise _Fallback()  # an N item outside the runs of 4 kB lines: the line parser decides
     by_node = out.bytes_by_node
     default_bytes = 0
-    for tail, n in tails.items():
-        items = tail.split(" ")
-        if items[-1] != "kernelpagesize_kB=4":
-            raise _Fallback()
-        for tok in items[:-1]:
-            node_s, eq, pages_s = tok[1:].partition("=")
-            if tok[:1] != "N" or not eq or not (node_s.isdigit() and pages_s.isdigit() and tok.isascii()):
-                raise _Fallback()
-            nbytes = int(pages_s) * 4096 * n
+    for run, n in runs.items():
+        for item in run.split(" N"):
+            node_s, _, pages_s = item.partition("=")
             node = int(node_s)
+            nbytes = int(pages_s) * 4096 * n
             by_node[node] = by_node.get(node, 0) + nbytes
             default_bytes += nbytes
-    if saw_default:
+    out.vma_count = len(after_newline)  # the text ends in a newline: lines = newlines
+    if out.vma_count > len(unusual):  # some default lines were not visited one by one
         out.policy_bytes["default"] = out.policy_bytes.get("default", 0) + default_bytes
-    out.vma_count = count
     return out
 
 
