@@ -67,25 +67,14 @@ def audit_processes(
         chosen = procfs.find_pids(match, proc_root)
     else:
         chosen = procfs.list_pids(proc_root)
-    infos = [procfs.collect_process(pid, proc_root) for pid in chosen]
-    results = (
-        placement.audit(infos, topo, sysfs_root=sysfs_root)
-        if _accepts_sysfs(placement.audit)
-        else placement.audit(infos, topo)
-    )
-    out = [r.as_dict() for r in results]
+    from clusterdoctor.observe.nvml import gpu_uuids
+
+    # sysfs_root maps uverbs fds to HCAs; NVML (when present) adds the GPUs each pid really uses
+    infos = procfs.collect_processes(chosen, proc_root, sysfs_root=sysfs_root)
+    out = [r.as_dict() for r in placement.audit(infos, topo, gpu_uuids=gpu_uuids() or None)]
     if not pids and not match:
         out = [p for p in out if p.get("gpus") or p.get("nics")]
     return out
-
-
-def _accepts_sysfs(fn: Any) -> bool:
-    import inspect
-
-    try:
-        return "sysfs_root" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def new_observations() -> Observations:
