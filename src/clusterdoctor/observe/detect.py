@@ -91,22 +91,12 @@ def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
 
 
 def _load_sysfs_tarball(p: Path) -> dict[str, Any]:
-    import shutil
-    import tempfile
+    from clusterdoctor.topology.build import extracted_sysfs
 
-    from clusterdoctor.observe.sysfs import find_sysfs_root
-    from clusterdoctor.topology.build import safe_extract
-
-    tmp = Path(tempfile.mkdtemp(prefix="clusterdoctor-sysfs-"))
-    try:
-        warnings = safe_extract(p, tmp)
-        if find_sysfs_root(tmp) is None:
-            raise InputError("tar archive holds no sys/devices/system tree (not a sysfs snapshot)", str(p))
-        out = _load_sysfs_tree(tmp, str(p), "sysfs-tarball")
-        out["topology"].warnings.extend(warnings)
-        return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with extracted_sysfs(p) as (root, warnings):
+        out = _load_sysfs_tree(root, str(p), "sysfs-tarball")
+    out["topology"].warnings.extend(warnings)
+    return out
 
 
 def _is_sysfs_dir(p: Path) -> bool:

@@ -7,12 +7,13 @@ layout ``hwloc-gather-topology`` writes).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from clusterdoctor.errors import InputError
@@ -135,22 +136,34 @@ def parse_topology_bytes(data: bytes, path: str | None = None) -> Topology:
         raise (e.with_path(path) if path else e) from None
 
 
-def _load_tarball(p: Path) -> Topology:
+@contextlib.contextmanager
+def extracted_sysfs(archive: Path) -> Iterator[tuple[Path, list[str]]]:
+    """Extract a sysfs snapshot tarball safely into a temporary directory; yields (sysfs root,
+    extraction warnings) and removes the directory afterwards."""
+    from clusterdoctor.observe.sysfs import find_sysfs_root
+
     tmp = Path(tempfile.mkdtemp(prefix="clusterdoctor-sysfs-"))
     try:
-        warnings = safe_extract(p, tmp)
-        from clusterdoctor.observe.sysfs import collect_sysfs_topology, find_sysfs_root
-
+        warnings = safe_extract(archive, tmp)
         root = find_sysfs_root(tmp)
         if root is None:
-            raise InputError("tar archive holds no sys/devices/system tree (not a sysfs snapshot)", str(p))
-        topo = collect_sysfs_topology(root)
-        topo.source = str(p)
-        topo.source_kind = "sysfs-tarball"
-        topo.warnings.extend(warnings)
-        return topo
+            raise InputError(
+                "tar archive holds no sys/devices/system tree (not a sysfs snapshot)", str(archive)
+            )
+        yield root, warnings
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_tarball(p: Path) -> Topology:
+    from clusterdoctor.observe.sysfs import collect_sysfs_topology
+
+    with extracted_sysfs(p) as (root, warnings):
+        topo = collect_sysfs_topology(root)
+    topo.source = str(p)
+    topo.source_kind = "sysfs-tarball"
+    topo.warnings.extend(warnings)
+    return topo
 
 
 def load_any(from_file: str | None, sysfs_root: str | None) -> Topology:
