@@ -60,9 +60,13 @@ def test_leader_stall_diagnosed_in_order(tmp_path, logger):
     assert f"leader {leader} lost" in lost.evidence[0].description
     hb = list(etcd_log.etcd_heartbeat_late.fn(obs))
     if not hb:
-        # raft may step the stalled leader down before its heartbeat check runs: then the logs only
-        # show the loss, and no chain may be claimed
-        assert list(etcd_log.control_plane_cascade.fn(obs)) == []
+        # raft may step the stalled leader down before its heartbeat check runs: then no late
+        # heartbeat is logged. A chain may still be claimed from other stall evidence (a slow
+        # fdatasync/apply on a member), but only one whose first stage is a stall that does not
+        # come after the loss.
+        for chain in etcd_log.control_plane_cascade.fn(obs):
+            assert chain.subject == "etcd-stall", chain.summary
+            assert chain.evidence[0].time <= chain.evidence[1].time + 1.0
         return
     assert hb[0].severity == Severity.CRITICAL
     (chain,) = etcd_log.control_plane_cascade.fn(obs)
