@@ -408,9 +408,11 @@ class _Builder:
         return ranked[0][2]
 
     def _distances2_values(self, el: ET.Element) -> tuple[list[str], list[int]]:
+        """``<indexes>`` and the nbobjs x nbobjs values of a ``distances2`` or ``distances2hetero`` element."""
+        what = f"{el.tag} {el.get('name')!r}"
         nb_raw = el.get("nbobjs") or ""
         if not _isnum(nb_raw) or not 0 < int(nb_raw) <= 4096:
-            raise InputError(f"distances2 {el.get('name')!r}: bad nbobjs {nb_raw[:20]!r}", self.path)
+            raise InputError(f"{what}: bad nbobjs {nb_raw[:20]!r}", self.path)
         nb = int(nb_raw)
         idx: list[str] = []
         values: list[int] = []
@@ -420,14 +422,14 @@ class _Builder:
             elif child.tag == "u64values":
                 for tok in (child.text or "").split():
                     if not _isnum(tok) or len(tok) > 20:
-                        raise InputError(f"distances2 {el.get('name')!r}: bad value {tok[:20]!r}", self.path)
+                        raise InputError(f"{what}: bad value {tok[:20]!r}", self.path)
                     values.append(int(tok))
             elif child.tag == "floats":  # hwloc 2.0.x wrote float matrices
                 for tok in (child.text or "").split():
                     values.append(_distance_float(tok, self.path))
         if len(idx) != nb or len(values) != nb * nb:
             raise InputError(
-                f"distances2 {el.get('name')!r}: {len(idx)} indexes and {len(values)} values for nbobjs={nb} "
+                f"{what}: {len(idx)} indexes and {len(values)} values for nbobjs={nb} "
                 "(truncated or inconsistent matrix)",
                 self.path,
             )
@@ -719,25 +721,8 @@ class _Builder:
             name = el.get("name") or ""
             if "NVLink" not in name:
                 continue
-            nb_raw = el.get("nbobjs") or ""
-            if not _isnum(nb_raw) or not 0 < int(nb_raw) <= 4096:
-                raise InputError(f"distances2hetero {name!r}: bad nbobjs {nb_raw[:20]!r}", self.path)
-            nb = int(nb_raw)
-            idx: list[str] = []
-            values: list[int] = []
-            for child in el:
-                if child.tag == "indexes":
-                    idx.extend((child.text or "").split())
-                elif child.tag == "u64values":
-                    for tok in (child.text or "").split():
-                        if not _isnum(tok) or len(tok) > 20:
-                            raise InputError(f"distances2hetero {name!r}: bad value {tok[:20]!r}", self.path)
-                        values.append(int(tok))
-            if len(idx) != nb or len(values) != nb * nb:
-                raise InputError(
-                    f"distances2hetero {name!r}: {len(idx)} indexes and {len(values)} values for nbobjs={nb}",
-                    self.path,
-                )
+            idx, values = self._distances2_values(el)
+            nb = len(idx)
             names: list[str | None] = []
             for tok in idx:
                 _t, _, gp = tok.partition(":")
