@@ -19,8 +19,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusterdoctor.observe.prom_text import MetricSet, parse_prom_text
-from clusterdoctor.testing import fixture_path
+from clusterdoctor.observe.prom_text import parse_prom_text
+from clusterdoctor.testing import comparable_samples, fixture_path, prom_client_samples
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 5.0  # issue 3, "Speed": at least 5x prometheus_client's text parser on every file
@@ -30,27 +30,6 @@ DEFAULT_FILES = (
     ("data", "tests/data/ctrl/node_exporter_1.5.0_metrics.prom"),
     ("data", "tests/data/ctrl/prometheus_2.42.0_federate_all.prom"),
 )
-
-
-def reference_samples(text: str) -> list[tuple]:
-    """prometheus_client's samples as comparable tuples."""
-    out = []
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            v = "NaN" if s.value != s.value else float(s.value)
-            out.append((s.name, tuple(sorted(s.labels.items())), v, s.timestamp))
-    return out
-
-
-def our_samples(ms: MetricSet) -> list[tuple]:
-    """Our samples, with prometheus_client's renaming of counters that lack ``_total``."""
-    out = []
-    for name, labels, v, t in ms.normalized():
-        fam = ms.family_of(name)
-        if fam is not None and fam.type == "counter" and fam.name == name and not name.endswith("_total"):
-            name += "_total"
-        out.append((name, labels, v, t))
-    return out
 
 
 def best_of(fn, repeat: int) -> float:
@@ -89,7 +68,7 @@ def main() -> int:
     for p in files(a.files):
         text = p.read_text(encoding="utf-8")
         ms = parse_prom_text(text, str(p))
-        if our_samples(ms) != reference_samples(text):
+        if comparable_samples(ms) != prom_client_samples(text):
             print(f"{p.name}: samples differ from prometheus_client", file=sys.stderr)
             return 1
         n_samples = len(ms.samples)

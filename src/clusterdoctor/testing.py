@@ -35,3 +35,28 @@ def fixture_path(relpath: str) -> Path | None:
         return None
     p = root / relpath
     return p if p.exists() else None
+
+
+def prom_client_samples(text: str) -> list[tuple]:
+    """prometheus_client's parse of an exposition as comparable ``(name, labels, value, ts)`` tuples
+    (the reference our parser is checked against in tests and bench/prom_parse.py)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            v = "NaN" if s.value != s.value else float(s.value)
+            out.append((s.name, tuple(sorted(s.labels.items())), v, s.timestamp))
+    return out
+
+
+def comparable_samples(ms: object) -> list[tuple]:
+    """Our MetricSet as the same tuples, with prometheus_client's renaming of counters that lack
+    ``_total`` (it appends the suffix to their samples)."""
+    out = []
+    for name, labels, v, t in ms.normalized():  # type: ignore[attr-defined]
+        fam = ms.family_of(name)  # type: ignore[attr-defined]
+        if fam is not None and fam.type == "counter" and fam.name == name and not name.endswith("_total"):
+            name += "_total"
+        out.append((name, labels, v, t))
+    return out

@@ -7,7 +7,6 @@ import time
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from clusterdoctor.analyze.metric_window import MetricWindow, metric_events, observations_from_metrics
 from clusterdoctor.model import Severity
@@ -16,29 +15,10 @@ from clusterdoctor.observe.prom_api import PromClient, collect_for_rules
 from clusterdoctor.observe.prom_text import parse_prom_text
 from clusterdoctor.observe.scrape import scrape_once, scrape_window
 from clusterdoctor.rules.registry import Observations, run_rules
+from clusterdoctor.testing import comparable_samples, prom_client_samples
 from tests.live.conftest import ETCDCTL, Services, need, start_etcd_cluster
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
-
-
-def _reference(text: str) -> list[tuple]:
-    out = []
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            v = "NaN" if s.value != s.value else float(s.value)
-            out.append((s.name, tuple(sorted(s.labels.items())), v, s.timestamp))
-    return out
-
-
-def _ours(text: str) -> list[tuple]:
-    ms = parse_prom_text(text)
-    out = []
-    for name, labels, v, t in ms.normalized():
-        fam = ms.family_of(name)
-        if fam is not None and fam.type == "counter" and fam.name == name and not name.endswith("_total"):
-            name += "_total"
-        out.append((name, labels, v, t))
-    return out
 
 
 def test_live_scrapes_parse_like_prometheus_client(stack):
@@ -49,7 +29,7 @@ def test_live_scrapes_parse_like_prometheus_client(stack):
     ]
     for url in urls:
         text = urllib.request.urlopen(url, timeout=5).read().decode()
-        assert _ours(text) == _reference(text), url
+        assert comparable_samples(parse_prom_text(text)) == prom_client_samples(text), url
 
 
 def test_live_query_and_query_range(stack):

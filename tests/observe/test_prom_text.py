@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client.exposition import generate_latest as text_latest
 from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
-from prometheus_client.parser import text_string_to_metric_families
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.prom_text import MetricSet, parse_prom_text, sniff_prom_text
+from clusterdoctor.testing import comparable_samples, prom_client_samples
 from tests.conftest import TEST_DATA, shared_fixture
 
 SCHED = "ctrl/kube-scheduler_v1.35.0_minikube_metrics.prom"
@@ -28,26 +28,6 @@ CAPTURED = [
 ]
 
 
-def reference(text: str) -> list[tuple]:
-    out = []
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            v = "NaN" if s.value != s.value else float(s.value)
-            out.append((s.name, tuple(sorted(s.labels.items())), v, s.timestamp))
-    return out
-
-
-def ours(ms: MetricSet) -> list[tuple]:
-    # prometheus_client appends _total to samples of counters whose name lacks it
-    out = []
-    for name, labels, v, t in ms.normalized():
-        fam = ms.family_of(name)
-        if fam is not None and fam.type == "counter" and fam.name == name and not name.endswith("_total"):
-            name += "_total"
-        out.append((name, labels, v, t))
-    return out
-
-
 def sample_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
 
@@ -58,7 +38,7 @@ def test_fixture_samples_equal_prometheus_client(rel):
     ms = parse_prom_text(text, rel)
     assert ms.warnings == []
     assert len(ms.samples) == len(sample_lines(text))
-    assert ours(ms) == reference(text)
+    assert comparable_samples(ms) == prom_client_samples(text)
 
 
 @pytest.mark.parametrize("name", CAPTURED)
@@ -67,7 +47,7 @@ def test_captured_scrapes_equal_prometheus_client(name):
     ms = parse_prom_text(text.encode(), name)
     assert ms.warnings == []
     assert len(ms.samples) == len(sample_lines(text))
-    assert ours(ms) == reference(text)
+    assert comparable_samples(ms) == prom_client_samples(text)
 
 
 def test_scheduler_dump_values_read_from_file():
@@ -139,7 +119,7 @@ def _registry():
 def test_real_client_text_exposition_with_escapes():
     text = text_latest(_registry()).decode()
     ms = parse_prom_text(text)
-    assert ours(ms) == reference(text)
+    assert comparable_samples(ms) == prom_client_samples(text)
     assert ms.families["req_seconds"].help == 'Latency \\ with "quotes"\nand newline'
     (h,) = [h for h in ms.histograms("req_seconds") if h.labels["path"] == 'a\\b"c\nd']
     assert h.count == 1 and h.buckets[0] == (0.1, 1)
@@ -321,7 +301,7 @@ def test_roundtrip_through_real_client_text_format(rows):
     r = CollectorRegistry()
     r.register(C())
     text = generate_latest(r).decode()
-    assert ours(parse_prom_text(text)) == reference(text)
+    assert comparable_samples(parse_prom_text(text)) == prom_client_samples(text)
 
 
 def _careful(monkeypatch, data, **kw) -> MetricSet:
