@@ -381,6 +381,25 @@ def _parse_ts(tok: str, openmetrics: bool) -> float:
         return v / 1000.0
 
 
+_LNAME_RE = re.compile(_LNAME)
+
+
+def _read_quoted(s: str, i: int, n: int, unterminated: str) -> tuple[str, int]:
+    """The unescaped content of the quoted string starting at ``s[i] == '"'``, and the index after it."""
+    j = i + 1
+    buf = []
+    while j < n and s[j] != '"':
+        if s[j] == "\\" and j + 1 < n:
+            buf.append(_ESC_MAP.get(s[j + 1], "\\" + s[j + 1]))
+            j += 2
+            continue
+        buf.append(s[j])
+        j += 1
+    if j >= n:
+        raise _BadLine(unterminated)
+    return "".join(buf), j + 1
+
+
 def _slow_sample(line: str) -> tuple[str, Labels, str, str | None, str | None]:
     """Character-level parse of a sample line the fast pattern refused.
 
@@ -410,21 +429,9 @@ def _slow_sample(line: str) -> tuple[str, Labels, str, str | None, str | None]:
                 break
             # label name, plain or quoted
             if s[i] == '"':
-                j = i + 1
-                buf = []
-                while j < n and s[j] != '"':
-                    if s[j] == "\\" and j + 1 < n:
-                        buf.append(_ESC_MAP.get(s[j + 1], "\\" + s[j + 1]))
-                        j += 2
-                        continue
-                    buf.append(s[j])
-                    j += 1
-                if j >= n:
-                    raise _BadLine("unterminated quoted name")
-                key = "".join(buf)
-                i = j + 1
+                key, i = _read_quoted(s, i, n, "unterminated quoted name")
             else:
-                lm = re.compile(_LNAME).match(s, i)
+                lm = _LNAME_RE.match(s, i)
                 if not lm:
                     raise _BadLine(f"bad label name at column {i + 1}")
                 key = lm.group(0)
@@ -444,19 +451,8 @@ def _slow_sample(line: str) -> tuple[str, Labels, str, str | None, str | None]:
                     i += 1
                 if i >= n or s[i] != '"':
                     raise _BadLine(f"label value not quoted at column {i + 1}")
-                j = i + 1
-                buf = []
-                while j < n and s[j] != '"':
-                    if s[j] == "\\" and j + 1 < n:
-                        buf.append(_ESC_MAP.get(s[j + 1], "\\" + s[j + 1]))
-                        j += 2
-                        continue
-                    buf.append(s[j])
-                    j += 1
-                if j >= n:
-                    raise _BadLine("unterminated label value")
-                labels.append((key, "".join(buf)))
-                i = j + 1
+                value, i = _read_quoted(s, i, n, "unterminated label value")
+                labels.append((key, value))
             while i < n and s[i] in " \t":
                 i += 1
             if i < n and s[i] == ",":
