@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology  # re-export
+if TYPE_CHECKING:
+    from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology
+
+_TOPOLOGY_TYPES = ("Device", "NumaNode", "PathInfo", "Topology")
+
+
+def __getattr__(name: str) -> Any:
+    """The topology types, re-exported here but imported only when asked for (keeps imports fast)."""
+    if name in _TOPOLOGY_TYPES:
+        from clusterdoctor.topology import model as topology_model
+
+        return getattr(topology_model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Device",

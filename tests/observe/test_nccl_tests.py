@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterdoctor.analyze.busbw import busbw_factor
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.nccl_tests import busbw_factor, load_nccl_tests, parse_nccl_tests, sniff_nccl_tests
+from clusterdoctor.observe.nccl_tests import load_nccl_tests, parse_nccl_tests, sniff_nccl_tests
 from clusterdoctor.testing import fixtures_root
 from tests.conftest import shared_fixture
 

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from clusterdoctor.analyze.busbw import busbw_factor
 from clusterdoctor.analyze.intervals import exclusive_lengths, exclusive_lengths_lists, union, union_arrays
 from clusterdoctor.observe.kineto import COMM, COMM_ANNOTATION_RE, COMPUTE, MEMORY, KinetoTrace
 
@@ -646,8 +647,6 @@ class CollectiveGroup:
         a = self.algbw_gbs()
         if a is None:
             return None
-        from clusterdoctor.observe.nccl_tests import busbw_factor
-
         return a * busbw_factor(self.op, self.group_size or len(self.calls))
 
 

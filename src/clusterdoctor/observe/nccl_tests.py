@@ -42,17 +42,6 @@ _BINARY = re.compile(
     r"\b(?P<name>all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|hypercube|gather|scatter)_perf\b"
 )
 
-# busbw factors (nccl-tests doc/PERFORMANCE.md): algbw * factor = busbw.
-BUSBW_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "sendrecv": lambda n: 1.0,
-}
-
 
 @dataclass
 class Measurement:
@@ -231,11 +220,3 @@ _SNIFF = re.compile(rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf
 
 def sniff_nccl_tests(head: bytes) -> bool:
     return _SNIFF.search(head) is not None
-
-
-def busbw_factor(collective: str, nranks: int) -> float:
-    """nccl-tests' algbw -> busbw factor for ``collective`` over ``nranks`` ranks."""
-    f = BUSBW_FACTOR.get(collective)
-    if f is None or nranks < 1:
-        return 1.0
-    return f(nranks)

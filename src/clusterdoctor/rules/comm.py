@@ -13,7 +13,6 @@ from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
-from clusterdoctor.topology.model import path_rank
 
 register_input("nccl_log", "no NCCL debug log (run with NCCL_DEBUG=INFO and pass the log)")
 register_input("nccl_tests", "no nccl-tests output (all_reduce_perf and friends)")
@@ -303,6 +302,8 @@ def gdr_unused(obs: Observations) -> Iterator[Finding]:
     **Verify**: `lsmod | grep -E 'nvidia_peermem|nv_peer_mem'` and
     `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 1G -e 1G` (channels end in "/GDRDMA").
     """
+    from clusterdoctor.topology.model import path_rank
+
     topo = obs.get("topology")
     for log in _logs(obs):
         no_gdr = [t for t in log.net_transports() if not t.gdr and (t.net or "").lower() != "socket"]
