@@ -316,3 +316,179 @@ def test_cpu_operators_kept_only_without_gpu_activity() -> None:
     assert "deviceProperties" not in doc
     first_gpu = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("cat") in GPU_CATS)
     assert any(e.get("cat") == "cpu_op" for e in doc["traceEvents"][:first_gpu])
+
+
+# -- bulk decoding (kineto_bulk, msgspec) against event-by-event decoding ----------------------------
+
+
+def _state(t) -> dict:
+    """Everything a trace holds, for comparing two reads of the same file."""
+    return {
+        "gpu": [t.gpu_event(i) for i in range(t.n_gpu_events)],
+        "kinds": list(t.kinds),
+        "coll_meta": t.coll_meta,
+        "launches": list(zip(t.launch_corr, t.launch_ts)),
+        "steps": t.steps,
+        "comm": [(c.name, c.ts, c.dur, c.tid, c.meta) for c in t.comm_records],
+        "cpu": list(zip(t.cpu_ts, t.cpu_dur, t.cpu_tid)),
+        "events_read": t.events_read,
+        "skipped": t.skipped,
+        "truncated": t.truncated,
+        "warnings": t.warnings,
+        "ids": (t.rank, t.world_size, t.backend),
+    }
+
+
+def _real_traces() -> list[Path]:
+    out = sorted(GLOO.glob("*.json.gz")) + sorted(GLOO_PLAIN.glob("*.json"))
+    for rel in (TRACE_A, TRACE_B):
+        try:
+            out.append(shared_fixture(rel))
+        except pytest.skip.Exception:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
+def test_bulk_and_event_by_event_agree_on_real_traces(path: Path, monkeypatch) -> None:
+    data = path.read_bytes()
+    one_by_one = _state(parse_kineto(io.BytesIO(data), "t", bulk=False))
+    assert _state(parse_kineto(io.BytesIO(data), "t")) == one_by_one
+    # Small reads: many runs per file, boundaries everywhere, same result.
+    monkeypatch.setattr("clusterdoctor.observe.kineto._READ", 4096)
+    monkeypatch.setattr("clusterdoctor.observe.kineto._READ_GZ", 1024)
+    assert _state(parse_kineto(io.BytesIO(data), "t")) == one_by_one
+
+
+def test_cpu_operators_of_gpu_traces_are_counted_as_skipped() -> None:
+    """Nothing is skipped silently: a GPU trace's CPU operators are counted, computed here from json.load."""
+    path = shared_fixture(TRACE_A)
+    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    cpu_ops = sum(
+        1
+        for e in ev
+        if e.get("ph") == "X"
+        and e.get("cat") == "cpu_op"
+        and not e["name"].startswith(("ProfilerStep", "record_param_comms", "nccl:", "gloo:"))
+    )
+    flows = sum(1 for e in ev if e.get("ph") in ("s", "f", "t"))
+    t = load_kineto(path)
+    assert len(t.cpu_ts) == 0 and cpu_ops > 10_000
+    assert t.skipped["CPU operators (not used on GPU traces)"] == cpu_ops
+    assert t.skipped["flow events"] == flows
+    assert sum(t.skipped.values()) + t.n_gpu_events + len(t.launch_corr) + len(t.steps) + len(
+        t.comm_records
+    ) == len(ev)
+
+
+_NAMES = [
+    "gemm",
+    "ncclKernel_AllReduce_RING_LL_Sum_float",
+    "ncclDevKernel_AllGather_RING_LL",
+    "Memcpy DtoD (Device -> Device)",
+    "Stream Sync",
+    "ProfilerStep#7",
+    "ProfilerStep#",
+    "record_param_comms",
+    "nccl:all_reduce",
+    "gloo:broadcast",
+    "aten::add",
+    "cudaLaunchKernel",
+    'we"ird\\name \u00e9',
+]
+_CATS = ["kernel", "gpu_memcpy", "cuda_sync", "Kernel", "cuda_runtime", "cuda_driver", "cpu_op",
+         "user_annotation", "python_function", "ac2g", "gpu_user_annotation", "Trace", "mystery"]  # fmt: skip
+_COLL_ARGS = {
+    "Collective name": st.sampled_from(["allreduce", "allgather", 3, None, True]),
+    "In msg nelems": st.sampled_from([1024, 0, "n", 2.5]),
+    "Out msg nelems": st.sampled_from([2048, None]),
+    "Group size": st.sampled_from([2, 128, "2"]),
+    "dtype": st.sampled_from(["Float", "BFloat16", 1]),
+    "Seq": st.sampled_from([0, 1, 99, "1"]),
+    "Process Group Name": st.sampled_from(["0", "1", 5]),
+    "Input Dims": st.sampled_from([[[4, 256]], [[[2, 3]], [1]], [], [["a"]], "x", None]),
+    "Input type": st.sampled_from([["float"], [""], [], "float", [None]]),
+    "External id": st.integers(0, 99),
+}
+# Odd values a writer could put anywhere (a field gets one of these now and then).
+_ODD = st.sampled_from([None, True, False, -1, 0, 1e18, "12", "x", [1], {"a": 1}, 2.5])
+
+
+@st.composite
+def _event(draw) -> dict:
+    """A plausible Kineto event, then now and then a field dropped or given an odd value."""
+    ev = {
+        "ph": draw(st.sampled_from(["X"] * 6 + ["f", "s", "M", "i"])),
+        "cat": draw(st.sampled_from(_CATS)),
+        "name": draw(st.sampled_from(_NAMES)),
+        "pid": 1,
+        "tid": draw(st.sampled_from([7, 300, "stream 7", "thread"])),
+        "ts": draw(st.one_of(st.integers(0, 10**6), st.floats(0, 1e7, allow_nan=False))),
+        "dur": draw(st.one_of(st.integers(0, 1000), st.floats(0, 1e4, allow_nan=False))),
+    }
+    args = {
+        "stream": draw(st.sampled_from([7, 7, 0, -1])),
+        "correlation": draw(st.integers(0, 50)),
+        **draw(st.fixed_dictionaries({}, optional=_COLL_ARGS)),
+    }
+    if draw(st.booleans()):
+        ev["args"] = args
+    for _ in range(draw(st.integers(0, 2))):
+        target = draw(st.sampled_from(["ph", "cat", "name", "tid", "ts", "dur", "stream", "correlation"]))
+        holder = args if target in ("stream", "correlation") else ev
+        if draw(st.booleans()):
+            holder.pop(target, None)
+        else:
+            holder[target] = draw(_ODD)
+    return ev
+
+
+# Values msgspec refuses to type (the run they are in is read event by event instead).
+_POISON = st.sampled_from(
+    [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": float("nan"), "args": {"stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": []},
+        {"ph": "X", "cat": "cpu_op", "name": "lone \ud800 surrogate", "ts": 1, "dur": 2},
+        {"ph": "X", "cat": "cuda_runtime", "name": "k", "ts": 1, "dur": 2, "args": "corr"},
+        1,
+        "text",
+        [],
+        None,
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    events=st.lists(_event(), min_size=20, max_size=80),
+    cpu_only=st.booleans(),
+    poison=st.lists(st.tuples(st.integers(0, 60), _POISON), max_size=2),
+    indent=st.sampled_from([None, 2]),
+    devices=st.booleans(),
+)
+def test_bulk_and_event_by_event_agree_on_any_events(
+    events: list, cpu_only: bool, poison: list, indent, devices: bool
+) -> None:
+    """Generated events with every odd value a writer could put there (wrong types, NaN, lone
+    surrogates, args that are not objects): the bulk path, which refuses runs it cannot type and hands
+    them to the event-by-event path, keeps exactly what the event-by-event path keeps."""
+    if cpu_only:  # a CPU (gloo) trace: its CPU operators are kept
+        events = [e for e in events if not (isinstance(e.get("cat"), str) and e["cat"] in GPU_CATS)]
+    for i, ev in poison:
+        events.insert(i, ev)
+    doc = {"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": events}
+    if devices:
+        doc = {"deviceProperties": [{"name": "GPU"}], **doc}
+    data = json.dumps(doc, indent=indent).encode("utf-8", "surrogatepass")
+    one_by_one = _state(parse_kineto(io.BytesIO(data), "t", bulk=False))
+    assert _state(parse_kineto(io.BytesIO(data), "t")) == one_by_one
+    import clusterdoctor.observe.kineto as k
+
+    old = k._READ
+    k._READ = 256  # many runs, some refused, some accepted
+    try:
+        assert _state(parse_kineto(io.BytesIO(data), "t")) == one_by_one
+    finally:
+        k._READ = old

@@ -4,20 +4,15 @@ Only what an analysis uses is kept, in compact arrays: GPU activity (kernels, me
 start, duration, stream, correlation, collective metadata of NCCL kernels), CUDA launch
 correlations (for HTA's "kernels launched in the traced steps" filter), ``ProfilerStep#N`` windows,
 communication records (``record_param_comms``, ``nccl:*``/``gloo:*`` annotations) and, for CPU-only
-traces (gloo), CPU operator intervals. ``python_function``, flow events (``ac2g``, ``fwdbwd``),
-``gpu_user_annotation`` and metadata events are skipped and counted, and the trace says so.
+traces (gloo), CPU operator intervals. Everything else (``python_function``, flows, metadata,
+``gpu_user_annotation``, a GPU trace's CPU operators) is counted in ``skipped`` by reason, and the
+trace says so.
 
-The reader walks the top-level object itself. The first events of ``traceEvents`` are decoded one
-at a time with :meth:`json.JSONDecoder.raw_decode`; they also tell the exact spelling of
-``"ph": "X", "cat": "`` the writer uses. If every kept event matches the bulk scanner's pattern
-(Kineto's key order ``ph, cat, name, pid, tid, ts, dur``), the rest is read a buffer (about 1 MB) at a
-time by one regular-expression scan that starts from that literal text: launches and plain kernels
-are taken from the match and their flat ``args`` without decoding, NCCL kernels, step and
-communication records are decoded, and everything else is only counted. Otherwise (another writer,
-another key order) each event is decoded; an event that can be ruled out from its first bytes is
-skipped to where the next one starts (a ``{`` followed by the ``"ph"`` key cannot occur inside a
-JSON string, whose quotes are escaped), guarded by checking that the span holds one ``"ph"`` key.
-Memory is the read buffer plus the kept records.
+The reader walks the top-level object itself, reading the decompressed text about 1 MB at a time.
+Inside ``traceEvents`` it hands each buffer's whole events to :mod:`~clusterdoctor.observe.kineto_bulk`
+(msgspec, in any key order); runs that decoder refuses (damaged JSON, a value of an unexpected type)
+and the last event are decoded one by one with :mod:`json`. Both paths apply the same rules
+(:meth:`_Builder.fields`). Memory is the read buffer plus the kept records.
 
 A truncated file (cut-off .gz or JSON) yields the events read so far and a warning; anything that
 is not a Chrome trace raises :class:`~clusterdoctor.errors.InputError`.
@@ -26,7 +21,6 @@ is not a Chrome trace raises :class:`~clusterdoctor.errors.InputError`.
 from __future__ import annotations
 
 import codecs
-import functools
 import json
 import re
 import zlib
@@ -73,52 +67,13 @@ _READ = 1 << 20  # text per read: the buffer stays around 1-2 MB whatever the tr
 _READ_GZ = 256 << 10  # compressed bytes per read
 _MAX_EVENT_CHARS = 64 << 20
 _WS_RE = re.compile(r"[ \t\r\n]*")
-_PH = re.compile(r'\{\s*"ph"\s*:\s*"([^"\\]*)"')
-_CAT_NAME = re.compile(r'\s*,\s*"cat"\s*:\s*"([^"\\]*)"\s*,\s*"name"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"')
-_CORRELATION = re.compile(r'"correlation"\s*:\s*(\d+)')
-# After '"ph": "X", "cat": "': a category whose args are read next (group 1: GPU activity and
-# launches) or another kept category (2), name (3), tid (4), ts (5), dur (6).
-_X_TAIL = (
-    r'(?:(%s)|(%s))"\s*,\s*"name"\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
-    r'\s*,\s*"pid"\s*:\s*(?:-?\d+|"[^"\\]*")\s*,\s*"tid"\s*:\s*(-?\d+|"[^"\\]*")'
-    r'\s*,\s*"ts"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?)\s*,\s*"dur"\s*:\s*(-?[\d.]+(?:[eE][-+]?\d+)?)'
-)
-_WANTED_ARGS = (
-    "kernel|gpu_memcpy|gpu_memset|Kernel|Memcpy|Memset|cuda_sync|cuda_runtime|cuda_driver|Runtime|hip_runtime"
-)
-_PH_X_CAT = r'"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"'
-_LITERAL = re.compile(r'\{\s*("ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*")')
-
-
-@functools.lru_cache(maxsize=8)
-def _scanner(prefix: str | None, with_cpu: bool) -> re.Pattern[str]:
-    """The bulk scanner, starting at ``"ph"``. With the exact prefix text the trace uses (say
-    ``"ph": "X", "cat": "``) the regex engine can search for a literal, about 4x faster."""
-    head = re.escape(prefix) if prefix else _PH_X_CAT
-    other = "user_annotation|" + (
-        "cpu_op" if with_cpu else r'cpu_op(?="\s*,\s*"name"\s*:\s*"(?:record_param_comms|ProfilerStep))'
-    )
-    return re.compile(head + _X_TAIL % (_WANTED_ARGS, other))
-
-
-_ARGS_FLAT = re.compile(r'\s*,\s*"args"\s*:\s*\{([^{}]*)\}')
-# A plain GPU event's flat args in Kineto's layout: "stream" (1) directly followed by "correlation" (2),
-# neither key earlier. One match instead of _ARGS_FLAT + _STREAM + _CORRELATION (the fallback).
-_KERNEL_ARGS = re.compile(
-    r'\s*,\s*"args"\s*:\s*\{[^{}"]*(?:"(?!stream"|correlation")[^{}"]*)*'
-    r'"stream"\s*:\s*(-?\d+)\s*,\s*"correlation"\s*:\s*(\d+)[^{}]*\}'
-)
-_STREAM = re.compile(r'"stream"\s*:\s*(-?\d+)')
-# A launch's correlation: its flat args up to the first "correlation" key (greedy, about 1.5x faster
-# than a lazy [^{}]*? scan).
-_RUNTIME_CORR = re.compile(
-    r'\s*,\s*"args"\s*:\s*\{[^{}"]*(?:"(?!correlation")[^{}"]*)*"correlation"\s*:\s*(\d+)'
-)
-_PRELUDE_EVENTS = 64  # decoded generically first, to check the trace uses the layout the scanner knows
 _SEP = re.compile(r"[ \t\r\n,]*")
 _NEXT_EVENT = re.compile(r'\{\s*"ph"\s*:')
-_CPU_TIMES = re.compile(r'"tid"\s*:\s*(-?\d+)\s*,\s*"ts"\s*:\s*(-?[\d.eE+]+)\s*,\s*"dur"\s*:\s*(-?[\d.eE+]+)')
+_INT_SUFFIX = re.compile(r"(\d+)\s*$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# What an analysis reads, by category of an "X" event; every other event is counted and skipped.
+KEPT_CATS = (GPU_CATS | LAUNCH_CATS | CPU_CATS) - SKIP_CATS
+_NUM = frozenset({int, float})  # JSON numbers (bool excluded: type(), not isinstance)
 
 
 def kernel_type(name: str) -> str:
@@ -191,27 +146,15 @@ class KinetoTrace:
 
 
 class _Builder:
+    """What the reader keeps of each event: one set of rules for every path (see :meth:`fields`)."""
+
     def __init__(self, trace: KinetoTrace) -> None:
         self.t = trace
         self.name_ids: dict[str, int] = {}
+        self.cpu_ops = 0  # CPU operator intervals seen (kept only while the trace shows no GPU)
+        self.bulk = True  # decode runs of events with msgspec (kineto_bulk)
 
-        self.kept = 0
-        self.layout_ok = True
-        self.literal: str | None | bool = None  # exact '"ph": "X", "cat": "' text, False when it varies
-        self.check_layout_at: int | None = None
-
-    def skip(self, what: str) -> None:
-        s = self.t.skipped
-        s[what] = s.get(what, 0) + 1
-
-    def after_event(self) -> None:
-        """In the prelude: an event the scanner would not match must not have been kept."""
-        if self.check_layout_at is not None:
-            if self.kept != self.check_layout_at:
-                self.layout_ok = False
-            self.check_layout_at = None
-
-    def skip_many(self, what: str, n: int) -> None:
+    def skip(self, what: str, n: int = 1) -> None:
         s = self.t.skipped
         s[what] = s.get(what, 0) + n
 
@@ -223,91 +166,102 @@ class _Builder:
             self.t.kinds.append(kernel_type(name))
         return i
 
-    def event(self, ev: Any) -> bool:
-        """Keep what an analysis uses from one decoded event; True when something was kept."""
+    def collect_cpu(self) -> bool:
+        """CPU operator intervals serve CPU-only (gloo) traces: stop storing them once the trace lists
+        GPUs (``deviceProperties``, written before the events) or shows GPU activity."""
+        return not (self.t.ts or self.t.meta.get("devices"))
+
+    def event(self, ev: Any) -> None:
+        """One decoded event (any JSON value)."""
         if not isinstance(ev, dict):
             self.skip("non-object entries")
-            return False
-        ph = ev.get("ph")
+            return
+        args = ev.get("args")
+        self.fields(
+            ev.get("ph"),
+            ev.get("cat"),
+            ev.get("name"),
+            ev.get("tid"),
+            ev.get("ts"),
+            ev.get("dur"),
+            args if isinstance(args, dict) else {},
+        )
+
+    def fields(self, ph: Any, cat: Any, name: Any, tid: Any, ts: Any, dur: Any, args: dict[str, Any]) -> None:
+        """The rules, in order: an "X" event with a known category, a name, numeric ``ts``/``dur`` and
+        a sane duration; then by category (GPU activity, launch, CPU operator or annotation). Whatever
+        is not kept is counted in ``trace.skipped`` under the reason."""
         if ph != "X":
             self.skip(_ph_label(ph) if isinstance(ph, str) else "events without ph")
-            return False
-        cat = ev.get("cat")
-        name = ev.get("name")
-        ts = ev.get("ts")
-        dur = ev.get("dur")
-        if not isinstance(cat, str) or not isinstance(name, str):
+            return
+        if not isinstance(cat, str):
             self.skip("events without cat/name")
-            return False
-        if cat in SKIP_CATS:
+            return
+        if cat not in KEPT_CATS:
             self.skip(cat)
-            return False
-        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or isinstance(ts, bool):
+            return
+        if not isinstance(name, str):
+            self.skip("events without cat/name")
+            return
+        if type(ts) not in _NUM or type(dur) not in _NUM:
             self.skip("events without ts/dur")
-            return False
-        if dur < 0 or dur > MAX_EVENT_DURATION_US:
+            return
+        if not 0 <= dur <= MAX_EVENT_DURATION_US:
             self.skip("events with corrupt duration")
-            return False
-        args = ev.get("args")
-        if not isinstance(args, dict):
-            args = {}
+            return
         t = self.t
         if cat in GPU_CATS:
             stream = args.get("stream")
-            if cat == "cuda_sync" and (not isinstance(stream, int) or stream < 0):
+            if type(stream) is not int:
+                stream = None
+            if cat == "cuda_sync" and (stream is None or stream < 0):
                 self.skip("device-wide cuda_sync events")
-                return False
-            if not isinstance(stream, int):
-                tid = ev.get("tid")
-                stream = tid if isinstance(tid, int) else _int_suffix(tid)
+                return
+            if stream is None:
+                stream = tid if type(tid) is int else _int_suffix(tid)
                 if stream is None:
                     self.skip("GPU events without stream")
-                    return False
+                    return
             corr = args.get("correlation")
             idx = len(t.ts)
             t.ts.append(float(ts))
             t.dur.append(float(dur))
             t.stream.append(stream)
-            t.corr.append(corr if isinstance(corr, int) else -1)
+            t.corr.append(corr if type(corr) is int else -1)
             nid = self.name_id(name)
             t.name_id.append(nid)
             if t.kinds[nid] == COMM:
                 meta = _coll_meta(args)
                 if meta:
                     t.coll_meta[idx] = meta
-            return True
+            return
         if cat in LAUNCH_CATS:
             corr = args.get("correlation")
-            if isinstance(corr, int):
+            if type(corr) is int:
                 t.launch_corr.append(corr)
                 t.launch_ts.append(float(ts))
             else:
                 self.skip("runtime events without correlation")
-            return False
-        if cat in CPU_CATS:
-            if name.startswith("ProfilerStep"):
-                step = _int_suffix(name)
-                if step is not None:
-                    t.steps.append((step, float(ts), float(ts) + float(dur)))
-                return True
-            tid = ev.get("tid")
-            tid_i = tid if isinstance(tid, int) else -1
-            if name == "record_param_comms" or COMM_ANNOTATION_RE.match(name):
-                t.comm_records.append(CommRecord(name, float(ts), float(dur), tid_i, _coll_meta(args)))
-                return True
-            if cat == "cpu_op":
-                self.cpu_interval(tid_i, float(ts), float(dur))
-                return True
-            self.skip(cat)
-            return False
-        self.skip(cat)
-
-    def cpu_interval(self, tid: int, ts: float, dur: float) -> None:
-        self.kept += 1
-        t = self.t
-        t.cpu_ts.append(ts)
-        t.cpu_dur.append(dur)
-        t.cpu_tid.append(tid)
+            return
+        if name.startswith("ProfilerStep"):
+            step = _int_suffix(name)
+            if step is None:
+                self.skip("ProfilerStep events without a number")
+            else:
+                t.steps.append((step, float(ts), float(ts) + float(dur)))
+            return
+        tid_i = tid if type(tid) is int else -1
+        if name == "record_param_comms" or COMM_ANNOTATION_RE.match(name):
+            t.comm_records.append(CommRecord(name, float(ts), float(dur), tid_i, _coll_meta(args)))
+            return
+        if cat == "cpu_op":
+            self.cpu_ops += 1
+            if self.collect_cpu():
+                t.cpu_ts.append(float(ts))
+                t.cpu_dur.append(float(dur))
+                t.cpu_tid.append(tid_i)
+            return
+        self.skip(cat)  # annotations that are not collectives
 
 
 _PH_NAMES = {"M": "metadata", "f": "flow", "s": "flow", "t": "flow", "i": "instant", "I": "instant", "C": "counter",
@@ -321,7 +275,7 @@ def _ph_label(ph: str) -> str:
 def _int_suffix(text: Any) -> int | None:
     if not isinstance(text, str):
         return None
-    m = re.search(r"(\d+)\s*$", text)
+    m = _INT_SUFFIX.search(text)
     return int(m.group(1)) if m else None
 
 
@@ -373,6 +327,7 @@ class _Source:
         self.dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.buf = ""
         self.pos = 0
+        self.base = 0  # characters dropped before buf[0]: buf[i] is character base + i of the text
         self.eof = False
         self.truncated_reason: str | None = None
         self.bytes_read = 0
@@ -416,12 +371,14 @@ class _Source:
             self.eof = True
             tail = self.dec.decode(b"", final=True)
             if tail:
+                self.base += self.pos
                 self.buf = self.buf[self.pos :] + tail
                 self.pos = 0
                 return True
             return False
         text = self.dec.decode(chunk)
         if self.pos > 0:
+            self.base += self.pos
             self.buf = self.buf[self.pos :] + text
             self.pos = 0
         else:
@@ -463,10 +420,15 @@ class _Bad(Exception):
     pass
 
 
-def parse_kineto(fh: BinaryIO, path: str = "<trace>") -> KinetoTrace:
-    """Read one Kineto trace from a binary file object (plain JSON or gzip)."""
+def parse_kineto(fh: BinaryIO, path: str = "<trace>", *, bulk: bool = True) -> KinetoTrace:
+    """Read one Kineto trace from a binary file object (plain JSON or gzip).
+
+    ``bulk=False`` decodes every event one by one (the path bulk decoding falls back to); the result
+    is the same, only slower: the tests compare the two.
+    """
     trace = KinetoTrace(path=path)
     b = _Builder(trace)
+    b.bulk = bulk
     try:
         src = _Source(fh, path)
         first = src.peek()
@@ -488,7 +450,7 @@ def parse_kineto(fh: BinaryIO, path: str = "<trace>") -> KinetoTrace:
     if src.truncated_reason:
         trace.truncated = True
         trace.warnings.append(f"{path}: {src.truncated_reason}; analysed the {trace.events_read} events read")
-    _finish(trace)
+    _finish(b)
     return trace
 
 
@@ -551,157 +513,44 @@ def _read_object(src: _Source, b: _Builder) -> None:
 def _read_events(src: _Source, b: _Builder) -> bool:
     """Read the events array up to its closing ``]``; False when the input ended first.
 
-    The first events are decoded one by one; when each of them that an analysis keeps also
-    matches the scanner's pattern (Kineto's key order ``ph, cat, name, pid, tid, ts, dur``), the
-    rest is scanned in bulk by :func:`_scan`, which decodes only kept events.
+    Whole runs of events are decoded in bulk (:mod:`clusterdoctor.observe.kineto_bulk`); a run it
+    cannot decode (damaged JSON, a value of an unexpected type) and the last event are decoded one by
+    one here.
     """
-    state = _read_events_slow(src, b, _PRELUDE_EVENTS)
-    if state != "limit":
-        return state == "done"
-    if b.layout_ok:
-        _read_events_fast(src, b)
+    if b.bulk:
+        from clusterdoctor.observe.kineto_bulk import feed_run, last_boundary
+
+        while True:
+            buf = src.buf
+            p = _SEP.match(buf, src.pos).end()
+            src.pos = p
+            q = last_boundary(buf, p)
+            if q is not None:
+                end, nxt = q
+                if feed_run(buf, p, end, b):
+                    src.pos = nxt
+                else:
+                    state = _read_events_slow(src, b, until=src.base + nxt)
+                    if state != "until":
+                        return state == "done"
+            elif len(buf) - p > _MAX_EVENT_CHARS:
+                break
+            if not src.fill():
+                break
     return _read_events_slow(src, b, None) == "done"
 
 
-def _read_events_fast(src: _Source, b: _Builder) -> None:
-    """Scan whole buffers for kept events; leaves the cursor at the last event start of the input."""
-    while True:
-        buf = src.buf
-        k = buf.rfind('"ph"', src.pos)
-        j = buf.rfind("{", src.pos, k) if k > src.pos else -1
-        if j > src.pos:
-            _scan(buf, src.pos, j, b)
-            src.pos = j
-        elif len(buf) - src.pos > _MAX_EVENT_CHARS:
-            return
-        if not src.fill():
-            return
-
-
-def _scan(buf: str, start: int, end: int, b: _Builder) -> None:
+def _read_events_slow(src: _Source, b: _Builder, until: int | None) -> str:
+    """Decode events one by one: "done" at the closing bracket, "eof" at end of input, or "until"
+    once the cursor reaches character ``until`` of the text."""
     trace = b.t
-    n_events = buf.count('"ph"', start, end)
-    kept = 0
-    runtime_corr = _RUNTIME_CORR.match
-    args_flat = _ARGS_FLAT.match
-    kernel_args = _KERNEL_ARGS.match
-    stream_search = _STREAM.search
-    corr_search = _CORRELATION.search
-    kinds = trace.kinds
-    name_ids = b.name_ids
-    ts_append, dur_append = trace.ts.append, trace.dur.append
-    stream_append, corr_append, nid_append = trace.stream.append, trace.corr.append, trace.name_id.append
-    launch_corr_append, launch_ts_append = trace.launch_corr.append, trace.launch_ts.append
-    gpu_ts = trace.ts
-    # CPU operator intervals only serve CPU-only traces; a trace that lists GPUs in deviceProperties
-    # (written before traceEvents) or already showed GPU activity does not need them.
-    with_cpu = not (gpu_ts or trace.meta.get("devices"))
-    cpu_tid_append, cpu_ts_append, cpu_dur_append = (
-        trace.cpu_tid.append,
-        trace.cpu_ts.append,
-        trace.cpu_dur.append,
-    )
-    rx = _scanner(b.literal or None, with_cpu)
-    for m in rx.finditer(buf, start, end):
-        cat, other, name, tid, ts, dur_s = m.groups()
-        if cat is not None:
-            if cat in LAUNCH_CATS:
-                c = runtime_corr(buf, m.end())
-                if c is not None:
-                    launch_corr_append(int(c.group(1)))
-                    launch_ts_append(float(ts))
-                    kept += 1
-                    continue
-            else:
-                # Plain kernels/memcpy/memset: ts, dur, stream and correlation are all a regex away.
-                # NCCL kernels carry collective metadata: those are decoded in full below.
-                ka = kernel_args(buf, m.end())
-                if ka is not None and "\\" not in name:
-                    stream_s, corr_s = ka.groups()
-                    nid = name_ids.get(name)
-                    if nid is None:
-                        nid = b.name_id(name)
-                    if cat == "cuda_sync" and stream_s[0] == "-":
-                        b.skip("device-wide cuda_sync events")
-                        continue
-                    if kinds[nid] != COMM:
-                        dur = float(dur_s)
-                        if 0 <= dur <= MAX_EVENT_DURATION_US:
-                            ts_append(float(ts))
-                            dur_append(dur)
-                            stream_append(int(stream_s))
-                            corr_append(int(corr_s))
-                            nid_append(nid)
-                            kept += 1
-                        else:
-                            b.skip("events with corrupt duration")
-                        continue
-                a = None if ka is not None else args_flat(buf, m.end())
-                if a is not None and "\\" not in name:
-                    bs, be = a.span(1)
-                    st_m = stream_search(buf, bs, be)
-                    nid = name_ids.get(name)
-                    if nid is None:
-                        nid = b.name_id(name)
-                    if st_m is not None and cat == "cuda_sync" and st_m.group(1).startswith("-"):
-                        b.skip("device-wide cuda_sync events")
-                        continue
-                    if st_m is not None and kinds[nid] != COMM:
-                        dur = float(dur_s)
-                        if 0 <= dur <= MAX_EVENT_DURATION_US:
-                            co = corr_search(buf, bs, be)
-                            ts_append(float(ts))
-                            dur_append(dur)
-                            stream_append(int(st_m.group(1)))
-                            corr_append(int(co.group(1)) if co is not None else -1)
-                            nid_append(nid)
-                            kept += 1
-                        else:
-                            b.skip("events with corrupt duration")
-                        continue
-        elif other == "cpu_op":
-            if name != "record_param_comms" and not name.startswith("ProfilerStep"):
-                if with_cpu and not gpu_ts:
-                    dur = float(dur_s)
-                    if 0 <= dur <= MAX_EVENT_DURATION_US:
-                        cpu_tid_append(int(tid) if tid[0] != '"' else -1)
-                        cpu_ts_append(float(ts))
-                        cpu_dur_append(dur)
-                        kept += 1
-                continue
-        j = buf.rfind("{", start, m.start())
-        if j < 0 or buf[j + 1 : m.start()].strip():
-            b.skip("malformed events")  # "ph" is not the event's first key: cannot find its start
-            continue
-        try:
-            ev, _ = _DECODER.raw_decode(buf, j)
-        except ValueError:
-            b.skip("malformed events")
-            continue
-        kept += 1
-        b.event(ev)
-    trace.events_read += n_events
-    if n_events > kept:
-        b.skip_many(
-            "events no analysis uses (CPU operators, flows, python_function, metadata)", n_events - kept
-        )
-
-
-def _read_events_slow(src: _Source, b: _Builder, limit: int | None) -> str:
-    """Decode events one by one: "done" at the closing bracket, "eof" at end of input, or "limit"."""
-    trace = b.t
-    fast_all = _scanner(None, True).match
-    count = 0
-    ph_match = _PH.match
-    catname_match = _CAT_NAME.match
-    next_event = _NEXT_EVENT.search
-    cpu_times = _CPU_TIMES.search
-    corr_search = _CORRELATION.search
     sep_match = _SEP.match
     while True:
         buf = src.buf
         p = sep_match(buf, src.pos).end()
         src.pos = p
+        if until is not None and src.base + p >= until:
+            return "until"
         if p >= len(buf):
             if not src.fill():
                 src.truncated_reason = src.truncated_reason or "JSON ends early (truncated)"
@@ -710,67 +559,6 @@ def _read_events_slow(src: _Source, b: _Builder, limit: int | None) -> str:
         if buf[p] == "]":
             src.pos = p + 1
             return "done"
-        if limit is not None:
-            if count >= limit:
-                return "limit"
-            count += 1
-            lit = _LITERAL.match(buf, p)
-            if b.layout_ok and (lit is None or not fast_all(buf, lit.start(1))):
-                b.check_layout_at = b.kept
-            if lit is not None and b.literal is not False:
-                if b.literal is None:
-                    b.literal = lit.group(1)
-                elif b.literal != lit.group(1):
-                    b.literal = False  # spacing varies: use the generic (slower) scanner
-        m = ph_match(buf, p)
-        if m is not None:
-            ph = m.group(1)
-            fast = None  # what to do without decoding: "skip:<what>", "cpu", "launch"
-            if ph != "X":
-                fast = "skip:" + _ph_label(ph)
-            else:
-                m2 = catname_match(buf, m.end())
-                if m2 is not None:
-                    cat = m2.group(1)
-                    if cat in SKIP_CATS:
-                        fast = "skip:" + cat
-                    elif cat == "cpu_op":
-                        name = m2.group(2)
-                        if name != "record_param_comms" and not name.startswith("ProfilerStep"):
-                            fast = "cpu"
-                    elif cat in LAUNCH_CATS:
-                        fast = "launch"
-            if fast is not None:
-                q = _event_end(src, m.end() - p, next_event)
-                p = src.pos  # reading more input rebases the buffer
-                buf = src.buf
-                if q is not None:
-                    if fast == "cpu":
-                        t = cpu_times(buf, p, q)
-                        if t is None:
-                            q = None  # unusual layout: decode it properly below
-                        else:
-                            dur = float(t.group(3))
-                            if 0 <= dur <= MAX_EVENT_DURATION_US:
-                                b.cpu_interval(int(t.group(1)), float(t.group(2)), dur)
-                            else:
-                                b.skip("events with corrupt duration")
-                    elif fast == "launch":
-                        t = cpu_times(buf, p, q)
-                        c = corr_search(buf, p, q)
-                        if t is None or c is None:
-                            q = None
-                        else:
-                            trace.launch_corr.append(int(c.group(1)))
-                            trace.launch_ts.append(float(t.group(2)))
-                            b.kept += 1
-                    else:
-                        b.skip(fast[5:])
-                    if q is not None:
-                        trace.events_read += 1
-                        src.pos = q
-                        b.after_event()
-                        continue
         try:
             ev = _decode_value(src)
         except _Bad as e:
@@ -778,7 +566,7 @@ def _read_events_slow(src: _Source, b: _Builder, limit: int | None) -> str:
                 src.truncated_reason = src.truncated_reason or f"JSON ends early inside an event ({e})"
                 return "eof"
             # A damaged event in the middle: resynchronise on the next event.
-            nxt = next_event(src.buf, src.pos + 1)
+            nxt = _NEXT_EVENT.search(src.buf, src.pos + 1)
             if nxt is None:
                 src.truncated_reason = src.truncated_reason or f"damaged JSON ({e})"
                 return "eof"
@@ -786,33 +574,11 @@ def _read_events_slow(src: _Source, b: _Builder, limit: int | None) -> str:
             src.pos = nxt.start()
             continue
         trace.events_read += 1
-        if b.event(ev):
-            b.kept += 1
-        b.after_event()
+        b.event(ev)
 
 
-def _event_end(src: _Source, header_len: int, next_event: Any) -> int | None:
-    """Where the next event starts (so the current one can be skipped), or None to decode instead."""
-    start = src.pos
-    after = start + header_len
-    while True:
-        m = next_event(src.buf, after)
-        if m is not None:
-            q = m.start()
-            # Exactly one "ph" key in the skipped span: no event without a leading "ph" hides in it.
-            if src.buf.count('"ph"', start, q) != 1:
-                return None
-            return q
-        if src.eof:
-            return None  # last event: decode it (finds the closing bracket properly)
-        off = after - start
-        if len(src.buf) - start > _MAX_EVENT_CHARS or not src.fill():
-            return None
-        start = src.pos  # fill() rebases the buffer so that the event starts at 0
-        after = start + off
-
-
-def _finish(trace: KinetoTrace) -> None:
+def _finish(b: _Builder) -> None:
+    trace = b.t
     di = trace.meta.get("distributedInfo")
     if isinstance(di, dict):
         r = di.get("rank")
@@ -832,9 +598,10 @@ def _finish(trace: KinetoTrace) -> None:
             trace.warnings.append(f"{trace.path}: no distributedInfo.rank and none in the file name")
     if trace.events_read == 0:
         trace.warnings.append(f"{trace.path}: the trace holds no events")
-    if trace.has_gpu:
+    if trace.has_gpu and b.cpu_ops:
         # CPU operator intervals only serve CPU-only (gloo) traces; drop them to save memory.
         trace.cpu_ts, trace.cpu_dur, trace.cpu_tid = array("d"), array("d"), array("q")
+        b.skip("CPU operators (not used on GPU traces)", b.cpu_ops)
     trace.steps.sort()
 
 
