@@ -14,8 +14,8 @@ is both an NCCL log and an nccl-tests result.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
@@ -62,7 +62,7 @@ def sniff_comm(head: bytes, name: str = "") -> bool:
     return bool(classify(head, name))
 
 
-def _load_file(p: Path, kinds: list[str], out: dict[str, list[Any]]) -> None:
+def _load_file(p: str, kinds: list[str], out: dict[str, list[Any]]) -> None:
     for kind in kinds:
         if kind == "kineto":
             from clusterdoctor.observe.kineto import load_kineto
@@ -99,37 +99,49 @@ def _load_file(p: Path, kinds: list[str], out: dict[str, list[Any]]) -> None:
             rep = load_ncu_csv(p)
             out["ncu"].append(rep)
             out["warnings"].extend(rep.warnings)
-    out["comm"].append(str(p))
+    out["comm"].append(p)
 
 
-def _head(p: Path) -> bytes:
+def _head(p: str) -> bytes:
     try:
-        with p.open("rb") as f:
+        with open(p, "rb") as f:
             return f.read(HEAD_BYTES)
     except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+        raise InputError(f"cannot read: {e.strerror or e}", p) from None
 
 
-def load_comm_observations(paths: str | Path | Iterable[str | Path]) -> dict[str, Any]:
+def _files_under(d: str) -> list[str]:
+    """Every file under directory ``d``, recursively, in path order (pathlib is not imported: the
+    whole-process cost of a small analysis is mostly imports)."""
+    found = []
+    for root, dirs, files in os.walk(d):
+        dirs.sort()
+        found.extend(os.path.join(root, f) for f in files if os.path.isfile(os.path.join(root, f)))
+    return sorted(found, key=lambda f: f.split(os.sep))
+
+
+def load_comm_observations(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> dict[str, Any]:
     """Load files and directories (searched recursively) of communication inputs, by content.
 
     A file given by name that is none of the formats raises InputError; files inside a directory
     that are not recognised are skipped and listed in ``warnings``.
     """
-    if isinstance(paths, (str, Path)):
+    if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: dict[str, list[Any]] = {
         k: [] for k in ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu", "comm", "warnings")
     }
     for path in paths:
-        p = Path(path)
-        if not p.exists():
-            raise InputError("no such file or directory", str(p))
-        if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if f.is_file())
+        p = os.fspath(path)
+        if not os.path.exists(p):
+            raise InputError("no such file or directory", p)
+        if os.path.isdir(p):
+            files = _files_under(p)
             found = 0
             for f in files:
-                kinds = classify(_head(f), f.name)
+                kinds = classify(_head(f), os.path.basename(f))
                 if kinds:
                     _load_file(f, kinds, out)
                     found += 1
@@ -138,13 +150,13 @@ def load_comm_observations(paths: str | Path | Iterable[str | Path]) -> dict[str
             if not found:
                 raise InputError(
                     "no NCCL log, nccl-tests output, trace, Flight Recorder dump or ncu CSV in directory",
-                    str(p),
+                    p,
                 )
             continue
-        kinds = classify(_head(p), p.name)
+        kinds = classify(_head(p), os.path.basename(p))
         if not kinds:
             raise InputError(
-                "not an NCCL log, nccl-tests output, Kineto trace, Flight Recorder dump or ncu CSV", str(p)
+                "not an NCCL log, nccl-tests output, Kineto trace, Flight Recorder dump or ncu CSV", p
             )
         _load_file(p, kinds, out)
     return {k: v for k, v in out.items() if v}

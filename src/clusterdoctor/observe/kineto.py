@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from clusterdoctor.errors import InputError
@@ -588,7 +588,7 @@ def _finish(b: _Builder) -> None:
         be = di.get("backend")
         trace.backend = be if isinstance(be, str) else None
     if trace.rank is None:
-        m = _RANK_IN_NAME.search(Path(trace.path).name)
+        m = _RANK_IN_NAME.search(os.path.basename(trace.path))
         if m:
             trace.rank = int(m.group(1))
             trace.warnings.append(
@@ -605,16 +605,16 @@ def _finish(b: _Builder) -> None:
     trace.steps.sort()
 
 
-def load_kineto(path: str | Path) -> KinetoTrace:
+def load_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """Read a trace file (``.json`` or ``.json.gz``, detected by content)."""
-    p = Path(path)
+    p = os.fspath(path)
     try:
         with open(p, "rb") as fh:
-            return parse_kineto(fh, str(p))
+            return parse_kineto(fh, p)
     except InputError as e:
-        raise e.with_path(str(p)) from None
+        raise e.with_path(p) from None
     except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+        raise InputError(f"cannot read: {e.strerror or e}", p) from None
 
 
 def sniff_kineto(head: bytes) -> bool:

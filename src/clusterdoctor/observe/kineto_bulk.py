@@ -39,7 +39,7 @@ _NO_RAW = msgspec.Raw()
 
 def _args_struct() -> type:
     """``args`` as a struct: ``stream``, ``correlation``, the collective keys, raw dims/types."""
-    fields: list[tuple[str, Any, Any]] = [("stream", Any, None), ("correlation", Any, None)]
+    fields: list[tuple[str, Any, Any]] = [("stream", int | None, None), ("correlation", int | None, None)]
     fields += [(attr, Any, msgspec.field(default=None, name=key)) for attr, key in _COLL_FIELDS]
     fields += [
         ("dims", msgspec.Raw, msgspec.field(default=_NO_RAW, name="Input Dims")),
@@ -52,19 +52,20 @@ _Args = _args_struct()
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
+    """The fields the rules read, typed as real traces have them; any other type refuses the run."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    tid: int | str | None = None
+    ts: float | None = None  # a JSON integer arrives as float, as the rules would convert it
+    dur: float | None = None
     args: _Args | None = None  # type: ignore[valid-type]
 
 
 _DECODE = msgspec.json.Decoder(list[_Event]).decode
 _BOUNDARY = re.compile(r"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _MAX_TRIES = 1000
-_NUM = frozenset({int, float})
 _SPECIAL_NAMES = ("ProfilerStep", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
 
 
@@ -118,31 +119,22 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
     cpu_ts_append, cpu_dur_append, cpu_tid_append = t.cpu_ts.append, t.cpu_dur.append, t.cpu_tid.append
     collect_cpu = b.collect_cpu()
     max_dur = MAX_EVENT_DURATION_US
-    by_ph: dict[Any, int] = {}
-    by_cat: dict[str, int] = {}
+    by_ph: dict[str | None, int] = {}
+    by_cat: dict[str | None, int] = {}
     cpu_ops = 0
     general = b.fields
     for e in events:
-        ph, cat = e.ph, e.cat
+        ph = e.ph
         if ph != "X":
-            key = ph if type(ph) is str else None
-            by_ph[key] = by_ph.get(key, 0) + 1
+            by_ph[ph] = by_ph.get(ph, 0) + 1
             continue
-        if type(cat) is not str:
-            general(ph, cat, e.name, e.tid, e.ts, e.dur, {})
-            continue
+        cat = e.cat
         if cat not in KEPT_CATS:
             by_cat[cat] = by_cat.get(cat, 0) + 1
             continue
         name, ts, dur = e.name, e.ts, e.dur
-        if type(name) is str and type(ts) in _NUM and type(dur) in _NUM and 0 <= dur <= max_dur:
-            a = e.args
-            if cat in LAUNCH_CATS:
-                if a is not None and type(a.correlation) is int:
-                    launch_corr_append(a.correlation)
-                    launch_ts_append(float(ts))
-                    continue
-            elif cat == "cpu_op":
+        if name is not None and ts is not None and dur is not None and 0.0 <= dur <= max_dur:
+            if cat == "cpu_op":
                 if not name.startswith(_SPECIAL_NAMES):
                     cpu_ops += 1
                     if collect_cpu:
@@ -150,22 +142,28 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
                             collect_cpu = False
                         else:
                             tid = e.tid
-                            cpu_ts_append(float(ts))
-                            cpu_dur_append(float(dur))
+                            cpu_ts_append(ts)
+                            cpu_dur_append(dur)
                             cpu_tid_append(tid if type(tid) is int else -1)
                     continue
-            elif cat in GPU_CATS and a is not None:
-                stream = a.stream
-                if type(stream) is int and (stream >= 0 or cat != "cuda_sync"):
+            elif cat in LAUNCH_CATS:
+                a = e.args
+                if a is not None and a.correlation is not None:
+                    launch_corr_append(a.correlation)
+                    launch_ts_append(ts)
+                    continue
+            elif cat in GPU_CATS:
+                a = e.args
+                if a is not None and a.stream is not None and (a.stream >= 0 or cat != "cuda_sync"):
                     nid = name_ids.get(name)
                     if nid is None:
                         nid = b.name_id(name)
                     if kinds[nid] != COMM:
                         corr = a.correlation
-                        ts_append(float(ts))
-                        dur_append(float(dur))
-                        stream_append(stream)
-                        corr_append(corr if type(corr) is int else -1)
+                        ts_append(ts)
+                        dur_append(dur)
+                        stream_append(a.stream)
+                        corr_append(corr if corr is not None else -1)
                         nid_append(nid)
                         continue
         general(ph, cat, name, e.tid, ts, dur, args_dict(e.args))
@@ -174,5 +172,5 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
     for ph, n in by_ph.items():
         b.skip(_ph_label(ph) if ph is not None else "events without ph", n)
     for cat, n in by_cat.items():
-        b.skip(cat, n)
+        b.skip(cat if cat is not None else "events without cat/name", n)
     return True
