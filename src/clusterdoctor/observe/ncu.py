@@ -153,6 +153,8 @@ def parse_ncu_csv(text: str, path: str = "<ncu csv>") -> NcuReport:
         raise InputError(f"bad CSV: {e}", path, start + 1) from None
     header = rows[0]
     col = {name: i for i, name in enumerate(header)}
+    if "ID" not in col or "Kernel Name" not in col:
+        raise InputError('the ncu CSV header has no "ID" and "Kernel Name" columns', path, start + 1)
     rep = NcuReport(path)
     if "Metric Name" in col and "Metric Value" in col:
         kernels: dict[str, NcuKernel] = {}
@@ -169,7 +171,7 @@ def parse_ncu_csv(text: str, path: str = "<ncu csv>") -> NcuReport:
                     r[col["Stream"]] if "Stream" in col and len(r) > col["Stream"] else None,
                     r[col["Device"]] if "Device" in col and len(r) > col["Device"] else None,
                 )
-            unit = r[col["Metric Unit"]] if "Metric Unit" in col else ""
+            unit = r[col["Metric Unit"]] if "Metric Unit" in col and len(r) > col["Metric Unit"] else ""
             k.metrics[r[col["Metric Name"]]] = (unit, _value(r[col["Metric Value"]]))
         rep.kernels = list(kernels.values())
     else:
