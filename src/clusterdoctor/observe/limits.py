@@ -30,7 +30,9 @@ def max_input_bytes() -> int:
         n = float(raw[: len(raw) - len(unit)]) * _UNITS[unit]
     except ValueError:
         return DEFAULT_MAX_INPUT_BYTES
-    return int(n) if n > 0 else DEFAULT_MAX_INPUT_BYTES
+    if not 0 < n < float("inf"):  # also NaN ("nan") and "inf", which float() accepts
+        return DEFAULT_MAX_INPUT_BYTES
+    return max(1, int(n))
 
 
 def human_size(n: float) -> str:
