@@ -23,6 +23,7 @@ import msgspec
 from clusterdoctor.observe.kineto import (
     COLL_ARG_KEYS,
     COMM,
+    CPU_CATS,
     GPU_CATS,
     KEPT_CATS,
     LAUNCH_CATS,
@@ -66,7 +67,8 @@ class _Event(msgspec.Struct, gc=False):
 _DECODE = msgspec.json.Decoder(list[_Event]).decode
 _BOUNDARY = re.compile(r"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _MAX_TRIES = 1000
-_SPECIAL_NAMES = ("ProfilerStep", "record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
+_COMM_RECORD_NAMES = ("record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:", "xccl:")  # COMM_ANNOTATION_RE
+_SPECIAL_NAMES = ("ProfilerStep", *_COMM_RECORD_NAMES)
 
 
 def last_boundary(buf: str, start: int) -> tuple[int, int] | None:
@@ -166,7 +168,11 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
                         corr_append(corr if corr is not None else -1)
                         nid_append(nid)
                         continue
-        general(ph, cat, name, e.tid, ts, dur, args_dict(e.args))
+        # The rules read args only for GPU activity, launches and collectives' CPU records.
+        if cat in CPU_CATS and name is not None and not name.startswith(_COMM_RECORD_NAMES):
+            general(ph, cat, name, e.tid, ts, dur, {})
+        else:
+            general(ph, cat, name, e.tid, ts, dur, args_dict(e.args))
     t.events_read += len(events)
     b.cpu_ops += cpu_ops
     for ph, n in by_ph.items():
