@@ -210,7 +210,7 @@ def compare(
     print(f"{label} ({size / 1e6:.1f} MB on disk; best of {runs} alternating runs)")
     print(f"  {'':16} {'process s':>10} {'steady s':>9} {'first run s':>12} {'peak RSS MB':>12}")
     for k, name in (("ours", "ours (library)"), ("cli", "ours (CLI)"), ("hta", "HTA")):
-        steady_s = f"{later[k]:9.3f}" if k in later else " " * 9
+        steady_s = f"{later[k]:9.3f}" if steady and k in later else " " * 9
         first_s = f"{first[k]:12.3f}" if k != "cli" else " " * 12
         extra = f" ({what})" if k == "hta" else ""
         print(f"  {name:16} {wall[k]:10.3f} {steady_s} {first_s} {peak[k]:12.1f}  exit {codes[k]}{extra}")
