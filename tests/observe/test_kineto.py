@@ -492,3 +492,14 @@ def test_bulk_and_event_by_event_agree_on_any_events(
         assert _state(parse_kineto(io.BytesIO(data), "t")) == one_by_one
     finally:
         k._READ = old
+
+
+def test_no_readable_event_is_an_input_error_not_an_empty_analysis(tmp_path: Path) -> None:
+    p = tmp_path / "damaged.json"
+    p.write_bytes(b'{"traceEvents": [\n' + b"QUJD" * 200)
+    with pytest.raises(InputError, match="no trace event could be read"):
+        load_kineto(p)
+    # An empty but well-formed trace is not damaged: a warning, no error.
+    q = tmp_path / "empty.json"
+    q.write_text('{"traceEvents": []}')
+    assert any("no events" in w for w in load_kineto(q).warnings)

@@ -447,6 +447,8 @@ def parse_kineto(fh: BinaryIO, path: str = "<trace>", *, bulk: bool = True) -> K
     else:
         raise InputError("not a Chrome/Kineto trace (does not start with '{' or '[')", path, 1)
     if src.truncated_reason:
+        if trace.events_read == 0:  # nothing to analyse: an error, not an empty analysis
+            raise InputError(f"no trace event could be read: {src.truncated_reason}", path)
         trace.truncated = True
         trace.warnings.append(f"{path}: {src.truncated_reason}; analysed the {trace.events_read} events read")
     _finish(b)
