@@ -73,6 +73,10 @@ class KafkaLagSnapshot:
 
 _HEADER = re.compile(r"^\s*(GROUP\s+)?TOPIC\s+PARTITION\s+CURRENT-OFFSET\s+LOG-END-OFFSET\s+LAG\b")
 _MEMBERS = re.compile(r"^\s*(GROUP\s+)?CONSUMER-ID\s+HOST\s+CLIENT-ID\s+#PARTITIONS\b")
+_REQUIRED = {
+    "lag": {"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"},
+    "members": {"CONSUMER-ID", "#PARTITIONS"},
+}
 
 
 def _int(tok: str) -> int | None:
@@ -94,11 +98,13 @@ def parse_consumer_groups(data: str | bytes, path: str | None = None) -> KafkaLa
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        if _HEADER.match(line):
-            cols, mode, seen = line.split(), "lag", True
-            continue
-        if _MEMBERS.match(line):
-            cols, mode, seen = line.split(), "members", True
+        header = "lag" if _HEADER.match(line) else "members" if _MEMBERS.match(line) else None
+        if header is not None:
+            cols, mode = line.split(), header
+            if not _REQUIRED[header] <= set(cols):  # e.g. "LAG" glued to a control character
+                snap.warnings.append(f"line {lineno}: header without the columns {sorted(_REQUIRED[header])}")
+                cols = None
+            seen = True
             continue
         if cols is None:
             continue
