@@ -219,7 +219,7 @@ def test_lagging_rank_across_one_log_per_rank() -> None:
 def test_odd_ranks_tie_does_not_depend_on_set_order() -> None:
     """A two-way tie goes to the lowest rank's value (values holding None hash differently in each
     process, so a set-ordered choice changed the culprit from run to run)."""
-    from clusterdoctor.analyze.comm import _odd_ranks
+    from clusterdoctor.analyze.comm.hangs import _odd_ranks
 
     assert _odd_ranks({0: ("all_reduce", None, None), 1: ("sendrecv", None, None)}) == (1,)
     assert _odd_ranks({5: ("sendrecv", None, None), 2: ("all_reduce", None, None)}) == (5,)
@@ -229,7 +229,7 @@ def test_odd_ranks_tie_does_not_depend_on_set_order() -> None:
 def test_numpy_only_where_it_pays_for_its_import() -> None:
     """Small traces stay on plain lists; numpy for one large trace or many medium ones (same results:
     test_list_and_numpy_paths_agree)."""
-    from clusterdoctor.analyze.comm import NUMPY_IMPORT_EVENTS, SMALL_TRACE_EVENTS, _vectorize
+    from clusterdoctor.analyze.comm.breakdown import NUMPY_IMPORT_EVENTS, SMALL_TRACE_EVENTS, _vectorize
 
     assert not _vectorize(SMALL_TRACE_EVENTS, 100 * NUMPY_IMPORT_EVENTS)
     assert _vectorize(NUMPY_IMPORT_EVENTS + 1, NUMPY_IMPORT_EVENTS + 1)

@@ -2,7 +2,7 @@
 real Kineto traces in fixtures/comm: temporal breakdown, comm/compute overlap and kernel-type breakdown
 within 1 percentage point.
 
-Known, deliberate difference (see ``clusterdoctor.analyze.comm``): HTA rounds float (ns-resolution)
+Known, deliberate difference (see ``clusterdoctor.analyze.comm.breakdown``): HTA rounds float (ns-resolution)
 timestamps to whole µs — start up, end down — before merging intervals, which shortens every kernel by up
 to 1 µs; we keep the timestamps as recorded. On the 2-rank AllReduce trace this moves the shares by
 < 1 point; on integer-µs traces the numbers are identical.
