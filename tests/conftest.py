@@ -9,8 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from clusterdoctor.testing import fixture_path, fixtures_root
+
+# Property tests: in CI (.ci/run sets HYPOTHESIS_PROFILE=ci) every run draws the same examples, so a red
+# run means the change broke something, not that a new random example was drawn; a developer's
+# `make test` keeps drawing new ones (that is how the last parser bugs were found).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO / "tests" / "data"
