@@ -147,11 +147,11 @@ class KinetoTrace(msgspec.Struct):
 class _Builder:
     """What the reader keeps of each event: one set of rules for every path (see :meth:`fields`)."""
 
-    def __init__(self, trace: KinetoTrace) -> None:
+    def __init__(self, trace: KinetoTrace, bulk: bool = True) -> None:
         self.t = trace
         self.name_ids: dict[str, int] = {}
         self.cpu_ops = 0  # CPU operator intervals seen (kept only while the trace shows no GPU)
-        self.bulk = True  # decode runs of events with msgspec (kineto_bulk)
+        self.bulk = bulk  # decode runs of events with msgspec (kineto_bulk)
 
     def skip(self, what: str, n: int = 1) -> None:
         s = self.t.skipped
@@ -426,8 +426,7 @@ def parse_kineto(fh: BinaryIO, path: str = "<trace>", *, bulk: bool = True) -> K
     is the same, only slower: the tests compare the two.
     """
     trace = KinetoTrace(path=path)
-    b = _Builder(trace)
-    b.bulk = bulk
+    b = _Builder(trace, bulk)
     try:
         src = _Source(fh, path)
         first = src.peek()
