@@ -395,6 +395,7 @@ _NAMES = [
     "aten::add",
     "cudaLaunchKernel",
     'we"ird\\name \u00e9',
+    "looks like a boundary }, {",
 ]
 _CATS = ["kernel", "gpu_memcpy", "cuda_sync", "Kernel", "cuda_runtime", "cuda_driver", "cpu_op",
          "user_annotation", "python_function", "ac2g", "gpu_user_annotation", "Trace", "mystery"]  # fmt: skip
@@ -503,3 +504,26 @@ def test_no_readable_event_is_an_input_error_not_an_empty_analysis(tmp_path: Pat
     q = tmp_path / "empty.json"
     q.write_text('{"traceEvents": []}')
     assert any("no events" in w for w in load_kineto(q).warnings)
+
+
+def test_one_odd_event_is_read_alone_not_its_whole_buffer(tmp_path: Path, monkeypatch) -> None:
+    """A run msgspec refuses is halved until the odd event stands alone: the event-by-event reader
+    sees a handful of events, not the thousands around it, and the trace is the same."""
+    import clusterdoctor.observe.kineto as k
+
+    doc = json.loads(gzip.decompress(shared_fixture(TRACE_B).read_bytes()))
+    events = doc.pop("traceEvents")
+    odd = {"ph": "X", "cat": "kernel", "name": "odd", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": []}
+    events.insert(len(events) // 2, odd)
+    p = tmp_path / "t.json"
+    p.write_text(
+        json.dumps(doc)[:-1] + ', "traceEvents": [\n' + ",\n".join(json.dumps(e) for e in events) + "\n]}"
+    )
+    one_by_one = []
+    original = k._Builder.event
+    monkeypatch.setattr(k._Builder, "event", lambda self, ev: (one_by_one.append(ev), original(self, ev))[1])
+    t = load_kineto(p)
+    assert odd in one_by_one and len(one_by_one) <= 3  # the odd event, the last event, perhaps one more
+    monkeypatch.setattr(k._Builder, "event", original)
+    assert _state(t) == _state(parse_kineto(io.BytesIO(p.read_bytes()), str(p), bulk=False))
+    assert "odd" in t.names  # kept: without args, its stream comes from tid

@@ -67,6 +67,7 @@ COLL_ARG_KEYS = {
 _READ = 1 << 20  # text per read: the buffer stays around 1-2 MB whatever the trace size
 _READ_GZ = 256 << 10  # compressed bytes per read
 _MAX_EVENT_CHARS = 64 << 20
+_MAX_SPLITS = 16  # a refused run is halved at most this deep (2**16 pieces) before one-by-one reading
 _WS_RE = re.compile(r"[ \t\r\n]*")
 _SEP = re.compile(r"[ \t\r\n,]*")
 _NEXT_EVENT = re.compile(r'\{\s*"ph"\s*:')
@@ -518,7 +519,7 @@ def _read_events(src: _Source, b: _Builder) -> bool:
     one here.
     """
     if b.bulk:
-        from clusterdoctor.observe.kineto_bulk import feed_run, last_boundary
+        from clusterdoctor.observe.kineto_bulk import last_boundary
 
         while True:
             buf = src.buf
@@ -527,17 +528,41 @@ def _read_events(src: _Source, b: _Builder) -> bool:
             q = last_boundary(buf, p)
             if q is not None:
                 end, nxt = q
-                if feed_run(buf, p, end, b):
-                    src.pos = nxt
-                else:
-                    state = _read_events_slow(src, b, until=src.base + nxt)
-                    if state != "until":
-                        return state == "done"
+                state = _read_run(src, b, src.base + p, src.base + end, src.base + nxt)
+                if state is not None:
+                    return state == "done"
             elif len(buf) - p > _MAX_EVENT_CHARS:
                 break
             if not src.fill():
                 break
     return _read_events_slow(src, b, None) == "done"
+
+
+def _read_run(src: _Source, b: _Builder, start: int, end: int, nxt: int, depth: int = 0) -> str | None:
+    """The whole events between text positions ``start`` and ``end`` (the next event starts at
+    ``nxt``), leaving the cursor at ``nxt`` (or past it). A run msgspec refuses is split in two at
+    an event boundary near its middle, so that one odd event costs a few small decodes rather than
+    decoding the whole buffer one event at a time; a run that cannot be split is read one by one.
+    None when done, else the event-by-event reader's "done"/"eof" (the input ended inside the run)."""
+    from clusterdoctor.observe.kineto_bulk import feed_run, last_boundary
+
+    base = src.base
+    if feed_run(src.buf, start - base, end - base, b):
+        src.pos = nxt - base
+        return None
+    q = last_boundary(src.buf, start - base, (start + end) // 2 - base) if depth < _MAX_SPLITS else None
+    if q is None:
+        src.pos = start - base
+        state = _read_events_slow(src, b, until=nxt)
+        return None if state == "until" else state
+    mid_end, mid_next = q[0] + base, q[1] + base
+    state = _read_run(src, b, start, mid_end, mid_next, depth + 1)
+    if state is not None:
+        return state
+    if src.base + src.pos > mid_next:  # the event-by-event reader went past the split (odd layout)
+        state = _read_events_slow(src, b, until=nxt)
+        return None if state == "until" else state
+    return _read_run(src, b, mid_next, end, nxt, depth + 1)
 
 
 def _read_events_slow(src: _Source, b: _Builder, until: int | None) -> str:

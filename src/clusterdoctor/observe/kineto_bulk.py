@@ -71,10 +71,10 @@ _COMM_RECORD_NAMES = ("record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:", "x
 _SPECIAL_NAMES = ("ProfilerStep", *_COMM_RECORD_NAMES)
 
 
-def last_boundary(buf: str, start: int) -> tuple[int, int] | None:
-    """``(end, next)``: the last place after ``start`` where an event ends (``buf[end - 1]`` is its
-    ``}``) and the next begins (``buf[next]`` is ``{``); None if there is none."""
-    i = len(buf)
+def last_boundary(buf: str, start: int, stop: int | None = None) -> tuple[int, int] | None:
+    """``(end, next)``: the last place in ``buf[start:stop]`` where an event ends (``buf[end - 1]``
+    is its ``}``) and the next begins (``buf[next]`` is ``{``); None if there is none."""
+    i = len(buf) if stop is None else stop
     for _ in range(_MAX_TRIES):
         i = buf.rfind("}", start, i)
         if i < 0:
