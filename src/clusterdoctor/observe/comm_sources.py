@@ -116,7 +116,8 @@ def _files_under(d: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(d):
         dirs.sort()
-        found.extend(os.path.join(root, f) for f in files if os.path.isfile(os.path.join(root, f)))
+        paths = (os.path.join(root, f) for f in files)
+        found.extend(f for f in paths if os.path.isfile(f))
     return sorted(found, key=lambda f: f.split(os.sep))
 
 

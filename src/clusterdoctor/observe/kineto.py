@@ -47,7 +47,10 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime"
 CPU_CATS = frozenset({"cpu_op", "user_annotation", "Operator", "python_function"})
 SKIP_CATS = frozenset({"python_function", "gpu_user_annotation", "ac2g", "fwdbwd", "Trace", "overhead"})
 MAX_EVENT_DURATION_US = 7 * 24 * 3600 * 1e6  # HTA hta/common/constants.py: longer = CUPTI overflow
-COMM_ANNOTATION_RE = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):")
+# CPU records of collectives: record_param_comms, and the backends' annotations (nccl:all_reduce, ...).
+COMM_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "xccl")
+COMM_ANNOTATION_RE = re.compile("^(" + "|".join(COMM_BACKENDS) + "):")
+COMM_RECORD_PREFIXES = ("record_param_comms", *(b + ":" for b in COMM_BACKENDS))
 META_KEYS = ("schemaVersion", "distributedInfo", "baseTimeNanoseconds", "displayTimeUnit", "traceName")
 COLL_ARG_KEYS = {
     "Collective name": "collective",

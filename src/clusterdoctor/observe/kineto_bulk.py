@@ -23,6 +23,7 @@ import msgspec
 from clusterdoctor.observe.kineto import (
     COLL_ARG_KEYS,
     COMM,
+    COMM_RECORD_PREFIXES,
     CPU_CATS,
     GPU_CATS,
     KEPT_CATS,
@@ -67,8 +68,7 @@ class _Event(msgspec.Struct, gc=False):
 _DECODE = msgspec.json.Decoder(list[_Event]).decode
 _BOUNDARY = re.compile(r"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _MAX_TRIES = 1000
-_COMM_RECORD_NAMES = ("record_param_comms", "nccl:", "gloo:", "mpi:", "ucc:", "xccl:")  # COMM_ANNOTATION_RE
-_SPECIAL_NAMES = ("ProfilerStep", *_COMM_RECORD_NAMES)
+_SPECIAL_NAMES = ("ProfilerStep", *COMM_RECORD_PREFIXES)
 
 
 def last_boundary(buf: str, start: int, stop: int | None = None) -> tuple[int, int] | None:
@@ -169,7 +169,7 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
                         nid_append(nid)
                         continue
         # The rules read args only for GPU activity, launches and collectives' CPU records.
-        if cat in CPU_CATS and name is not None and not name.startswith(_COMM_RECORD_NAMES):
+        if cat in CPU_CATS and name is not None and not name.startswith(COMM_RECORD_PREFIXES):
             general(ph, cat, name, e.tid, ts, dur, {})
         else:
             general(ph, cat, name, e.tid, ts, dur, args_dict(e.args))
