@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import socket
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,15 @@ def audit_processes(
     return out
 
 
-def new_observations() -> Observations:
+def new_observations(clock: Callable[[], float] = time.time) -> Observations:
+    """Empty observations stamped with the time the diagnosis runs (``obs["now"]``).
+
+    ``clock`` is read once, here: rules and the report take "now" from the observations, never
+    from the system clock, so a test can pin it (and a bundle diagnosed offline is judged against
+    when it was collected, not when it is read)."""
     obs = Observations()
     obs.put("warnings_list", [])
+    obs.put("now", float(clock()))
     return obs
 
 
@@ -224,7 +231,11 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
     return Diagnosis(
         # offline sources describe another machine: never label them with this host's name
         host=host or (topo.hostname if topo is not None and topo.hostname else "unknown (offline sources)"),
-        generated_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        generated_at=_dt.datetime.fromtimestamp(
+            obs.get("now") if obs.get("now") is not None else time.time(), _dt.timezone.utc
+        )
+        .replace(microsecond=0)
+        .isoformat(),
         sources=sources,
         findings=findings,
         skipped=skipped,

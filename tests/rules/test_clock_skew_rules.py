@@ -124,8 +124,10 @@ def test_future_source_later_in_chain_is_not_ordered():
 
 
 def test_bundle_names_members_and_gives_collection_time(tmp_path):
-    """A bundle holding m0's real log and m1's log with its dates moved a day ahead (text transformation)."""
-    w = BundleWriter()
+    """A bundle holding m0's real log and m1's log with its dates moved a day ahead (text transformation),
+    collected (the bundle's clock) when the capture ended — not whenever the suite runs."""
+    end = parse_time((STALL / "zap" / "what_happened.txt").read_text().split()[-1])
+    w = BundleWriter(clock=lambda: end)
     w.add("logs/etcd-m0.log", (STALL / "zap" / "etcd-m0.log").read_bytes())
     text = (STALL / "zap" / "etcd-m1.log").read_text().replace("2026-11-30T", "2026-12-01T")
     w.add("logs/etcd-m1.log", text.encode())

@@ -29,6 +29,7 @@ def scrape(port, path="/metrics"):
         return r.headers.get("Content-Type"), r.read().decode()
 
 
+@needs_real_lock_timeouts
 def test_dead_source_does_not_block(ib_root):
     release = threading.Event()
     calls = []

@@ -73,10 +73,13 @@ class SourceResult:
 class BundleWriter:
     """Collects files in memory, then writes ``manifest.json`` + files as one ``.tar.zst``."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        """``clock`` gives the manifest's ``created_at``/``finished_at`` (epoch seconds); tests
+        inject a fixed one so that nothing depends on the date the suite runs."""
+        self.clock = clock
         self.files: dict[str, bytes] = {}
         self.sources: list[SourceResult] = []
-        self.started = time.time()
+        self.started = clock()
         self.extra: dict[str, Any] = {}
 
     def add(self, name: str, data: bytes, *, redact: bool = False) -> str:
@@ -97,7 +100,7 @@ class BundleWriter:
             "schema": SCHEMA,
             "host": u.nodename,
             "created_at": _iso(self.started),
-            "finished_at": _iso(time.time()),
+            "finished_at": _iso(self.clock()),
             "versions": {
                 "clusterdoctor": __version__,
                 "python": platform.python_version(),
@@ -118,9 +121,10 @@ class BundleWriter:
         cctx = zstandard.ZstdCompressor(level=level)
         with open(tmp, "wb") as raw, cctx.stream_writer(raw, closefd=False) as zw:
             with tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                _tar_add(tar, "manifest.json", json.dumps(man, indent=2, sort_keys=True).encode())
+                mtime = self.clock()
+                _tar_add(tar, "manifest.json", json.dumps(man, indent=2, sort_keys=True).encode(), mtime)
                 for name in sorted(self.files):
-                    _tar_add(tar, name, self.files[name])
+                    _tar_add(tar, name, self.files[name], mtime)
         tmp.replace(p)
         return man
 
@@ -136,10 +140,10 @@ def _iso(t: float) -> str:
     )
 
 
-def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def _tar_add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
     ti = tarfile.TarInfo(name)
     ti.size = len(data)
-    ti.mtime = int(time.time())
+    ti.mtime = int(mtime)
     ti.mode = 0o644
     tar.addfile(ti, io.BytesIO(data))
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import time as _time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -157,6 +156,16 @@ class PromClient:
             params.append(("time", f"{at:.3f}"))
         return _to_series(self._call("/api/v1/query", params), f"{self.url} query {expr!r}")
 
+    def server_time(self) -> float:
+        """The server's own clock (PromQL ``time()``): windows ending "now" end at the server's now,
+        so a client whose clock is off (a laptop, a container under faketime) still asks for the
+        data the server holds."""
+        data = self._call("/api/v1/query", [("query", "time()")])
+        try:
+            return float(data["result"][0])
+        except (TypeError, KeyError, IndexError, ValueError):
+            raise CollectError(f"{self.url}: unexpected answer to time()") from None
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """Range query over ``[start, end]`` every ``step`` seconds."""
         if step <= 0:
@@ -266,7 +275,8 @@ def collect_for_rules(
     client: PromClient | None = None,
     workers: int = 4,
 ) -> dict[str, Any]:
-    """Pull the series the rules need over the last ``since_seconds`` (ending at ``end`` or now).
+    """Pull the series the rules need over the last ``since_seconds`` (ending at ``end`` or the
+    server's now: the window never depends on this machine's clock).
 
     Returns ``{"window": MetricWindow, "present": [...], "missing": [...], "errors": [...],
     "url", "start", "end", "step"}``; ``window`` feeds
@@ -276,7 +286,7 @@ def collect_for_rules(
     if since_seconds <= 0:
         raise InputError(f"--since must be positive, got {since_seconds:g} s", url)
     c = client or PromClient(url, timeout=timeout)
-    end_t = float(end if end is not None else _time.time())
+    end_t = float(end if end is not None else c.server_time())
     start_t = end_t - float(since_seconds)
     st = float(step) if step else default_step(since_seconds)
     names = c.metric_names()

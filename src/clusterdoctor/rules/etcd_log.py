@@ -367,9 +367,8 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
 
 
 def _collection_times(obs: Observations, evs: list[Event]) -> dict[str, float]:
-    """When each event source was collected: a bundle's finish time, otherwise now."""
-    import time
-
+    """When each event source was collected: a bundle's finish time, otherwise the time the
+    diagnosis ran (``obs["now"]``, set from the caller's clock; a rule never reads the clock)."""
     from clusterdoctor.analyze.clock_skew import event_source
 
     known: dict[str, float] = {}
@@ -379,8 +378,12 @@ def _collection_times(obs: Observations, evs: list[Event]) -> dict[str, float]:
             known[str(src)] = float(t)
         except (TypeError, ValueError):
             continue
-    now = time.time()
-    return {s: known.get(s, now) for s in {event_source(e) for e in evs}}
+    now = obs.get("now")
+    return {
+        s: t
+        for s in {event_source(e) for e in evs}
+        if (t := known.get(s, now)) is not None
+    }
 
 
 def _skews(obs: Observations, evs: list[Event]) -> list[ClockSkew]:

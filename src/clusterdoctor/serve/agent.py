@@ -89,6 +89,7 @@ class Agent:
         with self.lock:
             data, status = self.collect()
             obs = Observations()
+            obs.put("now", time.time())  # the agent is live: now is when it scraped
             for k, v in data.items():
                 obs.put(k, v)
             if data.get("rdma"):
