@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from clusterdoctor.serve.agent import Agent, Source, default_sources, escape_label, make_server
-from tests.conftest import TEST_DATA, run_cli, shared_fixture
+from tests.conftest import TEST_DATA, needs_real_lock_timeouts, run_cli, shared_fixture
 from tests.observe.test_rdma import untar_infiniband
 
 
