@@ -379,11 +379,7 @@ def _collection_times(obs: Observations, evs: list[Event]) -> dict[str, float]:
         except (TypeError, ValueError):
             continue
     now = obs.get("now")
-    return {
-        s: t
-        for s in {event_source(e) for e in evs}
-        if (t := known.get(s, now)) is not None
-    }
+    return {s: t for s in {event_source(e) for e in evs} if (t := known.get(s, now)) is not None}
 
 
 def _skews(obs: Observations, evs: list[Event]) -> list[ClockSkew]:
