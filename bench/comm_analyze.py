@@ -87,7 +87,7 @@ print("WORK", *times)
 
 OURS_SCRIPT = r"""
 import json, sys, time
-from clusterdoctor.observe.comm_sources import load_comm_observations
+from clusterdoctor.observe.comm.sources import load_comm_observations
 from clusterdoctor.rules.comm import comm_analysis, run_comm_rules
 from clusterdoctor.rules.registry import Observations
 def work():

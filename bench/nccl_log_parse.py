@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from clusterdoctor.observe.nccl_log import load_nccl_log, parse_nccl_log
+from clusterdoctor.observe.comm.nccl_log import load_nccl_log, parse_nccl_log
 from clusterdoctor.testing import fixture_path
 
 FIXTURES = (

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusterdoctor.observe.procfs import collect_process, list_pids
+from clusterdoctor.observe.node.procfs import collect_process, list_pids
 from clusterdoctor.topology.cpuset import parse_cpulist
 from clusterdoctor.topology.model import NumaNode, Topology
 from clusterdoctor.topology.placement import audit_process

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusterdoctor.observe.prom_text import parse_prom_text
+from clusterdoctor.observe.control.prom_text import parse_prom_text
 from clusterdoctor.testing import comparable_samples, fixture_path, prom_client_samples
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from clusterdoctor.analyze.metric_window import observations_from_metrics
-from clusterdoctor.observe.prom_api import collect_for_rules
+from clusterdoctor.observe.control.prom_api import collect_for_rules
 from clusterdoctor.rules.registry import Observations, run_rules
 
 STEP = 15

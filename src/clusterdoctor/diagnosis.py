@@ -59,7 +59,7 @@ def audit_processes(
     sysfs_root: str = "/",
 ) -> list[dict[str, Any]]:
     """Audit live processes (``pids``, or those matching ``match``, or every GPU/NIC user)."""
-    from clusterdoctor.observe import procfs
+    from clusterdoctor.observe.node import procfs
     from clusterdoctor.topology import placement
 
     if pids:
@@ -68,7 +68,7 @@ def audit_processes(
         chosen = procfs.find_pids(match, proc_root)
     else:
         chosen = procfs.list_pids(proc_root)
-    from clusterdoctor.observe.nvml import gpu_uuids
+    from clusterdoctor.observe.node.nvml import gpu_uuids
 
     # sysfs_root maps uverbs fds to HCAs; NVML (when present) adds the GPUs each pid really uses
     infos = procfs.collect_processes(chosen, proc_root, sysfs_root=sysfs_root)
@@ -127,7 +127,7 @@ def load_sources(obs: Observations, paths: Iterable[str | Path]) -> list[SourceR
 def add_prometheus(obs: Observations, url: str, since_seconds: float, step: float | None = None) -> SourceRef:
     """Pull the series the rules need from a Prometheus server over the last ``since_seconds``."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
-    from clusterdoctor.observe.prom_api import collect_for_rules
+    from clusterdoctor.observe.control.prom_api import collect_for_rules
 
     res = collect_for_rules(url, since_seconds, step)
     merge_into(obs, dict(observations_from_metrics(res)))
@@ -140,7 +140,7 @@ def add_scrapes(
 ) -> SourceRef:
     """Scrape /metrics endpoints twice, ``interval`` seconds apart, for rates."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
-    from clusterdoctor.observe.scrape import scrape_window
+    from clusterdoctor.observe.control.scrape import scrape_window
 
     window = scrape_window(list(urls), interval=interval, insecure=insecure)
     obs.data.setdefault("warnings_list", []).extend(window.warnings)
@@ -152,7 +152,7 @@ def add_scrapes(
 
 def add_etcd_endpoints(obs: Observations, endpoints: Sequence[str]) -> SourceRef:
     """Ask etcd itself (``etcdctl endpoint status/health -w json``)."""
-    from clusterdoctor.observe.etcd import collect_etcd_status
+    from clusterdoctor.observe.control.etcd import collect_etcd_status
 
     obs.put("etcd_status", collect_etcd_status(list(endpoints)))
     return SourceRef("etcdctl", ",".join(endpoints))
@@ -276,7 +276,7 @@ def diagnose_local(
 
 def _add_live_rdma(obs: Observations, sysfs_root: str, sources: list[SourceRef]) -> None:
     """RDMA port counters from sysfs, when the node has HCAs (one read: totals since reset)."""
-    from clusterdoctor.observe.rdma import read_sysfs_infiniband
+    from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
 
     try:
         ports = read_sysfs_infiniband(sysfs_root)

@@ -23,7 +23,7 @@ from clusterdoctor.analyze.clock_skew import (
     same_event_skews,
 )
 from clusterdoctor.model import Event
-from clusterdoctor.observe.logs import load_logs, parse_time
+from clusterdoctor.observe.control.logs import load_logs, parse_time
 from tests.conftest import TEST_DATA
 
 STALL = TEST_DATA / "etcd_stall"

@@ -19,9 +19,9 @@ from clusterdoctor.analyze.comm import (
     rank_breakdown,
 )
 from clusterdoctor.analyze.intervals import intersection_length, subtract, total, union
-from clusterdoctor.observe.flight_recorder import load_flight_recorder
-from clusterdoctor.observe.kineto import GPU_CATS, kernel_type, load_kineto
-from clusterdoctor.observe.nccl_log import parse_nccl_log
+from clusterdoctor.observe.comm.flight_recorder import load_flight_recorder
+from clusterdoctor.observe.comm.kineto import GPU_CATS, kernel_type, load_kineto
+from clusterdoctor.observe.comm.nccl_log import parse_nccl_log
 from tests.conftest import TEST_DATA, shared_fixture
 
 GLOO = TEST_DATA / "comm" / "gloo_2rank"

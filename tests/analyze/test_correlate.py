@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from clusterdoctor.analyze.correlate import build_chain, event_period, match_periods, onset, rank_causes
 from clusterdoctor.model import Event
-from clusterdoctor.observe.logs import parse_logs
+from clusterdoctor.observe.control.logs import parse_logs
 from tests.conftest import TEST_DATA
 
 times = st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=30)

@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from clusterdoctor.analyze.comm import rank_breakdown
-from clusterdoctor.observe.kineto import load_kineto
+from clusterdoctor.observe.comm.kineto import load_kineto
 from tests.conftest import shared_fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore")  # HTA's own pandas deprecation warnings

@@ -17,7 +17,7 @@ from clusterdoctor.analyze.quantile import (
     validate_histogram,
 )
 from clusterdoctor.model import Histogram
-from clusterdoctor.observe.prom_text import parse_prom_text
+from clusterdoctor.observe.control.prom_text import parse_prom_text
 from tests.conftest import shared_fixture
 
 INF = math.inf

@@ -10,10 +10,10 @@ import pytest
 
 from clusterdoctor.analyze.metric_window import MetricWindow, metric_events, observations_from_metrics
 from clusterdoctor.model import Severity
-from clusterdoctor.observe.etcd import collect_etcd_status
-from clusterdoctor.observe.prom_api import PromClient, collect_for_rules
-from clusterdoctor.observe.prom_text import parse_prom_text
-from clusterdoctor.observe.scrape import scrape_once, scrape_window
+from clusterdoctor.observe.control.etcd import collect_etcd_status
+from clusterdoctor.observe.control.prom_api import PromClient, collect_for_rules
+from clusterdoctor.observe.control.prom_text import parse_prom_text
+from clusterdoctor.observe.control.scrape import scrape_once, scrape_window
 from clusterdoctor.rules.registry import Observations, run_rules
 from clusterdoctor.testing import comparable_samples, prom_client_samples
 from tests.live.conftest import ETCDCTL, Services, need, start_etcd_cluster

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from clusterdoctor.model import Severity
-from clusterdoctor.observe.logs import load_logs, parse_time
+from clusterdoctor.observe.control.logs import load_logs, parse_time
 from clusterdoctor.rules import etcd_log
 from clusterdoctor.rules.registry import Observations
 from tests.conftest import TEST_DATA

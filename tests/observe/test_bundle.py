@@ -16,7 +16,7 @@ from clusterdoctor.observe.bundle import BundleWriter, load_bundle_observations,
 from clusterdoctor.observe.node_collect import CollectOptions, collect_bundle
 from clusterdoctor.redact import REDACTED
 from tests.conftest import TEST_DATA, run_cli, shared_fixture
-from tests.observe.test_rdma import untar_infiniband
+from tests.observe.network.test_rdma import untar_infiniband
 
 
 def tar_zst(path, members):

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.control.scrape import load_metrics_observations
 from clusterdoctor.observe.event_sources import load_event_observations
 from clusterdoctor.observe.limits import DEFAULT_MAX_INPUT_BYTES, MAX_INPUT_ENV, max_input_bytes, read_input
-from clusterdoctor.observe.scrape import load_metrics_observations
 from tests.conftest import TEST_DATA, run_cli
 
 NODE = TEST_DATA / "ctrl" / "node_exporter_1.5.0_metrics.prom"  # 135,685 bytes

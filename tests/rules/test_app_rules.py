@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from clusterdoctor.model import Event, Severity
-from clusterdoctor.observe.flink import Checkpoint, parse_flink
-from clusterdoctor.observe.kafka import KafkaLagSnapshot, PartitionLag
+from clusterdoctor.observe.app.flink import Checkpoint, parse_flink
+from clusterdoctor.observe.app.kafka import KafkaLagSnapshot, PartitionLag
 from clusterdoctor.rules import app
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations
 from tests.conftest import shared_fixture

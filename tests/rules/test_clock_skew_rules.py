@@ -11,7 +11,7 @@ import dataclasses
 from clusterdoctor.analyze.correlate import build_chain
 from clusterdoctor.model import Event, Severity
 from clusterdoctor.observe.bundle import BundleWriter, load_bundle_observations
-from clusterdoctor.observe.logs import load_logs, parse_time
+from clusterdoctor.observe.control.logs import load_logs, parse_time
 from clusterdoctor.rules import etcd_log
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations
 from tests.conftest import TEST_DATA

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from clusterdoctor.model import Severity
-from clusterdoctor.observe.comm_sources import load_comm_observations
-from clusterdoctor.observe.nccl_log import parse_nccl_log
-from clusterdoctor.observe.ncu import parse_ncu_csv
+from clusterdoctor.observe.comm.nccl_log import parse_nccl_log
+from clusterdoctor.observe.comm.ncu import parse_ncu_csv
+from clusterdoctor.observe.comm.sources import load_comm_observations
 from clusterdoctor.rules import comm as C
 from clusterdoctor.rules.registry import Observations, load_all, parse_sections, run_rules
 from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology
@@ -113,7 +113,7 @@ def test_kineto_exposed_communication() -> None:
 
 def test_straggler_on_real_gloo_traces() -> None:
     from clusterdoctor.analyze.comm import collectives_of
-    from clusterdoctor.observe.kineto import load_kineto
+    from clusterdoctor.observe.comm.kineto import load_kineto
 
     # Oracle: the i-th collective of each rank, who entered it last and by how much.
     calls = [

@@ -6,7 +6,7 @@ import math
 
 from clusterdoctor.analyze.metric_window import MetricWindow, detect_kube_version, observations_from_metrics
 from clusterdoctor.model import Series, Severity
-from clusterdoctor.observe.prom_text import parse_prom_text
+from clusterdoctor.observe.control.prom_text import parse_prom_text
 from clusterdoctor.rules import control_plane as cp
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations, run_rules
 from tests.conftest import shared_fixture

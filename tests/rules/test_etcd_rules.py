@@ -8,13 +8,13 @@ import pytest
 
 from clusterdoctor.analyze.metric_window import MetricWindow, observations_from_metrics
 from clusterdoctor.model import Series, Severity
-from clusterdoctor.observe.etcd import (
+from clusterdoctor.observe.control.etcd import (
     EtcdStatus,
     parse_endpoint_health,
     parse_endpoint_status,
     parse_etcdctl_errors,
 )
-from clusterdoctor.observe.prom_text import parse_prom_text
+from clusterdoctor.observe.control.prom_text import parse_prom_text
 from clusterdoctor.rules import etcd as etcd_rules
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations, run_rules
 from tests.conftest import TEST_DATA, shared_fixture

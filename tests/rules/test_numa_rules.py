@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from clusterdoctor import diagnosis
-from clusterdoctor.observe import procfs
+from clusterdoctor.observe.node import procfs
 from clusterdoctor.rules.registry import run_rules
 from clusterdoctor.topology import placement
 from clusterdoctor.topology.build import load_topology

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from clusterdoctor.model import Severity
-from clusterdoctor.observe.rdma import RdmaPort, rates, read_sysfs_infiniband
+from clusterdoctor.observe.network.rdma import RdmaPort, rates, read_sysfs_infiniband
 from clusterdoctor.rules import rdma
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations
 from tests.conftest import shared_fixture
-from tests.observe.test_rdma import untar_infiniband
+from tests.observe.network.test_rdma import untar_infiniband
 from tests.rules.test_etcd_log_rules import obs_of
 
 ALL = (

@@ -13,7 +13,7 @@ import pytest
 
 from clusterdoctor.analyze.metric_window import MetricWindow
 from clusterdoctor.model import Series, Severity
-from clusterdoctor.observe.prom_api import series_from_response
+from clusterdoctor.observe.control.prom_api import series_from_response
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS, Observations
 from tests.conftest import TEST_DATA
 
@@ -74,7 +74,7 @@ def test_unthrottled_path_is_not_reported(zones):
 
 
 def test_federate_snapshot_has_too_few_points(zones):
-    from clusterdoctor.observe.scrape import load_metrics_observations
+    from clusterdoctor.observe.control.scrape import load_metrics_observations
 
     obs = load_metrics_observations(
         Z / "throttled_1mbit" / "prometheus_2.42.0_federate_scrape_duration_zones.prom"

@@ -14,7 +14,7 @@ import pytest
 
 from clusterdoctor.serve.agent import Agent, Source, default_sources, escape_label, make_server
 from tests.conftest import TEST_DATA, needs_real_lock_timeouts, run_cli, shared_fixture
-from tests.observe.test_rdma import untar_infiniband
+from tests.observe.network.test_rdma import untar_infiniband
 
 
 @pytest.fixture

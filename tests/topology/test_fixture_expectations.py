@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from clusterdoctor.observe.hwloc_xml import parse_hwloc_xml, sniff_hwloc_xml
-from clusterdoctor.observe.nccl_topo import parse_nccl_topo_xml, sniff_nccl_topo
-from clusterdoctor.observe.numactl import parse_numactl_hardware, sniff_numactl_hardware
-from clusterdoctor.observe.nvidia_smi import parse_nvidia_smi_topo, sniff_nvidia_smi_topo
+from clusterdoctor.observe.node.hwloc_xml import parse_hwloc_xml, sniff_hwloc_xml
+from clusterdoctor.observe.node.nccl_topo import parse_nccl_topo_xml, sniff_nccl_topo
+from clusterdoctor.observe.node.numactl import parse_numactl_hardware, sniff_numactl_hardware
+from clusterdoctor.observe.node.nvidia_smi import parse_nvidia_smi_topo, sniff_nvidia_smi_topo
 from clusterdoctor.testing import fixtures_root
 from tests.conftest import shared_fixture
 

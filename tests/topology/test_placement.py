@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterdoctor.observe.procfs import NumaMaps, ProcessInfo, ThreadInfo, collect_process
+from clusterdoctor.observe.node.procfs import NumaMaps, ProcessInfo, ThreadInfo, collect_process
 from clusterdoctor.topology.cpuset import parse_cpulist
 from clusterdoctor.topology.model import Device, NumaNode, Topology
 from clusterdoctor.topology.placement import (
@@ -29,7 +29,7 @@ from clusterdoctor.topology.placement import (
     audit_process,
     parse_visible_devices,
 )
-from tests.observe.test_procfs import copy_proc_tree, start_child, two_cpus
+from tests.observe.node.test_procfs import copy_proc_tree, start_child, two_cpus
 
 GIB = 1 << 30
 UUID1 = "GPU-5f0c8a4e-0000-4000-8000-000000000001"

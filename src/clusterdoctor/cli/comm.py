@@ -45,7 +45,7 @@ def analyze(
       clusterdoctor comm analyze all_reduce_perf.log --link nvswitch --format json
     """
     from clusterdoctor.model import Severity
-    from clusterdoctor.observe.comm_sources import load_comm_observations
+    from clusterdoctor.observe.comm.sources import load_comm_observations
     from clusterdoctor.rules.comm import LINK_CLASSES, comm_analysis, run_comm_rules
     from clusterdoctor.rules.registry import Observations
 

@@ -302,7 +302,7 @@ def load_bundle_observations(path: str | Path) -> dict[str, Any]:
     ``rdma`` (the second) and ``rdma_rates``; files that no loader accepts are listed in ``warnings``.
     """
     from clusterdoctor.observe.detect import load_path
-    from clusterdoctor.observe.rdma import rates, read_sysfs_infiniband
+    from clusterdoctor.observe.network.rdma import rates, read_sysfs_infiniband
 
     skipped: list[str] = []
     files = read_bundle(path, skipped=skipped)

@@ -46,9 +46,12 @@ LOADERS: list[Loader] = [
     ),
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
     Loader("numa probe result", "clusterdoctor.topology.probe", "sniff_probe", "load_probe"),
-    Loader("comm", "clusterdoctor.observe.comm_sources", "sniff_comm", "load_comm_observations"),
+    Loader("comm", "clusterdoctor.observe.comm.sources", "sniff_comm", "load_comm_observations"),
     Loader(
-        "etcdctl status/health", "clusterdoctor.observe.etcd", "sniff_etcdctl", "load_etcdctl_observations"
+        "etcdctl status/health",
+        "clusterdoctor.observe.control.etcd",
+        "sniff_etcdctl",
+        "load_etcdctl_observations",
     ),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
@@ -58,7 +61,10 @@ LOADERS: list[Loader] = [
         "load_event_observations",
     ),
     Loader(
-        "Prometheus metrics", "clusterdoctor.observe.scrape", "sniff_metrics", "load_metrics_observations"
+        "Prometheus metrics",
+        "clusterdoctor.observe.control.scrape",
+        "sniff_metrics",
+        "load_metrics_observations",
     ),
 ]
 
@@ -77,8 +83,8 @@ def _load_topology(path: Path) -> dict[str, Any]:
 
 def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
     """Topology and RDMA port counters from one sysfs tree (a directory or an extracted tarball)."""
-    from clusterdoctor.observe.rdma import read_sysfs_infiniband
-    from clusterdoctor.observe.sysfs import collect_sysfs_topology, find_sysfs_root
+    from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
+    from clusterdoctor.observe.node.sysfs import collect_sysfs_topology, find_sysfs_root
 
     base = find_sysfs_root(root) or root
     topo = collect_sysfs_topology(base)
@@ -100,7 +106,7 @@ def _load_sysfs_tarball(p: Path) -> dict[str, Any]:
 
 
 def _is_sysfs_dir(p: Path) -> bool:
-    from clusterdoctor.observe.sysfs import find_sysfs_root
+    from clusterdoctor.observe.node.sysfs import find_sysfs_root
 
     return find_sysfs_root(p) is not None
 

@@ -8,13 +8,13 @@ a log, RDMA counters text, Flink REST JSON, Kafka lag (text or metrics), or a Po
 kind                       value
 ========================== =======================================================================
 ``events``                 list of :class:`~clusterdoctor.model.Event` (logs)
-``pod_starts``             list of :class:`~clusterdoctor.observe.kube.PodStart` (pods JSON, kubelet logs)
+``pod_starts``             list of :class:`~clusterdoctor.observe.control.kube.PodStart` (pods JSON, kubelet logs)
 ``node_zones``             dict node name → zone (``kubectl get nodes -o json``)
-``rdma``                   list of :class:`~clusterdoctor.observe.rdma.RdmaPort` (RDMA and ethtool/DPDK ports)
-``rdma_rates``             list of :class:`~clusterdoctor.observe.rdma.RdmaRate` (``mlnx_perf`` rates)
-``rdma_qps``               list of :class:`~clusterdoctor.observe.rdma.QueuePair`
-``flink_checkpoints``      list of :class:`~clusterdoctor.observe.flink.FlinkCheckpoints`
-``kafka_lag``              list of :class:`~clusterdoctor.observe.kafka.KafkaLagSnapshot`
+``rdma``                   list of :class:`~clusterdoctor.observe.network.rdma.RdmaPort` (RDMA and ethtool/DPDK ports)
+``rdma_rates``             list of :class:`~clusterdoctor.observe.network.rdma.RdmaRate` (``mlnx_perf`` rates)
+``rdma_qps``               list of :class:`~clusterdoctor.observe.network.rdma.QueuePair`
+``flink_checkpoints``      list of :class:`~clusterdoctor.observe.app.flink.FlinkCheckpoints`
+``kafka_lag``              list of :class:`~clusterdoctor.observe.app.kafka.KafkaLagSnapshot`
 ``warnings``               list of str
 ========================== =======================================================================
 """
@@ -32,12 +32,12 @@ HEAD = 65536
 
 
 def _kind(head: bytes, name: str) -> str | None:
-    from clusterdoctor.observe.flink import sniff_flink
-    from clusterdoctor.observe.kafka import sniff_kafka
-    from clusterdoctor.observe.kube import sniff_nodes, sniff_pods
-    from clusterdoctor.observe.logs import sniff_logs
-    from clusterdoctor.observe.nic_stats import sniff_nic_stats
-    from clusterdoctor.observe.rdma import sniff_rdma
+    from clusterdoctor.observe.app.flink import sniff_flink
+    from clusterdoctor.observe.app.kafka import sniff_kafka
+    from clusterdoctor.observe.control.kube import sniff_nodes, sniff_pods
+    from clusterdoctor.observe.control.logs import sniff_logs
+    from clusterdoctor.observe.network.nic_stats import sniff_nic_stats
+    from clusterdoctor.observe.network.rdma import sniff_rdma
 
     if sniff_pods(head, name):
         return "pods"
@@ -65,7 +65,7 @@ def load_event_observations(path: str | Path) -> dict[str, Any]:
     """Load one such file by content → observations by kind (see the module docstring)."""
     p = Path(path)
     if p.is_dir():
-        from clusterdoctor.observe.rdma import load_rdma
+        from clusterdoctor.observe.network.rdma import load_rdma
 
         return load_rdma(p)
     try:
@@ -75,34 +75,34 @@ def load_event_observations(path: str | Path) -> dict[str, Any]:
         raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
     kind = _kind(head, p.name)
     if kind == "pods":
-        from clusterdoctor.observe.kube import load_pods
+        from clusterdoctor.observe.control.kube import load_pods
 
         return load_pods(p)
     if kind == "nodes":
-        from clusterdoctor.observe.kube import load_nodes
+        from clusterdoctor.observe.control.kube import load_nodes
 
         return load_nodes(p)
     if kind == "flink":
-        from clusterdoctor.observe.flink import load_flink
+        from clusterdoctor.observe.app.flink import load_flink
 
         return load_flink(p)
     if kind == "kafka":
-        from clusterdoctor.observe.kafka import load_kafka
+        from clusterdoctor.observe.app.kafka import load_kafka
 
         out = load_kafka(p)
         _add_metrics(out, p, head)
         return out
     if kind == "rdma":
-        from clusterdoctor.observe.rdma import load_rdma
+        from clusterdoctor.observe.network.rdma import load_rdma
 
         return load_rdma(p)
     if kind == "nic":
-        from clusterdoctor.observe.nic_stats import load_nic_stats
+        from clusterdoctor.observe.network.nic_stats import load_nic_stats
 
         return load_nic_stats(p)
     if kind == "logs":
-        from clusterdoctor.observe.kube import pod_starts_from_events
-        from clusterdoctor.observe.logs import load_logs
+        from clusterdoctor.observe.control.kube import pod_starts_from_events
+        from clusterdoctor.observe.control.logs import load_logs
 
         out = load_logs(p)
         starts = pod_starts_from_events(out["events"])
@@ -119,9 +119,9 @@ def _add_metrics(out: dict[str, Any], p: Path, head: bytes) -> None:
     if not re.search(rb"^# (?:HELP|TYPE) ", head, re.M):
         return  # consumer-groups CLI text
     try:
-        from clusterdoctor.observe.scrape import load_metrics_observations
+        from clusterdoctor.observe.control.scrape import load_metrics_observations
     except ModuleNotFoundError as e:
-        if e.name != "clusterdoctor.observe.scrape":
+        if e.name != "clusterdoctor.observe.control.scrape":
             raise
         return
     for k, v in load_metrics_observations(p).items():

@@ -1,8 +1,8 @@
 """Application-layer rules: Flink checkpoints and Kafka consumer lag.
 
-Inputs: ``flink_checkpoints`` (:mod:`clusterdoctor.observe.flink`), ``kafka_lag``
-(:mod:`clusterdoctor.observe.kafka`) and, to place checkpoint failures after control-plane trouble,
-``events`` (:mod:`clusterdoctor.observe.logs`).
+Inputs: ``flink_checkpoints`` (:mod:`clusterdoctor.observe.app.flink`), ``kafka_lag``
+(:mod:`clusterdoctor.observe.app.kafka`) and, to place checkpoint failures after control-plane trouble,
+``events`` (:mod:`clusterdoctor.observe.control.logs`).
 """
 
 from __future__ import annotations

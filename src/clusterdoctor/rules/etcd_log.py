@@ -1,6 +1,6 @@
 """Rules over etcd and control-plane **log events** (the metric rules are in ``rules/etcd.py``).
 
-Inputs: ``events`` (:mod:`clusterdoctor.observe.logs`). The cross-layer cascade rule lives here
+Inputs: ``events`` (:mod:`clusterdoctor.observe.control.logs`). The cross-layer cascade rule lives here
 too because the chain it reports starts at etcd; its order and timing come from
 :mod:`clusterdoctor.analyze.correlate`.
 """

@@ -1,7 +1,7 @@
 """Kubelet rules: slow pod starts and the CNI/CRI timeouts that cause them.
 
-Inputs: ``pod_starts`` (:mod:`clusterdoctor.observe.kube`: ``kubectl get pods -o json``, or kubelet
-``Observed pod startup duration`` log lines) and ``events`` (:mod:`clusterdoctor.observe.logs`).
+Inputs: ``pod_starts`` (:mod:`clusterdoctor.observe.control.kube`: ``kubectl get pods -o json``, or kubelet
+``Observed pod startup duration`` log lines) and ``events`` (:mod:`clusterdoctor.observe.control.logs`).
 The ``kubelet_pod_start_sli_duration_seconds`` histogram rule (KUBELET003) reads ``kubelet_metrics``.
 """
 

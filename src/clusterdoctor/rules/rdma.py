@@ -1,7 +1,7 @@
 """RDMA data-plane rules: receive drops, congestion, retransmission, link errors, completion errors.
 
-Inputs: ``rdma`` (cumulative counters per port, :class:`clusterdoctor.observe.rdma.RdmaPort`, from
-RDMA sources and from Ethernet/DPDK statistics via :mod:`clusterdoctor.observe.nic_stats`) and,
+Inputs: ``rdma`` (cumulative counters per port, :class:`clusterdoctor.observe.network.rdma.RdmaPort`, from
+RDMA sources and from Ethernet/DPDK statistics via :mod:`clusterdoctor.observe.network.nic_stats`) and,
 when two reads were taken, ``rdma_rates``. With rates a rule judges the current state; with totals
 only it reports what happened since the counters were last reset, with lower confidence.
 Counter meanings and classes: reference/ctrl.md §3 (NVIDIA texts quoted in node_exporter
@@ -57,7 +57,7 @@ RX_DROPS = (
     "rx_out_of_buffer",
     "rnr_nak_retry_err",
     "rx_discards_phy",
-    # Ethernet / DPDK (observe/nic_stats.py): NIC had no RX descriptor, mbuf pool empty, driver drops
+    # Ethernet / DPDK (observe/network/nic_stats.py): NIC had no RX descriptor, mbuf pool empty, driver drops
     "imissed",
     "rx_missed_errors",
     "rx_nombuf",

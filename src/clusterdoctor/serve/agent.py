@@ -83,7 +83,7 @@ class Agent:
 
     def render(self) -> str:
         """One scrape: collect, run the rules, format the metrics."""
-        from clusterdoctor.observe.rdma import rates
+        from clusterdoctor.observe.network.rdma import rates
         from clusterdoctor.rules.registry import Observations, run_rules
 
         with self.lock:
@@ -164,7 +164,7 @@ def default_sources(
     sysfs_root: str = "/", logs: list[str] | None = None, timeout_s: float = 5.0
 ) -> list[Source]:
     """RDMA counters from sysfs and the given log files, each with ``timeout_s``."""
-    from clusterdoctor.observe.rdma import read_sysfs_infiniband
+    from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
 
     srcs = [Source("rdma-sysfs", lambda: {"rdma": read_sysfs_infiniband(sysfs_root)}, timeout_s)]
     for path in logs or []:

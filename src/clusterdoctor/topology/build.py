@@ -25,16 +25,16 @@ MAX_TAR_TOTAL = 512 << 20
 
 # (module, sniff function, parse function, human name) in the order they are tried.
 FILE_PARSERS: tuple[tuple[str, str, str, str], ...] = (
-    ("clusterdoctor.observe.nccl_topo", "sniff_nccl_topo", "parse_nccl_topo_xml", "NCCL topology XML"),
-    ("clusterdoctor.observe.hwloc_xml", "sniff_hwloc_xml", "parse_hwloc_xml", "hwloc XML"),
+    ("clusterdoctor.observe.node.nccl_topo", "sniff_nccl_topo", "parse_nccl_topo_xml", "NCCL topology XML"),
+    ("clusterdoctor.observe.node.hwloc_xml", "sniff_hwloc_xml", "parse_hwloc_xml", "hwloc XML"),
     (
-        "clusterdoctor.observe.nvidia_smi",
+        "clusterdoctor.observe.node.nvidia_smi",
         "sniff_nvidia_smi_topo",
         "parse_nvidia_smi_topo",
         "nvidia-smi topo -m",
     ),
     (
-        "clusterdoctor.observe.numactl",
+        "clusterdoctor.observe.node.numactl",
         "sniff_numactl_hardware",
         "parse_numactl_hardware",
         "numactl --hardware",
@@ -49,7 +49,7 @@ EXPECTED = (
 
 def from_sysfs(root: str | os.PathLike[str] = "/") -> Topology:
     """This machine's topology (``root="/"``) or that of a sysfs tree at ``root``."""
-    from clusterdoctor.observe.sysfs import collect_sysfs_topology
+    from clusterdoctor.observe.node.sysfs import collect_sysfs_topology
 
     return collect_sysfs_topology(root)
 
@@ -140,7 +140,7 @@ def parse_topology_bytes(data: bytes, path: str | None = None) -> Topology:
 def extracted_sysfs(archive: Path) -> Iterator[tuple[Path, list[str]]]:
     """Extract a sysfs snapshot tarball safely into a temporary directory; yields (sysfs root,
     extraction warnings) and removes the directory afterwards."""
-    from clusterdoctor.observe.sysfs import find_sysfs_root
+    from clusterdoctor.observe.node.sysfs import find_sysfs_root
 
     tmp = Path(tempfile.mkdtemp(prefix="clusterdoctor-sysfs-"))
     try:
@@ -156,7 +156,7 @@ def extracted_sysfs(archive: Path) -> Iterator[tuple[Path, list[str]]]:
 
 
 def _load_tarball(p: Path) -> Topology:
-    from clusterdoctor.observe.sysfs import collect_sysfs_topology
+    from clusterdoctor.observe.node.sysfs import collect_sysfs_topology
 
     with extracted_sysfs(p) as (root, warnings):
         topo = collect_sysfs_topology(root)

@@ -1,6 +1,6 @@
 """Where each process really runs and keeps its memory, against the machine's topology.
 
-:func:`audit_process` joins a :class:`~clusterdoctor.observe.procfs.ProcessInfo` (from ``/proc``)
+:func:`audit_process` joins a :class:`~clusterdoctor.observe.node.procfs.ProcessInfo` (from ``/proc``)
 with a :class:`~clusterdoctor.topology.model.Topology` and returns a :class:`Placement`: the NUMA
 nodes of its allowed CPUs, its resident bytes per node, the GPUs and NICs it uses with their
 nodes, and flags. It is pure: it reads nothing, so rules and reports can rely on it.
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.model import Threshold
-from clusterdoctor.observe.procfs import ProcessInfo
+from clusterdoctor.observe.node.procfs import ProcessInfo
 from clusterdoctor.topology.model import Device, Topology
 
 __all__ = [
@@ -368,7 +368,7 @@ def audit_process(
 ) -> Placement:
     """Join one process with the topology. Pure; never raises for missing data (see module doc).
 
-    ``gpu_uuids`` (``{"GPU-...": index}``, e.g. from :func:`clusterdoctor.observe.nvml.gpu_uuids`)
+    ``gpu_uuids`` (``{"GPU-...": index}``, e.g. from :func:`clusterdoctor.observe.node.nvml.gpu_uuids`)
     resolves UUIDs in ``CUDA_VISIBLE_DEVICES`` when the topology does not carry them.
     """
     pl = Placement(

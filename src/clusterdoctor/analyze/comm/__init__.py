@@ -41,11 +41,11 @@ from clusterdoctor.analyze.comm.hangs import (
     hangs_from_nccl_logs,
 )
 from clusterdoctor.analyze.comm.init_timings import InitOutlier, init_outliers
-from clusterdoctor.observe.kineto import KinetoTrace
+from clusterdoctor.observe.comm.kineto import KinetoTrace
 
 if TYPE_CHECKING:  # parsers of the other sources are imported only when their data is analysed
-    from clusterdoctor.observe.flight_recorder import FrDump, FrTraceReport
-    from clusterdoctor.observe.nccl_log import NcclLog
+    from clusterdoctor.observe.comm.flight_recorder import FrDump, FrTraceReport
+    from clusterdoctor.observe.comm.nccl_log import NcclLog
 
 __all__ = [
     "CPU_EVENT_WEIGHT",

@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from clusterdoctor.analyze.intervals import exclusive_lengths, exclusive_lengths_lists, union, union_arrays
-from clusterdoctor.observe.kineto import COMM, COMM_ANNOTATION_RE, COMPUTE, MEMORY, KinetoTrace
+from clusterdoctor.observe.comm.kineto import COMM, COMM_ANNOTATION_RE, COMPUTE, MEMORY, KinetoTrace
 
 
 class StepBreakdown(msgspec.Struct):

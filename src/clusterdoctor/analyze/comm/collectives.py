@@ -24,7 +24,7 @@ from clusterdoctor.analyze.comm.common import (
     median_of,
     normalize_collective,
 )
-from clusterdoctor.observe.kineto import COMM, COMM_ANNOTATION_RE, KinetoTrace
+from clusterdoctor.observe.comm.kineto import COMM, COMM_ANNOTATION_RE, KinetoTrace
 
 
 class CollectiveCall(msgspec.Struct):

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:  # parsers of the other sources are imported only when their data is analysed
-    from clusterdoctor.observe.flight_recorder import FrDump, FrTraceReport
-    from clusterdoctor.observe.nccl_log import NcclLog
+    from clusterdoctor.observe.comm.flight_recorder import FrDump, FrTraceReport
+    from clusterdoctor.observe.comm.nccl_log import NcclLog
 
 
 class Hang(msgspec.Struct):
@@ -158,7 +158,7 @@ def hangs_from_flight_recorder(items: Iterable[FrDump | FrTraceReport]) -> list[
     items = list(items)
     if not items:
         return []  # without importing the Flight Recorder parser
-    from clusterdoctor.observe.flight_recorder import FrTraceReport
+    from clusterdoctor.observe.comm.flight_recorder import FrTraceReport
 
     out: list[Hang] = []
     dumps: list[FrDump] = []

@@ -10,7 +10,7 @@ import msgspec
 from clusterdoctor.analyze.comm.common import median_of
 
 if TYPE_CHECKING:  # parsers of the other sources are imported only when their data is analysed
-    from clusterdoctor.observe.nccl_log import NcclLog
+    from clusterdoctor.observe.comm.nccl_log import NcclLog
 
 
 class InitOutlier(msgspec.Struct):

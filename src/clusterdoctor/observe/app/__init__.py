@@ -1,0 +1,1 @@
+"""Application: Flink checkpoint statistics, Kafka consumer lag."""

@@ -1,0 +1,195 @@
+"""Direct scrapes of ``/metrics`` endpoints and saved ``/metrics`` files.
+
+:func:`scrape` reads one endpoint (with a timeout) into a :class:`~.prom_text.MetricSet`.
+:func:`scrape_window` scrapes every URL twice, ``interval`` seconds apart, so counters and
+histograms have a rate; each sample gets an ``instance`` label (``host:port``, as Prometheus
+would add) and one dead endpoint never blocks the others — it becomes a warning.
+:func:`load_metrics_file` reads a saved ``kubectl get --raw /metrics`` (or ``curl``) dump.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from clusterdoctor.analyze.metric_window import MetricWindow
+from clusterdoctor.errors import CollectError, InputError
+from clusterdoctor.observe.control.prom_text import MetricSet, PromSample, parse_prom_text, sniff_prom_text
+
+__all__ = [
+    "load_metrics_file",
+    "load_metrics_observations",
+    "scrape",
+    "scrape_once",
+    "scrape_window",
+    "sniff_metrics",
+]
+
+ACCEPT = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
+MAX_BYTES = 256 * 1024 * 1024
+
+
+def _instance(url: str) -> str:
+    p = urllib.parse.urlparse(url)
+    return p.netloc or url
+
+
+def scrape(
+    url: str,
+    timeout: float = 5.0,
+    headers: dict[str, str] | None = None,
+    insecure: bool = False,
+) -> MetricSet:
+    """GET ``url`` and parse the exposition. CollectError on connection problems or timeouts."""
+    p = urllib.parse.urlparse(url)
+    if p.scheme not in ("http", "https") or not p.netloc:
+        raise InputError("not an http(s) URL", url)
+    req = urllib.request.Request(url, headers={"Accept": ACCEPT, **(headers or {})})
+    ctx = None
+    if p.scheme == "https" and insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+            ctype = resp.headers.get("Content-Type", "")
+            data = resp.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as e:
+        raise CollectError(f"{url}: HTTP {e.code} {e.reason}") from None
+    except TimeoutError:
+        raise CollectError(f"{url}: no answer within {timeout:g} s") from None
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, TimeoutError):
+            raise CollectError(f"{url}: no answer within {timeout:g} s") from None
+        raise CollectError(f"{url}: cannot connect ({e.reason})") from None
+    except OSError as e:
+        raise CollectError(f"{url}: {e.strerror or e}") from None
+    if len(data) > MAX_BYTES:
+        raise CollectError(f"{url}: answer larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    om = True if "openmetrics" in ctype else None
+    return parse_prom_text(data, url, openmetrics=om)
+
+
+def _with_instance(ms: MetricSet, instance: str) -> MetricSet:
+    new = tuple.__new__
+    out = []
+    for s in ms.samples:
+        if any(k == "instance" for k, _ in s.labels):
+            out.append(s)
+        else:
+            out.append(new(PromSample, (s.name, (*s.labels, ("instance", instance)), s.value, s.timestamp)))
+    ms.samples = out
+    ms._by_name = None
+    return ms
+
+
+def scrape_once(
+    urls: list[str],
+    timeout: float = 5.0,
+    headers: dict[str, str] | None = None,
+    insecure: bool = False,
+) -> tuple[list[tuple[float, MetricSet]], list[str]]:
+    """Scrape every URL once, in parallel: ``([(time, MetricSet with instance label)], errors)``."""
+
+    def one(u: str) -> tuple[float, MetricSet | None, str | None]:
+        t = time.time()
+        try:
+            return t, _with_instance(scrape(u, timeout, headers, insecure), _instance(u)), None
+        except (CollectError, InputError) as e:
+            return t, None, str(e)
+
+    timed: list[tuple[float, MetricSet]] = []
+    errors: list[str] = []
+    if not urls:
+        return timed, errors
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(urls))) as ex:
+        for t, ms, err in ex.map(one, urls):
+            if ms is None:
+                errors.append(err or "scrape failed")
+            else:
+                timed.append((t, ms))
+    return timed, errors
+
+
+def scrape_window(
+    urls: list[str],
+    interval: float = 5.0,
+    timeout: float = 5.0,
+    headers: dict[str, str] | None = None,
+    insecure: bool = False,
+) -> MetricWindow:
+    """Scrape every URL twice, ``interval`` s apart (0: once), into one window.
+
+    Failures become warnings on the window; CollectError only when no URL answered at all.
+    """
+    if not urls:
+        raise InputError("no URL to scrape")
+    timed, errors = scrape_once(urls, timeout, headers, insecure)
+    if interval > 0:
+        time.sleep(interval)
+        more, errors2 = scrape_once(urls, timeout, headers, insecure)
+        timed += more
+        errors += [e for e in errors2 if e not in errors]
+    if not timed:
+        raise CollectError("no /metrics endpoint answered: " + "; ".join(errors))
+    w = MetricWindow.from_metricsets(timed, source="scrape " + ", ".join(urls))
+    w.warnings.extend(errors)
+    return w
+
+
+def load_metrics_file(path: str | Path) -> MetricSet:
+    """A saved ``/metrics`` exposition (``kubectl get --raw /metrics > file``)."""
+    p = Path(path)
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)  # size-limited, one-line errors
+    try:
+        return parse_prom_text(data, str(p))
+    except MemoryError:
+        raise InputError(
+            f"not enough memory to parse {len(data) >> 20} MiB of metrics (cut the dump, e.g. with grep)",
+            str(p),
+        ) from None
+
+
+def _sniff_api_answer(head: bytes) -> bool:
+    """A saved Prometheus HTTP API answer (``curl …/api/v1/query_range``): JSON with a resultType."""
+    h = head.lstrip()[:4096].replace(b" ", b"")
+    return h.startswith(b"{") and b'"status":"success"' in h and b'"resultType":' in h
+
+
+def sniff_metrics(head: bytes, name: str = "") -> bool:
+    """Loader hook for ``observe.detect``: a saved /metrics exposition or Prometheus API answer."""
+    return sniff_prom_text(head[:8192]) or _sniff_api_answer(head)
+
+
+def load_metrics_observations(path: str | Path) -> dict[str, object]:
+    """Loader hook for ``observe.detect``: ``{"metrics": window, "<component>_metrics": window}``."""
+    from clusterdoctor.analyze.metric_window import MetricWindow, observations_from_metrics
+
+    p = Path(path)
+    if _is_api_answer_file(p):
+        from clusterdoctor.observe.control.prom_api import series_from_response
+        from clusterdoctor.observe.limits import read_input
+
+        series = series_from_response(read_input(p), str(p))
+        times = [t for s in series for t, _ in s.points]
+        window = MetricWindow.from_series(
+            series, min(times, default=None), max(times, default=None), source=str(p)
+        )
+        return dict(observations_from_metrics(window, source=str(p)))
+    return dict(observations_from_metrics(load_metrics_file(path), source=str(path)))
+
+
+def _is_api_answer_file(p: Path) -> bool:
+    try:
+        with p.open("rb") as f:
+            return _sniff_api_answer(f.read(4096))
+    except OSError:
+        return False
