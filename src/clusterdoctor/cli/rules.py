@@ -34,6 +34,7 @@ def rules(
                         "requires": list(r.requires),
                         "sections": sec,
                         "thresholds": [t.as_dict() for t in r.thresholds],
+                        "alerts": [dict(a) for a in r.alerts],
                     },
                     indent=2,
                 )
@@ -48,6 +49,10 @@ def rules(
             for t in r.thresholds:
                 typer.echo(f"  {t.name} = {t.display()}" + (f" — {t.meaning}" if t.meaning else ""))
                 typer.echo(f"    source: {t.source}")
+        if r.alerts:
+            typer.echo("\nPrometheus alerts (`--json` gives them as data):")
+            for a in r.alerts:
+                typer.echo(f"  {a['alert']} (for {a.get('for', '0s')}): " + a["expr"].replace("\n", " "))
         return
     catalog = [r for r in load_all() if layer is None or r.layer == layer]
     if as_json:

@@ -31,6 +31,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
+    "clusterdoctor.rules.failslow",
 )
 
 # What each observation kind is and how a user provides it (shown when a rule is skipped).
@@ -103,6 +104,9 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     fn: RuleFn
     severity: Severity
+    # Prometheus alerting rules that watch for the same pattern live (dicts: alert, expr, for,
+    # labels, annotations), as data for whoever generates PrometheusRule objects from the catalog.
+    alerts: tuple[dict[str, Any], ...] = ()
 
     @property
     def doc(self) -> str:
@@ -182,13 +186,14 @@ def rule(
     requires: tuple[str, ...],
     thresholds: tuple[Threshold, ...] = (),
     severity: Severity = Severity.WARNING,
+    alerts: tuple[dict[str, Any], ...] = (),
 ) -> Callable[[RuleFn], Rule]:
     """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``)."""
 
     def deco(fn: RuleFn) -> Rule:
         if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"duplicate rule id {id}")
-        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity)
+        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity, tuple(alerts))
         _REGISTRY[id] = r
         return r
 

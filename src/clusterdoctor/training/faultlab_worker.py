@@ -150,15 +150,17 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
             yield next(batches)
 
     it = w.loader(source()) if w is not None else source()
+    t0 = time.perf_counter()
     for i, (x, y) in enumerate(it):
-        t0 = time.perf_counter()
         loss = lossf(ddp(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if w is not None:
             w.step()
-        walls.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        walls.append(t1 - t0)  # the whole iteration, data included
+        t0 = t1
         if i + 1 >= steps:
             break
     if w is not None:
