@@ -174,7 +174,9 @@ def table_from_records(
         prev_step = None
         unordered = 0
         for rec in recs:
-            if rec.run != cur_run or (prev_step is not None and rec.step < prev_step - 2 and rec.step <= 2):
+            # a new run id is a restart; without run ids, a step counter back near zero is one
+            reset = rec.run is None and prev_step is not None and rec.step < prev_step - 2 and rec.step <= 2
+            if rec.run != cur_run or reset:
                 runs.append([])
                 cur_run = rec.run
             elif prev_step is not None and rec.step < prev_step:
@@ -251,19 +253,20 @@ def _correct_skew(table: StepTable) -> None:
     R, S = table.shape
     if R < 2 or S < 3:
         return
-    with np.errstate(all="ignore"):
-        import warnings as _w
-
-        with _w.catch_warnings():
-            _w.simplefilter("ignore", RuntimeWarning)
-            ref = np.nanmedian(table.t, axis=0)
-            off = np.nanmedian(table.t - ref[None, :], axis=1)
     hosts: dict[str, list[int]] = {}
     for i, rank in enumerate(table.ranks):
         ident = table.identities.get(rank)
         hosts.setdefault((ident.host if ident and ident.host else f"rank{rank}"), []).append(i)
+    if len(hosts) < 2:
+        return
+    # the reference clock: the host with the most ranks (ties: the host of the lowest rank)
+    ref_host = min(hosts, key=lambda h: (-len(hosts[h]), min(hosts[h])))
+    ref = _nanmedian(table.t[hosts[ref_host]], axis=0)
     for host, rows in sorted(hosts.items()):
-        o = float(np.nanmedian(off[rows])) if np.isfinite(off[rows]).any() else 0.0
+        if host == ref_host:
+            continue
+        d = table.t[rows] - ref[None, :]
+        o = float(_nanmedian(d)) if np.isfinite(d).any() else 0.0
         if abs(o) > SKEW_WARN_S:
             table.t[rows] -= o
             for i in rows:
@@ -271,12 +274,11 @@ def _correct_skew(table: StepTable) -> None:
                 if rank in table.last_t:
                     table.last_t[rank] -= o
             table.warnings.append(
-                f"host {host}: clock {abs(o):.2f} s {'ahead of' if o > 0 else 'behind'} the other hosts "
+                f"host {host}: clock {abs(o):.2f} s {'ahead of' if o > 0 else 'behind'} host {ref_host}'s "
                 "(judged from the step end times all ranks share); times corrected"
             )
 
 
-# -- detection -------------------------------------------------------------------------------------
 def _nanmedian(a: np.ndarray, axis: int | None = None) -> Any:
     import warnings as _w
 
@@ -378,6 +380,38 @@ def _cusum_alarm_rows(y: np.ndarray, start: int, k: float, h: float) -> tuple[in
     return None
 
 
+def _onset_of_cause(ep: Episode, tb: StepTable, sig: _Signals, W0: float, p: Params) -> None:
+    """Move a job-level episode's onset to where the component that explains it (the collectives,
+    every rank's stalls or own work) changed: the step time alone also carries other tenants' noise."""
+    d = ep.detail
+    series = {"communication": sig.comm, "stall": sig.stall_med, "own": sig.own_med}
+    key = (
+        "communication"
+        if ep.kind == "communication"
+        else ("stall" if d["common_stall_s"] >= d["common_own_s"] else "own")
+    )
+    z = series[key]
+    lo = max(0, ep.onset_col - 5)
+    base = (
+        float(np.median(z[max(0, lo - 10) : lo + 1])) if lo > 0 else float(np.median(z[: ep.onset_col + 1]))
+    )
+    zz = np.clip((z - base) / W0, -p.clip, p.clip)
+    stop = ep.end_col if ep.end_col is not None else len(z)
+    hi = min(stop - 1, ep.detect_col + 15)
+    if hi <= lo:
+        return
+    # the start of the cause's shift, searched from a little before the onset to past the alarm
+    onset = _refine_onset(zz, lo, hi)
+    if onset != ep.onset_col:
+        ep.onset_col = onset
+        ep.onset_step = _step_at(tb, onset)
+        ep.onset_t = _time_at(sig, onset)
+        if ep.detect_col < onset + p.job_min_steps - 1:
+            ep.detect_col = min(len(z) - 1, onset + p.job_min_steps - 1)
+            ep.detect_step = _step_at(tb, ep.detect_col)
+            ep.detect_t = _time_at(sig, ep.detect_col)
+
+
 def _refine_onset(x: np.ndarray, onset: int, alarm: int) -> int:
     """The maximum-likelihood start of a mean shift within [onset, alarm]: the shift's size is read
     just after the alarm, and the start is where the sum of ``x - size/2`` up to the alarm peaks."""
@@ -430,27 +464,48 @@ def detect(
     data0 = np.median(sig.data[:, base], axis=1)
     x = np.clip((sig.W - W0) / W0, -p.clip, p.clip)
     y = np.clip((sig.late - late0[:, None]) / W0, -p.clip, p.clip)
+    args = (table, sig, W0, late0, comm0, own0, stall0, data0, p)
+    start = first + blen
+    # pass 1, stragglers: one rank's lateness (relative to the other ranks, so the noise every
+    # rank shares — other tenants, the machine — cancels out)
     episodes: list[Episode] = []
-    col = first + blen
-    while col < S - 1:
-        a_job = _cusum_alarm(x, col, p.k, p.h)
-        a_late = _cusum_alarm_rows(y, col, p.late_k, p.late_h) if R > 2 else None
-        cands = []
-        if a_job:
-            cands.append((a_job[1], a_job[0], None))
-        if a_late:
-            cands.append((a_late[2], a_late[1], a_late[0]))
-        if not cands:
+    col = start
+    while R > 2 and col < S - 1:
+        a = _cusum_alarm_rows(y[:, col:], 0, p.late_k, p.late_h)
+        if a is None:
             break
-        alarm, onset, row = min(cands, key=lambda c: c[0])
-        end = _recovery(x, alarm + 1, p.k, p.h)
-        onset = _refine_onset(x if row is None else y[row], onset, alarm)
-        ep = _classify(table, sig, onset, alarm, end, W0, late0, comm0, own0, stall0, data0, row, p)
+        row, onset, alarm = a[0], a[1] + col, a[2] + col
+        end = _recovery(y[row], alarm + 1, p.late_k, p.late_h)
+        onset = _refine_onset(y[row], onset, alarm)
+        ep = _classify(*args[:1], sig, onset, alarm, end, *args[2:-1], row, p, want="straggler")
         if ep is not None:
             episodes.append(ep)
         if end is None:
             break
         col = max(end, alarm + 1)
+    # pass 2, the whole job (slow collectives or every rank slower) where no straggler explains it
+    col = start
+    while col < S - 1:
+        a = _cusum_alarm(x, col, p.k, p.h)
+        if a is None:
+            break
+        onset, alarm = a
+        end = _recovery(x, alarm + 1, p.k, p.h)
+        stop = end if end is not None else S
+        explained = any(e.onset_col < stop and (e.end_col is None or e.end_col > onset) for e in episodes)
+        ep = None
+        if not explained:
+            onset = _refine_onset(x, onset, alarm)
+            ep = _classify(*args[:1], sig, onset, alarm, end, *args[2:-1], None, p, want="job")
+        if ep is not None:
+            _onset_of_cause(ep, table, sig, W0, p)
+            episodes.append(ep)
+            if end is None:
+                break
+            col = max(end, alarm + 1)
+        else:
+            col = alarm + 1  # noise or explained: look again from here
+    episodes.sort(key=lambda e: e.onset_col)
     episodes = _merge_periodic(episodes, p)
     return FailSlowResult(episodes, silent, W0, R, S, table.unit, warns, job_silent)
 
@@ -483,6 +538,7 @@ def _classify(
     data0: np.ndarray,
     row: int | None,
     p: Params,
+    want: str = "any",
 ) -> Episode | None:
     S = len(sig.W)
     stop = end if end is not None else S
@@ -520,15 +576,26 @@ def _classify(
         "columns": n_cols,
     }
     # one rank the others waited for (a slow link or a job-wide cause delays every rank alike)
-    straggler = d_late >= 0.3 * max(dW, 1e-12) and margin >= 0.6 and d_late > 0.05 * W0
+    argmax = np.argmax(sig.late[:, P], axis=0)
+    consistency = float(np.mean(argmax == r_idx))
+    straggler = d_late >= 0.3 * max(dW, 1e-12) and margin >= 0.6 and d_late > 0.05 * W0 and consistency >= 0.4
+    if want == "straggler" and not straggler:
+        return None
+    if want == "job" and straggler:
+        return None  # pass 1 owns stragglers
     top = "straggler" if straggler else ("communication" if d_comm - max(d_stall, 0.0) > d_job else "job")
     rank: int | None = None
     link = None
     if top == "straggler":
         rank = tb.ranks[r_idx]
-        kind = "data" if d_data >= 0.5 * d_late else "compute"
-        argmax = np.argmax(sig.late[:, P], axis=0)
-        consistency = float(np.mean(argmax == r_idx))
+        # its loader kept it waiting, and not because its whole process was throttled or frozen
+        base_cols = slice(max(0, onset - 10), onset) if onset > 0 else P
+        d_stall_r = 0.0
+        if tb.stall is not None and tb.stall.size:
+            d_stall_r = float(_nanmedian(tb.stall[r_idx, P]) - _nanmedian(tb.stall[r_idx, base_cols]))
+            d_stall_r = d_stall_r if np.isfinite(d_stall_r) else 0.0
+        detail["stall_s"] = round(d_stall_r, 6)
+        kind = "data" if d_data >= 0.5 * d_late and d_stall_r < 0.25 * d_late else "compute"
         confidence = max(0.3, min(0.99, 0.5 * consistency + 0.5 * margin))
         own_before = float(np.median(tb.own[r_idx, slice(max(0, onset - 10), onset)])) if onset > 0 else None
         own_during = float(_nanmedian(tb.own[r_idx, P]))
@@ -540,7 +607,7 @@ def _classify(
         detail["also_late"] = [tb.ranks[i] for i in np.nonzero(late_p > 0.5 * d_late)[0] if i != r_idx][:8]
     elif top == "communication":
         kind = "communication"
-        share = d_comm / dW if dW > 0 else 0.0
+        share = d_comm / max(dW, 1e-12)
         confidence = max(0.3, min(0.95, share))
         rank, link, loc = _localise_link(tb, _time_at(sig, onset), p)
         detail.update(loc)
@@ -548,10 +615,16 @@ def _classify(
             confidence = min(0.97, confidence + 0.1)
     else:
         kind = "job"
-        if n_cols < p.job_min_steps and end is not None:
-            return None
         share = d_job / dW if dW > 0 else 0.0
         confidence = max(0.3, min(0.95, 0.4 + 0.5 * share + 0.1 * (1 - margin)))
+    if kind in ("job", "communication"):
+        # nobody to blame: only a large, lasting slowdown is told apart from other tenants' noise
+        if factor < p.job_min_factor or n_cols < p.job_min_steps:
+            return None
+        xs = (sig.W[P] - W0) / W0
+        if float(np.mean(xs >= (factor - 1) / 2)) < p.job_persistence:
+            return None
+        alarm = max(alarm, onset + p.job_min_steps - 1)
     if kind != "job" and factor < p.min_factor and d_late < 0.25 * W0:
         return None
     return Episode(

@@ -52,6 +52,15 @@ MIN_FACTOR = Threshold(
     "NSDI'24, treats <10-20% iteration-time drift as noise) and is not reported",
     "smallest job slowdown reported",
 )
+JOB_MIN_FACTOR = Threshold(
+    "failslow_job_min_factor",
+    1.5,
+    "x",
+    "clusterdoctor default, measured (bench/failslow.py): on a shared machine other tenants slow a whole job "
+    "by up to ~1.4x for tens of steps; a job-wide or collective slowdown (no single rank to blame) must exceed "
+    "that to be told apart from them",
+    "smallest whole-job or collective slowdown reported",
+)
 JOB_MIN_STEPS = Threshold(
     "failslow_job_min_steps",
     10,
@@ -89,6 +98,7 @@ THRESHOLDS = (
     LATE_ALLOWANCE,
     LATE_LIMIT,
     MIN_FACTOR,
+    JOB_MIN_FACTOR,
     JOB_MIN_STEPS,
     SILENT_AFTER,
     PERIODIC_MIN_EPISODES,
@@ -108,7 +118,9 @@ class Params:
     late_h: float = float(LATE_LIMIT.value)
     clip: float = 1.0
     min_factor: float = float(MIN_FACTOR.value)
+    job_min_factor: float = float(JOB_MIN_FACTOR.value)
     job_min_steps: int = int(JOB_MIN_STEPS.value)
+    job_persistence: float = 0.6
     silent_after_s: float = float(SILENT_AFTER.value)
     periodic_min: int = int(PERIODIC_MIN_EPISODES.value)
     slow_link_ratio: float = float(SLOW_LINK_RATIO.value)

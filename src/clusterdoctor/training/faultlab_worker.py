@@ -33,8 +33,9 @@ def _mark(what: str) -> None:
 
 def _wait_for(lab: str, k: int) -> dict | None:
     go, stop = os.path.join(lab, f"go-{k}"), os.path.join(lab, "stop")
+    parent = os.getppid()
     while True:
-        if os.path.exists(stop):
+        if os.path.exists(stop) or os.getppid() != parent:  # the lab ended, or its process died
             return None
         if os.path.exists(go):
             try:
