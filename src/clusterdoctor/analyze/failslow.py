@@ -579,8 +579,8 @@ def _classify(
     argmax = np.argmax(sig.late[:, P], axis=0)
     consistency = float(np.mean(argmax == r_idx))
     straggler = d_late >= 0.3 * max(dW, 1e-12) and margin >= 0.6 and d_late > 0.05 * W0 and consistency >= 0.4
-    if want == "straggler" and not straggler:
-        return None
+    if want == "straggler" and (not straggler or (end is not None and n_cols < p.min_steps)):
+        return None  # not one rank, or a lag that passed within a few steps
     if want == "job" and straggler:
         return None  # pass 1 owns stragglers
     top = "straggler" if straggler else ("communication" if d_comm - max(d_stall, 0.0) > d_job else "job")

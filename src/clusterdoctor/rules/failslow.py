@@ -500,3 +500,11 @@ def run_failslow_rules(obs: Observations) -> tuple[list[Finding], list[Any], lis
     from clusterdoctor.rules.registry import run_rules
 
     return run_rules(obs, failslow_rules())
+
+
+def alert_rule_file() -> str:
+    """The :data:`ALERTS` as a Prometheus rule file (JSON, which Prometheus' YAML loader reads)."""
+    import json
+
+    group = {"name": "clusterdoctor-failslow", "rules": [dict(a) for a in ALERTS]}
+    return json.dumps({"groups": [group]}, indent=2) + "\n"

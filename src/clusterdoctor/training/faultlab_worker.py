@@ -137,7 +137,7 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
             ddp,
             job=cfg.get("job", "faultlab"),
             every=int(cfg.get("every", 5)),
-            port=cfg.get("port"),
+            port=cfg["ports"][dist.get_rank()] if cfg.get("ports") else cfg.get("port"),
             jsonl_dir=cfg.get("dir"),
             exchange_timeout=float(cfg.get("exchange_timeout", 30)),
             link_every=int(cfg.get("link_every", 20)),
