@@ -453,11 +453,15 @@ def detect(
         return FailSlowResult([], silent, None, R, S, table.unit, warns, job_silent)
     sig = _signals(table)
     base = slice(first, first + blen)
-    W0 = float(np.median(sig.W[base]))
+    # warm-up and other tenants can make the first steps slow: never take a baseline above the
+    # run's 40th percentile
+    W0 = min(float(np.median(sig.W[base])), float(np.percentile(sig.W[first:], 40)))
     if not W0 > 0:
         warns.append("baseline step time is zero; nothing to compare")
         return FailSlowResult([], silent, None, R, S, table.unit, warns, job_silent)
-    late0 = np.median(sig.late[:, base], axis=1)
+    # a healthy rank is not late: its baseline lateness is capped, so a rank that is slow from the
+    # start (or during the baseline) still stands out
+    late0 = np.clip(np.median(sig.late[:, base], axis=1), 0.0, 0.05 * W0)
     comm0 = float(np.median(sig.comm[base]))
     own0 = float(np.median(sig.own_med[base]))
     stall0 = float(np.median(sig.stall_med[base]))

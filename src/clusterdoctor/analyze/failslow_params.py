@@ -71,10 +71,10 @@ JOB_MIN_FACTOR = Threshold(
 )
 JOB_MIN_STEPS = Threshold(
     "failslow_job_min_steps",
-    10,
+    15,
     "steps",
-    "clusterdoctor default: a whole-job slowdown must last 10 steps before it is reported (a checkpoint or "
-    "evaluation step is a one-off, not a fail-slow)",
+    "clusterdoctor default: a whole-job or collective slowdown must last 15 steps before it is reported (a "
+    "checkpoint or evaluation step is a one-off; other tenants' bursts on the bench machine last ~10 steps)",
     "shortest whole-job slowdown reported",
 )
 SILENT_AFTER = Threshold(
