@@ -244,7 +244,13 @@ def compute_straggler(obs: Observations) -> Iterator[Finding]:
 def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str) -> Finding:
     where = _where(obs, ep.rank)
     d = ep.detail
-    what = {"compute": "its own work grew", "data": "its data loader kept it waiting"}.get(ep.kind, "")
+    stall = d.get("stall_s") or 0.0
+    if ep.kind == "data":
+        what = "its data loader kept it waiting"
+    elif stall >= 0.5 * d["lateness_s"]:
+        what = f"its process did not run for {stall * 1000:.1f} ms a step (CPU-throttled or frozen)"
+    else:
+        what = "it finished its own work late"
     summary = (
         f"{_subject(where)} became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}): "
         f"{what}; the other ranks wait {d['lateness_s'] * 1000:.1f} ms a step for it. The job lost "
@@ -254,6 +260,10 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
         Evidence("how often it was the last rank", d.get("consistency"), source=src),
     ]
+    if stall:
+        ev.append(
+            Evidence("its process stalls grew by", round(stall * 1000, 2), unit="ms a step", source=src)
+        )
     if ep.kind == "data":
         ev.append(
             Evidence("its data-loader wait grew by", round(d["data_wait_s"] * 1000, 2), unit="ms", source=src)
