@@ -151,6 +151,12 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
             yield next(batches)
 
     it = w.loader(source()) if w is not None else source()
+    prof = None
+    if cfg.get("profile_dir"):  # a Kineto trace per rank, one ProfilerStep#N a step
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.__enter__()
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(it):
         loss = lossf(ddp(x), y)
@@ -159,6 +165,8 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
         opt.zero_grad(set_to_none=True)
         if w is not None:
             w.step()
+        if prof is not None:
+            prof.step()
         t1 = time.perf_counter()
         walls.append(t1 - t0)  # the whole iteration, data included
         t0 = t1
@@ -166,6 +174,10 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
             break
     if w is not None:
         w.close()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        os.makedirs(cfg["profile_dir"], exist_ok=True)
+        prof.export_chrome_trace(os.path.join(cfg["profile_dir"], f"rank{dist.get_rank()}.pt.trace.json"))
     return walls
 
 
