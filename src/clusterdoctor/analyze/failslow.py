@@ -582,7 +582,12 @@ def _classify(
     # one rank the others waited for (a slow link or a job-wide cause delays every rank alike)
     argmax = np.argmax(sig.late[:, P], axis=0)
     consistency = float(np.mean(argmax == r_idx))
-    straggler = d_late >= 0.3 * max(dW, 1e-12) and margin >= 0.6 and d_late > 0.05 * W0 and consistency >= 0.4
+    straggler = (
+        d_late >= 0.3 * max(dW, 1e-12)
+        and margin >= 0.6
+        and d_late >= p.min_lateness * W0
+        and consistency >= 0.4
+    )
     if want == "straggler" and (not straggler or (end is not None and n_cols < p.min_steps)):
         return None  # not one rank, or a lag that passed within a few steps
     if want == "job" and straggler:

@@ -44,6 +44,14 @@ LATE_LIMIT = Threshold(
     "clusterdoctor default (bench/failslow.py): accumulated lateness of one rank that raises an alarm",
     "accumulated lateness of one rank that raises an alarm",
 )
+MIN_LATENESS = Threshold(
+    "failslow_min_lateness",
+    0.25,
+    "x baseline step",
+    "clusterdoctor default, measured (bench/failslow.py): in clean runs on the shared machine one rank's "
+    "lateness stayed below 0.2 of a step; every injected straggler made the others wait 0.3 of a step or more",
+    "how long the others must wait for one rank, per step, to call it a straggler",
+)
 MIN_FACTOR = Threshold(
     "failslow_min_factor",
     1.2,
@@ -54,7 +62,7 @@ MIN_FACTOR = Threshold(
 )
 MIN_STEPS = Threshold(
     "failslow_min_steps",
-    8,
+    10,
     "steps",
     "clusterdoctor default, measured (bench/failslow.py): on a shared machine one rank can lag for up to ~5 "
     "steps when the scheduler favours the others; a straggler that recovered sooner than this is not reported",
@@ -62,10 +70,10 @@ MIN_STEPS = Threshold(
 )
 JOB_MIN_FACTOR = Threshold(
     "failslow_job_min_factor",
-    1.5,
+    1.8,
     "x",
-    "clusterdoctor default, measured (bench/failslow.py): on a shared machine other tenants slow a whole job "
-    "by up to ~1.4x for tens of steps; a job-wide or collective slowdown (no single rank to blame) must exceed "
+    "clusterdoctor default, measured (bench/failslow.py): on the shared 2-core bench machine other tenants "
+    "slowed a whole job by up to ~1.6x for tens of steps; a job-wide or collective slowdown (no single rank to blame) must exceed "
     "that to be told apart from them",
     "smallest whole-job or collective slowdown reported",
 )
@@ -106,6 +114,7 @@ THRESHOLDS = (
     LATE_ALLOWANCE,
     LATE_LIMIT,
     MIN_STEPS,
+    MIN_LATENESS,
     MIN_FACTOR,
     JOB_MIN_FACTOR,
     JOB_MIN_STEPS,
@@ -127,6 +136,7 @@ class Params:
     late_h: float = float(LATE_LIMIT.value)
     clip: float = 1.0
     min_steps: int = int(MIN_STEPS.value)
+    min_lateness: float = float(MIN_LATENESS.value)
     min_factor: float = float(MIN_FACTOR.value)
     job_min_factor: float = float(JOB_MIN_FACTOR.value)
     job_min_steps: int = int(JOB_MIN_STEPS.value)
