@@ -235,6 +235,23 @@ def part_report(reanalyse: bool = False) -> str:
             if dt
             else ""
         )
+    # the detector's thresholds were set looking at runs 00-21; runs 22+ were judged after, unseen
+    for name, sel in (
+        ("runs 00-21 (thresholds tuned on)", lambda i: i < 22),
+        ("runs 22+ (held out)", lambda i: i >= 22),
+    ):
+        part = [(r, v) for r, v in verdicts if sel(int(r["id"][1:3]))]
+        pf = [v for r, v in part if v["faulty"]]
+        ptp = sum(1 for v in pf if v.get("detected"))
+        pfp = sum(1 for r, v in part if v["fp"])
+        prr = [v["right_rank"] for v in pf if "right_rank" in v]
+        prc = [v["right_class"] for v in pf if "right_class" in v]
+        if part:
+            lines.append(
+                f"{name}: precision {ptp / max(1, ptp + pfp):.3f} recall {ptp / max(1, len(pf)):.3f} "
+                f"rank {sum(prr) / max(1, len(prr)):.3f} class {sum(prc) / max(1, len(prc)):.3f} "
+                f"({len(pf)} faulty, {len(part) - len(pf)} clean)"
+            )
     by = {}
     for r, v in verdicts:
         b = by.setdefault(r["fault"], {"n": 0, "det": 0, "rank": 0, "cls": 0, "fp": 0, "delay": []})
@@ -251,7 +268,8 @@ def part_report(reanalyse: bool = False) -> str:
     )
     for k, b in sorted(by.items()):
         d = f"{statistics.median(b['delay']):.0f}" if b["delay"] else "-"
-        lines.append(f"{k:<10}{b['n']:>5}{b['det']:>9}{b['rank']:>8}{b['cls']:>9}{b['fp']:>8}{d:>7}")
+        rank = "-" if k in ("job", "clean") else b["rank"]  # no rank to name
+        lines.append(f"{k:<10}{b['n']:>5}{b['det']:>9}{rank:>8}{b['cls']:>9}{b['fp']:>8}{d:>7}")
     for r in recs:
         if r.get("part") == "overhead":
             lines.append("")
