@@ -31,7 +31,7 @@ RUNS = HERE / "failslow-runs.jsonl"
 EPISODES = HERE / ".failslow-episodes"
 ONSET = 25
 STEPS = 70
-PERIODIC_STEPS = 150
+PERIODIC_STEPS = 200
 EXPECTED = {
     "quota": "compute",
     "stop": "compute",
@@ -72,7 +72,7 @@ def make_fault(spec: dict):
         "stop": lambda: fl.StopCont(r, 0.03, 0.03),
         "link": lambda: fl.SlowLink(r, "400mbit"),
         "loader": lambda: fl.SlowLoader(r, 0.02),
-        "periodic": lambda: fl.Periodic(fl.CpuQuota(r, 0.15), 1.5, 1.5),
+        "periodic": lambda: fl.Periodic(fl.CpuQuota(r, 0.15), 1.0, 1.0),
         "job": lambda: fl.JobWide(0.5),
     }[spec["fault"]]()
 

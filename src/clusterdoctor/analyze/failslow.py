@@ -30,6 +30,7 @@ spacing become one **periodic** episode. numpy is imported here (the CLI imports
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -511,6 +512,7 @@ def detect(
             col = alarm + 1  # noise or explained: look again from here
     episodes.sort(key=lambda e: e.onset_col)
     episodes = _merge_periodic(episodes, p)
+    episodes = _periodic_by_acf(episodes, table, sig, y, p)
     return FailSlowResult(episodes, silent, W0, R, S, table.unit, warns, job_silent)
 
 
@@ -605,6 +607,8 @@ def _classify(
             d_stall_r = d_stall_r if np.isfinite(d_stall_r) else 0.0
         detail["stall_s"] = round(d_stall_r, 6)
         kind = "data" if d_data >= 0.5 * d_late and d_stall_r < 0.25 * d_late else "compute"
+        if kind == "data" and factor < p.min_factor:
+            return None  # loaders of a busy machine lag a little now and then: only a costly lag counts
         confidence = max(0.3, min(0.99, 0.5 * consistency + 0.5 * margin))
         own_before = float(np.median(tb.own[r_idx, slice(max(0, onset - 10), onset)])) if onset > 0 else None
         own_during = float(_nanmedian(tb.own[r_idx, P]))
@@ -697,10 +701,64 @@ def _localise_link(
     return None, None, out
 
 
+def _periodic_by_acf(
+    episodes: list[Episode], tb: StepTable, sig: _Signals, y: np.ndarray, p: Params
+) -> list[Episode]:
+    """A straggler whose lateness, from its first onset on, repeats with a period (autocorrelation,
+    :func:`clusterdoctor.analyze.periodicity.detect_period`) is one periodic episode, even when some
+    of its recurrences were too short or too close to be separate episodes."""
+    from clusterdoctor.analyze.periodicity import detect_period
+
+    out: list[Episode] = []
+    done: set[int | None] = set()
+    for e in episodes:
+        if e.kind not in ("compute", "data") or e.rank in done:
+            if e.rank not in done or e.kind not in ("compute", "data"):
+                out.append(e)
+            continue
+        mine = [x for x in episodes if x.rank == e.rank and x.kind in ("compute", "data")]
+        row = tb.ranks.index(e.rank)
+        seg = y[row, e.onset_col :]
+        per = detect_period(
+            list(enumerate(seg.tolist())), min_period=2 * p.min_steps, min_cycles=2.5, min_strength=0.4
+        )
+        if per is None:
+            out.append(e)
+            continue
+        done.add(e.rank)
+        on = seg > 0.5 * float(np.percentile(seg, 90))
+        dt = float(np.nanmedian(np.diff(sig.t))) if len(sig.t) > 1 else None
+        out.append(
+            dataclasses.replace(
+                e,
+                kind="periodic",
+                periodic_of=max({x.kind for x in mine}, key=lambda k: sum(x.kind == k for x in mine)),
+                end_col=mine[-1].end_col,
+                factor=round(
+                    float(np.median(sig.W[e.onset_col :][on]) / e.baseline_s) if on.any() else e.factor, 3
+                ),
+                steps_lost=round(sum(x.steps_lost for x in mine), 2),
+                period_steps=round(per.period, 1),
+                period_s=round(per.period * dt, 2) if dt and np.isfinite(dt) else None,
+                recurrences=max(len(mine), int(per.cycles)),
+                confidence=round(min(0.97, 0.5 + 0.5 * per.strength), 3),
+                detail={
+                    **e.detail,
+                    "acf_strength": round(per.strength, 3),
+                    "onset_steps": [x.onset_step for x in mine],
+                },
+            )
+        )
+    return out
+
+
 def _merge_periodic(episodes: list[Episode], p: Params) -> list[Episode]:
+    # the same rank straggling again and again is one periodic cause, whether its recurrences were
+    # judged compute or data (a throttled process also drains its loader's queue late)
     groups: dict[tuple[str, int | None], list[Episode]] = {}
     for e in episodes:
-        groups.setdefault((e.kind, e.rank), []).append(e)
+        key = "straggler" if e.kind in ("compute", "data") else e.kind
+        groups.setdefault((key, e.rank), []).append(e)
     out: list[Episode] = []
     for (_kind, _rank), eps in groups.items():
         if len(eps) >= p.periodic_min:
@@ -733,7 +791,7 @@ def _merge_periodic(episodes: list[Episode], p: Params) -> list[Episode]:
                         "onset_steps": [e.onset_step for e in eps],
                         "gap_cv": round(cv, 3),
                     },
-                    periodic_of=first.kind,
+                    periodic_of=max({e.kind for e in eps}, key=lambda k: sum(e.kind == k for e in eps)),
                     period_steps=float(np.median(gaps)),
                     period_s=period_s,
                     recurrences=len(eps),

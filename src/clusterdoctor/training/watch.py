@@ -12,9 +12,13 @@ or as a context manager (``with watch.install(model) as w: ...``), which closes 
 
 Per rank and step it records the wall time, the time until the rank entered its first collective
 (its own work, data wait included), the time from then until its collectives completed, the time
-its last collective waited, the data-loader wait and the step index. Collectives are seen through
-a DDP communication hook (DDP) and through the ``torch.distributed`` collective functions (FSDP,
-plain loops): the probe never touches the tensors.
+its last collective waited, the data-loader wait, the time its process did not run (a heartbeat
+thread that wakes late: CPU throttling, SIGSTOP, a frozen host) and the step index. Collectives are
+seen, for DDP, through gradient-ready hooks (DDP launches a bucket's all-reduce when its gradients
+are ready) and the optimizer's step pre-hook (DDP has waited for its all-reduces by then) — DDP's
+C++ all-reduce is not replaced; with ``comm_hook=`` your own DDP hook is wrapped and timed. For FSDP
+and plain loops, through the ``torch.distributed`` collective functions. The probe never touches
+the tensors.
 
 Every ``every`` steps the ranks exchange a few numbers each with one tiny all-gather on a gloo
 process group of the probe's own (its own store prefix and timeout, run by a background thread):
@@ -31,9 +35,9 @@ rotated at ``jsonl_max_bytes``. Memory is bounded (a fixed window of recent step
 or an unwritable file is a warning; training goes on. Read the outputs with
 ``clusterdoctor watch --from DIR`` or ``clusterdoctor watch --prometheus URL``.
 
-Timing on GPUs: the step clock is the host's; with NCCL, collective completion is taken when the
-CUDA work the collective enqueued has finished (its future's callback). Measured on CPU (gloo) in
-this repository's tests; the NCCL path is listed in bench/RESULTS.md as not yet run on a GPU.
+Timing on GPUs: the step clock is the host's. With NCCL, host-side marks see when work was
+enqueued, not when the GPU ran it, unless the loop synchronises (``loss.item()``); measured on CPU
+(gloo) in this repository's tests only: the NCCL check is listed in bench/RESULTS.md as not run.
 """
 
 from __future__ import annotations
