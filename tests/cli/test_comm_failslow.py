@@ -1,5 +1,5 @@
 """`clusterdoctor comm analyze DIR` on per-rank Kineto traces (ProfilerStep#N) of a real 4-rank DDP
-job with rank 1 CPU-throttled from step ~25 (tests/data/failslow/traces-quota-rank1): the same
+job with rank 1 frozen by a SIGSTOP/SIGCONT duty cycle (30 ms / 30 ms) from step ~28 (tests/data/failslow/traces-stopcont-rank1): the same
 fail-slow finding as `watch`, read sequentially, in local processes and on a real local Ray."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 import pytest
 
 from clusterdoctor.observe.watch.traces import load_step_records
-from tests.conftest import TEST_DATA
+from tests.conftest import TEST_DATA, start_local_ray
 
-TRACES = TEST_DATA / "failslow" / "traces-quota-rank1"
+TRACES = TEST_DATA / "failslow" / "traces-stopcont-rank1"
 
 
 def _first(doc):
@@ -40,7 +40,7 @@ def test_parallel_processes_read_the_same_records():
 @pytest.mark.timeout(300)
 def test_ray_reads_the_same_records():
     ray = pytest.importorskip("ray", reason="Ray not installed (extra `sim`)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray(ray)
     try:
         got = load_step_records([TRACES], use_ray=True)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import shared_fixture
+from tests.conftest import shared_fixture, start_local_ray
 
 ray = pytest.importorskip("ray", reason="Ray not installed (extra `sim`)")
 
@@ -27,7 +27,7 @@ def test_sweep_on_ray_equals_local(small_trace):
     from clusterdoctor.sim.reproduce import run_sweep
 
     nodes, pods = small_trace
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray(ray)
     try:
         on_ray = _sweep(nodes, pods, ["best-fit", "first-fit"], [1, 2], 1.3, workers=2)
         assert ray.is_initialized()  # the Ray path ran (it reuses the running local cluster)

@@ -153,9 +153,10 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
     it = w.loader(source()) if w is not None else source()
     prof = None
     if cfg.get("profile_dir"):  # a Kineto trace per rank, one ProfilerStep#N a step
-        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import ProfilerActivity, profile, schedule
 
-        prof = profile(activities=[ProfilerActivity.CPU])
+        # a schedule (record every step) is what makes the profiler write ProfilerStep#N annotations
+        prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=10**6))
         prof.__enter__()
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(it):

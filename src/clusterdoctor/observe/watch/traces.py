@@ -4,7 +4,9 @@
   annotation's span; own work runs from its start to the first collective the rank entered (the
   CPU-side ``record_param_comms``/``nccl:*``/``gloo:*`` record, or the first communication kernel on
   a GPU); the collective time runs from there to the end of the last one; the wait is the last
-  collective's own duration. Data-loader waits are not in what the trace reader keeps: 0.
+  collective's own duration. Data-loader waits are not in what the trace reader keeps: 0. In
+  CPU-only traces the main thread's operator time fills the stall field (the detector compares it
+  across ranks: a frozen or throttled process' operators take longer).
 * Flight Recorder dumps (one per rank): each collective (by its sequence id in its process group) is
   one "step": own work from the end of the rank's previous collective until it created this one,
   wait = its duration.
@@ -48,7 +50,11 @@ def steps_from_kineto(trace: Any) -> tuple[list[StepRecord], RankIdentity | None
     import bisect
 
     starts = [c[0] for c in colls]
-    for step, ts, end in sorted(trace.steps):
+    busy = _main_thread_busy(trace)
+    steps = sorted(trace.steps)
+    if len(steps) > 1 and steps[-1][2] - steps[-1][1] < 0.5 * (steps[-2][2] - steps[-2][1]):
+        steps = steps[:-1]  # the last ProfilerStep is cut short when the profiler stops
+    for step, ts, end in steps:
         wall = (end - ts) / 1e6
         lo = bisect.bisect_left(starts, ts)
         hi = bisect.bisect_left(starts, end)
@@ -62,11 +68,44 @@ def steps_from_kineto(trace: Any) -> tuple[list[StepRecord], RankIdentity | None
         else:
             own, coll, wait = wall, 0.0, 0.0
         t = (base_us + end) / 1e6
+        ops = busy(ts, end) / 1e6 if busy is not None else 0.0
         out.append(
-            StepRecord(trace.rank, step, t, wall, min(own, wall), coll, wait, 0.0, 0.0, run=trace.path)
+            StepRecord(trace.rank, step, t, wall, min(own, wall), coll, wait, 0.0, ops, run=trace.path)
         )
     ident = RankIdentity(job="trace", rank=trace.rank, world_size=trace.world_size, run=trace.path)
     return out, ident, warns
+
+
+def _main_thread_busy(trace: Any) -> Any:
+    """``busy(start, end)``: time covered by the main thread's CPU operators in [start, end) (CPU-only
+    traces keep them). It stands in for the probe's stall signal: a frozen or throttled process'
+    operators take longer than the same operators on the other ranks. None when not available."""
+    import numpy as np
+
+    if not len(trace.cpu_ts):
+        return None
+    ts = np.asarray(trace.cpu_ts)
+    end = ts + np.asarray(trace.cpu_dur)
+    tid = np.asarray(trace.cpu_tid)
+    vals, counts = np.unique(tid, return_counts=True)
+    keep = tid == vals[np.argmax(counts)]
+    order = np.argsort(ts[keep])
+    ts, end = ts[keep][order], end[keep][order]
+    merged_s: list[float] = []
+    merged_e: list[float] = []
+    for a, b in zip(ts.tolist(), end.tolist()):  # nested operators -> top-level intervals
+        if merged_e and a < merged_e[-1]:
+            merged_e[-1] = max(merged_e[-1], b)
+        else:
+            merged_s.append(a)
+            merged_e.append(b)
+    ms, me = np.asarray(merged_s), np.asarray(merged_e)
+
+    def busy(lo: float, hi: float) -> float:
+        i, j = np.searchsorted(ms, lo), np.searchsorted(ms, hi)
+        return float(np.sum(np.minimum(me[i:j], hi) - ms[i:j])) if j > i else 0.0
+
+    return busy
 
 
 def steps_from_flight_recorder(dump: Any) -> tuple[list[StepRecord], RankIdentity | None, list[str]]:
