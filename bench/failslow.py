@@ -418,7 +418,12 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--only", default=None, help="runs: only this fault kind")
     ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--reanalyse", action="store_true", help="report: judge the kept probe files again")
+    ap.add_argument(
+        "--stored",
+        action="store_true",
+        help="report: the verdicts stored when each run was made (default: judge the kept probe files again "
+        "with the current detector, when they are here)",
+    )
     args = ap.parse_args()
     if args.part == "runs":
         part_runs(args.minutes, args.only)
@@ -426,7 +431,7 @@ def main() -> None:
         part_overhead(args.pairs)
     elif args.part == "scale":
         part_scale()
-    print(part_report(args.reanalyse))
+    print(part_report(not args.stored and EPISODES.is_dir()))
 
 
 if __name__ == "__main__":
