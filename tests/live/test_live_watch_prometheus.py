@@ -50,7 +50,9 @@ def test_prometheus_scrapes_the_probes_and_watch_names_the_straggler(tmp_path, c
         assert res.error is None, res.error
         job = f"lab-{lab.tag}-e0"
         # the probes were scraped while the job ran: every rank, with the probe's labels
-        up = json.loads(wait_http(f"{url}/api/v1/query?query=max_over_time(clusterdoctor_watch_steps_total%5B5m%5D)", 10))
+        up = json.loads(
+            wait_http(f"{url}/api/v1/query?query=max_over_time(clusterdoctor_watch_steps_total%5B5m%5D)", 10)
+        )
         got = {(s["metric"]["job"], s["metric"]["rank"]) for s in up["data"]["result"]}
         assert got == {(job, str(r)) for r in range(4)}
         rules = json.loads(wait_http(f"{url}/api/v1/rules", 10))["data"]["groups"][0]["rules"]
