@@ -18,6 +18,7 @@ from clusterdoctor.observe.control.prom_text import parse_prom_text  # noqa: E40
 from clusterdoctor.observe.watch.records import load_watch_dir  # noqa: E402
 from clusterdoctor.testing import comparable_samples, prom_client_samples  # noqa: E402
 from clusterdoctor.training import watch  # noqa: E402
+from tests.conftest import needs_real_lock_timeouts  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -118,6 +119,7 @@ def test_heartbeat_sees_the_process_frozen(tmp_path):
     assert stalls[3] >= 0.3 and max(stalls[:3] + stalls[4:]) < 0.1
 
 
+@needs_real_lock_timeouts  # gloo's timeout is a timed wait too
 def test_dead_peer_never_stops_training(tmp_path):
     """Two real ranks (gloo); rank 1 dies after 10 steps. Rank 0 trains on: the exchange times out in
     the background with a warning, steps keep coming at their pace."""

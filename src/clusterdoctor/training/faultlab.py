@@ -211,11 +211,11 @@ class StopCont(Fault):
 
     def _loop(self) -> None:
         try:
-            while not self.halt.is_set():
+            while not self.halt.is_set():  # time.sleep, not Event.wait: libfaketime (make test-clock)
                 os.kill(self.pid, signal.SIGSTOP)
-                self.halt.wait(self.stop_s)
+                time.sleep(self.stop_s)
                 os.kill(self.pid, signal.SIGCONT)
-                self.halt.wait(self.cont_s)
+                time.sleep(self.cont_s)
         except ProcessLookupError:
             pass
         finally:
@@ -285,9 +285,9 @@ class Periodic(Fault):
     def _loop(self) -> None:
         while not self.halt.is_set():
             self.inner.start(self.lab)
-            self.halt.wait(self.on_s)
+            _sleep_unless(self.halt, self.on_s)
             self.inner.stop()
-            self.halt.wait(self.off_s)
+            _sleep_unless(self.halt, self.off_s)
 
     def stop(self) -> None:
         if hasattr(self, "halt"):
@@ -512,6 +512,13 @@ class Lab:
         for ns in reversed(self._ns):
             _run("ip", "netns", "del", ns, check=False)
         self._ns.clear()
+
+
+def _sleep_unless(halt: threading.Event, seconds: float) -> None:
+    """Sleep ``seconds`` in short naps, returning early once ``halt`` is set (no timed lock wait)."""
+    end = time.monotonic() + seconds
+    while not halt.is_set() and time.monotonic() < end:
+        time.sleep(min(0.02, max(0.0, end - time.monotonic())))
 
 
 def _remove_cgroups(tag: str) -> None:
