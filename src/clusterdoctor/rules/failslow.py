@@ -14,6 +14,7 @@ PrometheusRule generator reads them from ``clusterdoctor rules FS001 --json``).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,8 +131,8 @@ def _where(obs: Observations, rank: int | None) -> dict[str, Any]:
     topo = obs.get("topology")
     if topo is not None and ident is not None and ident.gpu not in (None, "cpu"):
         if topo.hostname is None or ident.host is None or topo.hostname == ident.host:
-            gpus = sorted(topo.gpus, key=lambda g: g.name)
-            gpu = next((g for g in gpus if g.name.endswith(str(ident.gpu))), None)
+            # the probe labels a GPU by its CUDA index: GPU<index> in nvidia-smi / NCCL topology names
+            gpu = next((g for g in topo.gpus if re.sub(r"\D", "", g.name) == str(ident.gpu)), None)
             if gpu is not None:
                 out["gpu_device"] = gpu.name
                 best = topo.best_nic_for(gpu, topo.nics)
