@@ -167,3 +167,46 @@ def test_dead_peer_never_stops_training(tmp_path):
     assert secs < 60 * 0.02 + 10  # never blocked on the dead peer beyond scheduling noise
     assert "exchange_ok 0.0" in out and "picture [0, 1]" in out
     assert "exchange between ranks stopped" in err
+
+
+def test_plain_loop_collectives_are_timed_through_the_tap(tmp_path):
+    """Two real ranks, a plain loop with dist.all_reduce (what FSDP and hand-written loops call):
+    rank 1 works 30 ms more a step, so rank 0 waits for it in the collective."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        import torch, torch.distributed as dist
+        from clusterdoctor.training import watch
+        dist.init_process_group("gloo")
+        r = dist.get_rank()
+        w = watch.install(None, job="tap", port=None, jsonl_dir=sys.argv[1], every=5)
+        t = torch.ones(1000)
+        for i in range(30):
+            time.sleep(0.01 + (0.03 if r == 1 else 0.0))
+            dist.all_reduce(t)
+            w.step()
+        w.close()
+        """
+    )
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    procs = []
+    for r in range(2):
+        env = dict(
+            __import__("os").environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(p)
+        )
+        procs.append(subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+    for pr in procs:
+        _, err = pr.communicate(timeout=120)
+        assert pr.returncode == 0, err
+    wf = load_watch_dir(str(tmp_path))
+    by = {r: [x for x in wf.steps if x.rank == r][5:] for r in (0, 1)}
+    med = {
+        r: {k: sorted(getattr(x, k) for x in v)[len(v) // 2] for k in ("own", "wait")} for r, v in by.items()
+    }
+    assert med[1]["own"] > med[0]["own"] + 0.02  # rank 1's own work is the longer
+    assert med[0]["wait"] > med[1]["wait"] + 0.02  # rank 0 waits for it in the collective
+    assert {x.step for x in wf.steps} == set(range(1, 31))

@@ -198,6 +198,9 @@ class Watch:
         self._exchanger: _Exchanger | None = None
         if exchange and self.world_size > 1:
             self._exchanger = _Exchanger(self, exchange_timeout, link_every, link_bytes)
+        import atexit
+
+        atexit.register(self._atexit)  # threads and the gloo group end before the interpreter does
 
     # -- the training loop's calls -------------------------------------------------------------
     def step(self) -> None:
@@ -271,6 +274,12 @@ class Watch:
         for undo in reversed(self._restore):
             undo()
         self._restore.clear()
+
+    def _atexit(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def __enter__(self) -> Watch:
         return self
@@ -584,9 +593,13 @@ class _Exchanger:
         self.busy.set()
         self.requests.put((step, t))
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread and release the gloo group before the interpreter exits (a gloo group
+        destroyed during interpreter shutdown aborts the process)."""
         self.dead = True
         self.requests.put(None)
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout)
 
     def _group(self) -> Any:
         import datetime
@@ -610,6 +623,12 @@ class _Exchanger:
             self.watch._exchange_failed(f"cannot build the probe's gloo group ({e})")
             return
         n = self.watch.world_size
+        try:
+            self._serve(pg, torch, n)
+        finally:
+            del pg  # destroyed here, by this thread, not at interpreter exit
+
+    def _serve(self, pg: Any, torch: Any, n: int) -> None:
         while True:
             req = self.requests.get()
             if req is None or self.dead:
