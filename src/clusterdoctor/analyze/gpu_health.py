@@ -20,6 +20,7 @@ Everything here is computed once per :class:`~clusterdoctor.rules.registry.Obser
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ from clusterdoctor.topology.gpu import (
     uuid_is_masked,
 )
 
-__all__ = ["GpuFleet", "collect_reports", "gpu_fleet", "join_reports"]
+__all__ = ["GPU_CHECKS", "GpuFleet", "collect_reports", "gpu_fleet", "health_grid", "join_reports"]
 
 UNNAMED = ""  # the node of reports that do not name one
 
@@ -199,15 +200,29 @@ def _match(pool: list[GpuState], g: GpuState) -> GpuState | None:
     return None
 
 
+_MODEL_TOKEN = re.compile(r"\b(?:RTX|GTX|TITAN|[AHLVTBK])\s?-?\d{1,4}[A-Z]?\b", re.I)
+
+
+def _model_tokens(model: str | None) -> set[str]:
+    return {re.sub(r"[\s-]", "", t).upper() for t in _MODEL_TOKEN.findall(model or "")}
+
+
 def _conflicts(pool: list[GpuState], report: GpuReport) -> bool:
-    """A report that says another UUID sits at a bus id already known: another machine."""
+    """A report that puts another GPU at a bus id already known (another UUID, or a model with no
+    name in common: "RTX 3090" vs "RTX 4090"): another machine."""
     for g in report.gpus:
-        u = _good_uuid(g.uuid)
-        if not (g.bus_id and u):
+        if not g.bus_id:
             continue
+        u = _good_uuid(g.uuid)
+        mt = _model_tokens(g.model)
         for x in pool:
+            if x.bus_id != g.bus_id:
+                continue
             xu = _good_uuid(x.uuid)
-            if x.bus_id == g.bus_id and xu and xu != u:
+            if u and xu and xu != u:
+                return True
+            xt = _model_tokens(x.model)
+            if mt and xt and not (mt & xt):
                 return True
     return False
 
@@ -334,3 +349,100 @@ def _join_nccl(fleet: GpuFleet, logs: list[Any], tests: list[Any]) -> None:
     for run in tests:
         for r in getattr(run, "ranks", []):
             attach(getattr(r, "host", None), getattr(r, "bus", None), getattr(r, "rank", None))
+
+
+# -- the per-GPU health grid (GPUs x checks) ---------------------------------------------------------
+
+# check id, title, the rules that judge it, what a GPU's sources must state for it to be judged
+GPU_CHECKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("xid", "Xid / lost", ("GPU001", "GPU002", "GPU003")),
+    ("memory", "ECC / remap / pages", ("GPU004", "GPU005", "GPU006", "GPU007", "GPU008")),
+    ("clocks", "clocks / throttle", ("GPU009", "GPU010")),
+    ("nvlink", "NVLink", ("GPU011", "GPU012")),
+    ("pcie", "PCIe link", ("GPU013", "GPU014", "GPU015", "GPU016")),
+    ("dcgm", "DCGM diag / health", ("GPU017", "GPU018")),
+)
+
+
+def _covered(check: str, g: GpuState, fleet: GpuFleet) -> tuple[str, str]:
+    """("ok"|"unknown"|"n/a", why) for a GPU no finding of ``check`` names."""
+    node = g.node or UNNAMED
+    if check == "xid":
+        if fleet.has_fact(node, "kernel_log") or g.xid_last is not None:
+            return "ok", "no Xid in the kernel log / Xid counter"
+        return "unknown", "no kernel log or DCGM_FI_DEV_XID_ERRORS"
+    if check == "memory":
+        known = [
+            x
+            for x in (
+                g.ecc_volatile_uncorrectable,
+                g.remap_pending,
+                g.remap_failure,
+                g.retired_dbe,
+                g.retired_sbe,
+            )
+            if x is not None
+        ]
+        if known:
+            return "ok", "ECC / remap / retired pages stated and clean"
+        return "unknown", "no ECC, row-remap or retired-page state exported"
+    if check == "clocks":
+        if g.clock_reasons is not None:
+            return "ok", "no throttle reason that counts"
+        if g.sm_clock_mhz is not None and g.sm_max_mhz is not None and g.util_pct is not None:
+            return "ok", "SM clock near max under load (throttle reasons not exported)"
+        return "unknown", "no clock event reasons exported"
+    if check == "nvlink":
+        if g.nvlink_support == "none":
+            return "n/a", "no NVLink by design"
+        if g.nvlink_support is not None or g.nvlinks:
+            return "ok", "links up"
+        return "unknown", "no NVLink state (nvidia-smi nvlink -s)"
+    if check == "pcie":
+        if g.pcie is not None:
+            return "ok", "link at capability (or idle power saving)"
+        return "unknown", "no PCIe link state"
+    if check == "dcgm":
+        if fleet.has_fact(node, "diag") or fleet.has_fact(node, "health"):
+            return "ok", "passed"
+        return "unknown", "no dcgmi diag / health output"
+    return "unknown", ""
+
+
+def health_grid(fleet: GpuFleet, findings: list[Any]) -> list[dict[str, Any]]:
+    """One row per GPU: identity and, per check, the worst finding's severity or ok/unknown/n/a.
+
+    A finding counts for a GPU when its subject is the GPU's label, or the GPU's node (node-wide
+    findings such as the same throttle reason on every GPU)."""
+    rows = []
+    for g in fleet.gpus:
+        node_label = g.node or "the node the files describe"
+        checks = {}
+        for cid, _title, rules in GPU_CHECKS:
+            hits = [f for f in findings if f.rule in rules and f.subject in (g.label(), node_label)]
+            if hits:
+                worst = max(hits, key=lambda f: (int(f.severity), f.score))
+                checks[cid] = {
+                    "status": str(worst.severity),
+                    "detail": worst.summary[:200],
+                    "rules": sorted({f.rule for f in hits}),
+                }
+            else:
+                status, why = _covered(cid, g, fleet)
+                checks[cid] = {"status": status, "detail": why}
+        rows.append(
+            {
+                "gpu": g.label(),
+                "node": g.node,
+                "index": g.index,
+                "bus_id": g.bus_id,
+                "uuid": g.uuid,
+                "model": g.model,
+                "numa_node": g.numa_node,
+                "nearest_nic": g.nearest_nic,
+                "ranks": list(g.ranks),
+                "pod": g.pod,
+                "checks": checks,
+            }
+        )
+    return rows

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from clusterdoctor.analyze.gpu_health import UNNAMED, GpuFleet, gpu_fleet
+from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED, GpuFleet, gpu_fleet  # noqa: F401
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_derived, register_input, rule
 from clusterdoctor.rules.xid_catalog import XID_SOURCE, xid_info
@@ -1358,15 +1358,3 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
                 subject=g.label(),
                 confidence=0.8,
             )
-
-
-# -- the rules that judge a GPU (the HTML grid's columns and the straggler join use them) --------------
-
-GPU_CHECKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("xid", "Xid / lost", ("GPU001", "GPU002", "GPU003")),
-    ("memory", "ECC / remap / pages", ("GPU004", "GPU005", "GPU006", "GPU007", "GPU008")),
-    ("clocks", "clocks / throttle", ("GPU009", "GPU010")),
-    ("nvlink", "NVLink", ("GPU011", "GPU012")),
-    ("pcie", "PCIe link", ("GPU013", "GPU014", "GPU015", "GPU016")),
-    ("dcgm", "DCGM diag / health", ("GPU017", "GPU018")),
-)
