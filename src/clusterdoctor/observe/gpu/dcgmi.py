@@ -69,10 +69,18 @@ def _rows(lines: list[str]) -> list[tuple[int, list[str]]]:
 
 
 def _join(chunks: list[str]) -> str:
-    """Rejoin a wrapped cell: each chunk at the common chunk width, then blanks collapsed."""
+    """Rejoin a wrapped cell. ``dcgmi diag`` cuts at a fixed width (the cell's width less its margin),
+    mid-word: its full chunks are concatenated as they are. ``dcgmi health`` wraps at words and pads:
+    its chunks are joined with a blank. Blanks are collapsed at the end."""
     raw = [c[1:] if c.startswith(" ") else c for c in chunks]
-    width = max((len(c.rstrip()) for c in raw), default=0)
-    text = "".join(c[:width].ljust(width) for c in raw[:-1]) + (raw[-1].rstrip() if raw else "")
+    if len(raw) < 2:
+        return " ".join("".join(raw).split())
+    cell = max(len(c) for c in raw)
+    longest = max(len(c.rstrip()) for c in raw)
+    if longest >= cell - 2:  # fixed-width cut: full chunks fill the cell up to its margin
+        text = "".join(c[:longest].ljust(longest) for c in raw[:-1]) + raw[-1]
+    else:
+        text = " ".join(c.strip() for c in raw)
     return " ".join(text.split())
 
 
