@@ -147,7 +147,7 @@ def _emit(diag: Any, fmt: str, output: Path | None, queries: list[tuple[str, str
     if fmt == "json":
         import json
 
-        doc = {"schema": SCHEMA, **diag.as_dict()}
+        doc = {**diag.as_dict(), "schema": SCHEMA}
         doc["gpus"] = doc.pop("gpu_health", [])
         doc["sick_gpus"] = sick_table(diag)
         if queries:
