@@ -12,6 +12,7 @@ from clusterdoctor.rules.registry import load_all, run_rules
 from tests.conftest import shared_fixture
 
 GPU_RULES = [r for r in load_all() if r.layer == "gpu"]
+X8 = "nvidia-smi-q_h100-sxm-x8_535.183.01_sw-thermal-power-brake-on-one-gpu_pcie-replays.txt"
 
 
 def run(*rels):
@@ -184,3 +185,39 @@ def test_files_of_different_machines_with_the_same_bus_id_stay_apart():
     fleet = gpu_fleet(obs)
     at01 = [g for g in fleet.gpus if g.bus_id == "0000:01:00.0"]
     assert len(at01) == 2 and len({g.node for g in at01}) == 2
+
+
+def test_sick_gpu_of_the_straggler_rank_is_the_cause_in_the_chain():
+    """Real straggler (tests/data/comm/gloo_2rank: rank 0 enters 7 of 9 collectives last) + the real
+    8x H100 nvidia-smi -q (GPU 0000:75:00.0 under HW power brake, pid 1002127) + a placement record
+    CONSTRUCTED here that says pid 1002127 is rank 0 (what the placement audit reads from RANK)."""
+    from clusterdoctor.observe.comm.sources import load_comm_observations
+    from tests.conftest import TEST_DATA
+
+    obs = diagnosis.new_observations(clock=lambda: 1.7e9)
+    diagnosis.merge_into(obs, load_comm_observations([TEST_DATA / "comm" / "gloo_2rank"]))
+    diagnosis.load_sources(obs, [shared_fixture(f"gpu/{X8}")])
+    diagnosis.add_processes(obs, [{"pid": 1002127, "comm": "python", "rank": "0", "gpus": []}])
+    findings, _, ran = run_rules(obs, GPU_RULES)
+    assert "GPU019" in ran
+    (chain,) = by_rule(findings, "GPU019")
+    assert chain.subject == "rank 0" and chain.severity == Severity.CRITICAL
+    assert "its GPU is sick" in chain.summary and "GPU2 0000:75:00.0" in chain.summary
+    assert "rank 0 (its GPU) starts 7 of 9 collectives last" in chain.summary
+    # without the rank -> GPU mapping only the node ties them (one node described), with lower confidence
+    obs2 = diagnosis.new_observations(clock=lambda: 1.7e9)
+    diagnosis.merge_into(obs2, load_comm_observations([TEST_DATA / "comm" / "gloo_2rank"]))
+    diagnosis.load_sources(obs2, [shared_fixture(f"gpu/{X8}")])
+    (node_chain,) = by_rule(run_rules(obs2, GPU_RULES)[0], "GPU019")
+    assert "its node is sick" in node_chain.summary and node_chain.confidence < chain.confidence
+
+
+def test_healthy_gpus_do_not_explain_a_straggler():
+    from clusterdoctor.observe.comm.sources import load_comm_observations
+    from tests.conftest import TEST_DATA
+
+    obs = diagnosis.new_observations(clock=lambda: 1.7e9)
+    diagnosis.merge_into(obs, load_comm_observations([TEST_DATA / "comm" / "gloo_2rank"]))
+    diagnosis.load_sources(obs, [shared_fixture("gpu/nvidia-smi-q_h800_525.105.17_healthy.txt")])
+    findings, _, ran = run_rules(obs, GPU_RULES)
+    assert "GPU019" in ran and not by_rule(findings, "GPU019")

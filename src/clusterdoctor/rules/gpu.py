@@ -1358,3 +1358,75 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
                 subject=g.label(),
                 confidence=0.8,
             )
+
+
+# -- joined to the communication layer ------------------------------------------------------------------
+
+
+@rule(
+    id="GPU019",
+    name="gpu-fault-on-straggler-rank",
+    layer=LAYER,
+    title="A sick GPU is why a rank straggles",
+    requires=("gpu_health", "kineto"),
+    severity=Severity.CRITICAL,
+)
+def straggler_gpu(obs: Observations) -> Iterator[Finding]:
+    """The rank the trace analysis names as the straggler (COMM007) runs on a GPU, or node, with a GPU finding.
+
+    **Symptom**: one rank starts most collectives last; every other rank waits in NCCL for it; the job's
+    step time follows that rank.
+    **Why**: a throttled, erroring or degraded GPU computes its part of the step slower; the collective
+    cannot start until it arrives. The GPU finding is the cause, the straggler the symptom.
+    **Fix**: act on the GPU finding named (drain/reset/RMA, fix cooling or power); meanwhile exclude that
+    GPU or node from the job (e.g. ``CUDA_VISIBLE_DEVICES`` or a node taint) so the others stop waiting.
+    **Verify**: `clusterdoctor comm analyze TRACE_DIR` after the fix (the straggler is gone) and
+    `nvidia-smi -q -d PERFORMANCE,ECC,ROW_REMAPPER` on that node.
+    """
+    from clusterdoctor.analyze.correlate import gpu_cause_chain
+    from clusterdoctor.rules.comm import STRAGGLER_MIN_LATE, STRAGGLER_SHARE, comm_analysis
+
+    a = comm_analysis(obs)
+    f = _fleet(obs)
+    judged: list[Finding] = []
+    for r in (
+        gpu_xid, gpu_lost, ecc_uncorrectable, remap_pending, remap_failure, retired_pages,
+        correctable_rising, clock_reason, sm_clock_low, nvlink_down, nvlink_errors,
+        pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health,
+    ):  # fmt: skip
+        if all(obs.has(k) for k in r.requires):
+            judged.extend(x for x in r.fn(obs) if x.severity >= Severity.WARNING)
+    for s in a.stragglers[:1]:
+        if s.matched < 3 or s.late_count / s.matched < float(STRAGGLER_SHARE.value):
+            continue
+        if s.mean_late_us < float(STRAGGLER_MIN_LATE.value):
+            continue
+        rank_gpus = [g for g in f.gpus if str(s.rank) in g.ranks]
+        nodes = {g.node or UNNAMED for g in rank_gpus}
+        if not nodes and len(f.nodes()) == 1:
+            nodes = set(f.nodes())  # one node described: the rank's node
+        node_gpus = [g for g in f.gpus if (g.node or UNNAMED) in nodes]
+        labels = [g.label() for g in rank_gpus]
+        node_labels = [g.label() for g in node_gpus] + [node_name(n or None) for n in nodes]
+        chain = gpu_cause_chain(s, judged, labels, node_labels)
+        if chain is None:
+            continue
+        worst = max(
+            (x for x in judged if x.subject in {c[0] for c in chain.causes}), key=lambda x: x.severity
+        )
+        yield straggler_gpu.finding(
+            f"rank {s.rank} is the straggler and "
+            + ("its GPU" if chain.match == "gpu" else "its node")
+            + f" is sick: {chain.describe()}.",
+            evidence=[
+                Evidence(
+                    "straggler (COMM007)", f"rank {s.rank}: last in {s.late_count} of {s.matched} collectives"
+                ),
+                Evidence("mean lateness", round(s.mean_late_us, 1), float(STRAGGLER_MIN_LATE.value), "µs"),
+                *[Evidence("cause", f"{rule} {title}", source=subj) for subj, title, rule, _ in chain.causes],
+                Evidence("evidence chain", chain.describe()),
+            ],
+            severity=worst.severity,
+            subject=f"rank {s.rank}",
+            confidence=0.8 if chain.match == "gpu" else 0.6,
+        )
