@@ -54,7 +54,10 @@ def test_diagnose_shows_gpu_findings_and_html_grid(cli, tmp_path):
     assert "GPU health" in out.read_text() and "Xid 48" in out.read_text()
     j = cli("diagnose", str(shared_fixture(DMESG)), "--format", "json")
     doc = json.loads(j.out)
-    assert any(f["rule"] == "GPU001" for f in doc["findings"]) and doc["gpu_health"][0]["checks"]["xid"]["status"] == "critical"
+    assert (
+        any(f["rule"] == "GPU001" for f in doc["findings"])
+        and doc["gpu_health"][0]["checks"]["xid"]["status"] == "critical"
+    )
 
 
 def test_bad_input_is_one_line_naming_the_file_exit_2(cli, tmp_path):

@@ -40,10 +40,16 @@ DUMPS = {
 
 def _sick(text: str, scrape: int) -> str:
     """The test's fault injection into the real Ada dump (see the module docstring)."""
-    text = re.sub(r'(DCGM_FI_DEV_XID_ERRORS\{[^}]*)err_code="0",err_msg="No Error"', r'\1err_code="79",err_msg="GPU has fallen off the bus"', text)
+    text = re.sub(
+        r'(DCGM_FI_DEV_XID_ERRORS\{[^}]*)err_code="0",err_msg="No Error"',
+        r'\1err_code="79",err_msg="GPU has fallen off the bus"',
+        text,
+    )
     text = re.sub(r"^(DCGM_FI_DEV_XID_ERRORS\{[^}]*\}) 0$", r"\1 79", text, flags=re.M)
     text = re.sub(r"^(DCGM_FI_DEV_ROW_REMAP_FAILURE\{[^}]*\}) 0$", r"\1 1", text, flags=re.M)
-    return re.sub(r"^(DCGM_FI_DEV_PCIE_REPLAY_COUNTER\{[^}]*\}) 0$", rf"\g<1> {40 * scrape}", text, flags=re.M)
+    return re.sub(
+        r"^(DCGM_FI_DEV_PCIE_REPLAY_COUNTER\{[^}]*\}) 0$", rf"\g<1> {40 * scrape}", text, flags=re.M
+    )
 
 
 def _server(body_fn):
@@ -95,7 +101,12 @@ def fleet(tmp_path_factory):
     try:
         prom = start(
             "prometheus",
-            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+            [
+                PROMETHEUS,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
             tmp,
         )
         services.procs.append(prom)
@@ -103,7 +114,9 @@ def fleet(tmp_path_factory):
 
         def ready(body: bytes) -> bool:
             res = json.loads(body)["data"]["result"]
-            return len({r["metric"].get("Hostname") for r in res}) == 4 and all(len(r["values"]) >= 4 for r in res)
+            return len({r["metric"].get("Hostname") for r in res}) == 4 and all(
+                len(r["values"]) >= 4 for r in res
+            )
 
         q = urllib.request.quote("DCGM_FI_DEV_SM_CLOCK[30s]")
         wait_http(f"{url}/api/v1/query?query={q}", 60, ready)
