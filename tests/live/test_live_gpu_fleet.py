@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -56,7 +55,7 @@ def _server(body_fn):
     count = {"n": 0}
 
     class H(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             count["n"] += 1
             data = body_fn(count["n"]).encode()
             self.send_response(200)

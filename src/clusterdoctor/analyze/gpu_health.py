@@ -51,11 +51,21 @@ class GpuFleet:
     warnings: list[str] = field(default_factory=list)
 
     def nodes(self) -> list[str]:
-        names = {g.node or UNNAMED for g in self.gpus} | set(self.node_events) | set(self.facts)
+        names = set(self._index()) | set(self.node_events) | set(self.facts)
         return sorted(names)
 
+    def _index(self) -> dict[str, list[GpuState]]:
+        idx = getattr(self, "_by_node", None)
+        if idx is None or getattr(self, "_indexed", -1) != len(self.gpus):
+            idx = {}
+            for g in self.gpus:
+                idx.setdefault(g.node or UNNAMED, []).append(g)
+            self._by_node = idx
+            self._indexed = len(self.gpus)
+        return idx
+
     def gpus_of(self, node: str) -> list[GpuState]:
-        return [g for g in self.gpus if (g.node or UNNAMED) == node]
+        return list(self._index().get(node, ()))
 
     def has_fact(self, node: str, fact: str) -> bool:
         return fact in self.facts.get(node, set())

@@ -137,6 +137,10 @@ def gpus_from_window(window: Any, source: str | None = None) -> list[GpuReport]:
                 g.sources.append(src)
                 rep.gpus.append(g)
                 _identity(g, labels, src)
+            elif (g.model is None and "modelName" in labels) or (
+                g.pod is None and ("pod" in labels or "exported_pod" in labels)
+            ):
+                _identity(g, labels, src)
             if spec is None:
                 continue
             attr, fact = spec

@@ -17,11 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from clusterdoctor.errors import CollectError, InputError
 from clusterdoctor.model import Series
 from clusterdoctor.topology.gpu import GpuReport
 
-__all__ = ["FLEET_QUERIES", "FleetResult", "collect_fleet", "fleet_reports"]
+__all__ = ["FLEET_QUERIES", "FleetResult", "collect_fleet", "decode_answer", "fleet_reports"]
 
 
 @dataclass(frozen=True)
@@ -30,16 +32,39 @@ class FleetQuery:
     metric: str  # the DCGM field its series stand for
     expr: str  # PromQL ({w} = the window)
     counter: bool = False  # an increase over the window
+    keep: tuple[str, ...] | None = (
+        None  # context queries: the labels kept (``max by``), to keep answers small
+    )
+
+
+# the labels that identify a GPU (dcgm-exporter's, and Prometheus' instance when Hostname is absent)
+ID_LABELS = ("Hostname", "instance", "gpu", "UUID", "pci_bus_id")
+# the labels that attribute it (model, driver, Kubernetes pod), asked once
+WHO_LABELS = (
+    *ID_LABELS,
+    "modelName",
+    "DCGM_FI_DRIVER_VERSION",
+    "pod",
+    "namespace",
+    "container",
+    "exported_pod",
+    "exported_namespace",
+    "exported_container",
+)
+
+
+def _ctx(metric: str, keep: tuple[str, ...] = ID_LABELS) -> FleetQuery:
+    return FleetQuery("context", metric, f"max by ({', '.join(keep)}) ({metric})", keep=keep)
 
 
 FLEET_QUERIES: tuple[FleetQuery, ...] = (
-    FleetQuery("context", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL"),
-    FleetQuery("context", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_SM_CLOCK"),
-    FleetQuery("context", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_DEV_MAX_SM_CLOCK"),
-    FleetQuery("context", "DCGM_FI_DEV_PCIE_LINK_GEN", "DCGM_FI_DEV_PCIE_LINK_GEN"),
-    FleetQuery("context", "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "DCGM_FI_DEV_PCIE_MAX_LINK_GEN"),
-    FleetQuery("context", "DCGM_FI_DEV_PCIE_LINK_WIDTH", "DCGM_FI_DEV_PCIE_LINK_WIDTH"),
-    FleetQuery("context", "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH"),
+    _ctx("DCGM_FI_DEV_GPU_UTIL", WHO_LABELS),
+    _ctx("DCGM_FI_DEV_SM_CLOCK"),
+    _ctx("DCGM_FI_DEV_MAX_SM_CLOCK"),
+    _ctx("DCGM_FI_DEV_PCIE_LINK_GEN"),
+    _ctx("DCGM_FI_DEV_PCIE_MAX_LINK_GEN"),
+    _ctx("DCGM_FI_DEV_PCIE_LINK_WIDTH"),
+    _ctx("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH"),
     FleetQuery("GPU001", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERRORS != 0"),
     FleetQuery("GPU004", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0"),
     FleetQuery("GPU004", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL > 0"),
@@ -99,6 +124,29 @@ _CLEAN = {
 }
 
 
+_NO_REASONS: dict[str, bool] | None = None
+
+
+def _clean_values() -> list[tuple[str, str, object]]:
+    """(field, GpuState attribute, healthy value) for the fields of :data:`_CLEAN`."""
+    global _NO_REASONS
+    from clusterdoctor.observe.gpu.dcgm_exporter import _BOOL_ATTRS, DCGM_FIELDS
+    from clusterdoctor.observe.gpu.nvidia_smi_q import reason_bits
+
+    if _NO_REASONS is None:
+        _NO_REASONS = reason_bits(0)
+    out: list[tuple[str, str, object]] = []
+    for metric in _CLEAN:
+        attr = DCGM_FIELDS[metric][0]
+        if attr == "clock_reasons":
+            out.append((metric, attr, _NO_REASONS))  # shared, never mutated
+        elif attr in _BOOL_ATTRS:
+            out.append((metric, attr, False))
+        else:
+            out.append((metric, attr, 0))
+    return out
+
+
 @dataclass
 class FleetResult:
     reports: list[GpuReport]
@@ -108,46 +156,157 @@ class FleetResult:
     time: float | None = None
 
 
+class _Res(msgspec.Struct):
+    metric: dict[str, str]
+    value: tuple[float, str]
+
+
+class _Data(msgspec.Struct):
+    resultType: str
+    result: list[_Res]
+
+
+class _Doc(msgspec.Struct):
+    status: str
+    data: _Data | None = None
+
+
+_DECODER: Any = None
+
+
+def decode_answer(raw: bytes, where: str = "<answer>") -> list[tuple[dict[str, str], float, float]]:
+    """An instant-query answer (Prometheus API JSON) -> ``(labels, time, value)`` per series, labels
+    without ``__name__``. Decoded by a typed msgspec decoder (a 10,000-GPU answer is megabytes);
+    anything but a successful vector answer is an InputError naming ``where``."""
+    global _DECODER
+    if _DECODER is None:
+        _DECODER = msgspec.json.Decoder(_Doc)
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        doc = _DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
+        raise InputError(f"not a Prometheus instant-query answer ({e})", where) from None
+    finally:
+        if paused:
+            gc.enable()
+    if doc.status != "success" or doc.data is None or doc.data.resultType != "vector":
+        raise InputError("not a successful instant-vector answer", where)
+    out = []
+    for r in doc.data.result:
+        m = r.metric
+        m.pop("__name__", None)
+        try:
+            v = float(r.value[1])
+        except ValueError:
+            raise InputError(f"bad sample value {r.value[1]!r}", where) from None
+        out.append((m, r.value[0], v))
+    return out
+
+
+def series_rows(series: list[Series]) -> list[tuple[dict[str, str], float, float]]:
+    """PromClient.query's Series as the ``(labels, time, value)`` rows :func:`fleet_reports` takes."""
+    return [(s.labels, s.points[-1][0], s.points[-1][1]) for s in series if s.points]
+
+
 def _node(labels: dict[str, str]) -> str:
     return labels.get("Hostname") or labels.get("instance") or ""
 
 
-def fleet_reports(
-    answers: list[tuple[FleetQuery, list[Series]]],
+def fleet_reports(*args: Any, **kwargs: Any) -> list[GpuReport]:
+    """Reports per node from the queries' answers (see :func:`_fleet_reports`). The cyclic garbage
+    collector is paused while the model is built: ~10 objects per GPU, none of them cyclic garbage,
+    would otherwise trigger full collections over everything the process holds."""
+    import gc
+
+    if not gc.isenabled():
+        return _fleet_reports(*args, **kwargs)
+    gc.disable()
+    try:
+        return _fleet_reports(*args, **kwargs)
+    finally:
+        gc.enable()
+
+
+def _fleet_reports(
+    answers: list[tuple[FleetQuery, list[tuple[dict[str, str], float, float]]]],
     exported: dict[str, set[str]],
     end: float,
     window_s: float,
     source: str,
 ) -> list[GpuReport]:
-    """Reports per node from the queries' answers (pure: what the tests and the benchmark drive)."""
-    from clusterdoctor.analyze.metric_window import MetricWindow
-    from clusterdoctor.observe.gpu.dcgm_exporter import gpus_from_window
+    """Reports per node from the queries' answers, ``(labels, time, value)`` rows per query (pure:
+    what the tests and the benchmark drive). GPU states are built directly from the rows."""
+    from clusterdoctor.observe.gpu.dcgm_exporter import (
+        COUNTER_FIELDS,
+        DCGM_FIELDS,
+        _apply,
+        _gpu_key,
+        _identity,
+    )
+    from clusterdoctor.topology.gpu import GpuState, PcieLink, Reading
 
-    series: list[Series] = []
-    gpu_keys: dict[tuple[str, ...], dict[str, str]] = {}
-    present: dict[tuple[str, ...], set[str]] = {}
-    for q, res in answers:
-        for s in res:
-            labels = {k: v for k, v in s.labels.items() if k != "__name__"}
-            key = (_node(labels), labels.get("UUID") or labels.get("pci_bus_id") or labels.get("gpu", ""))
-            gpu_keys.setdefault(key, labels)
-            present.setdefault(key, set()).add(q.metric)
-            if q.counter and s.points:
-                t, inc = s.points[-1]
-                series.append(Series(q.metric, labels, [(t - window_s, 0.0), (t, inc)]))
-            else:
-                series.append(Series(q.metric, labels, list(s.points)))
+    reports: dict[str, GpuReport] = {}
+    gpus: dict[tuple[str, str], GpuState] = {}
+    present: dict[tuple[str, str], set[str]] = {}
+    plain = {"util_pct", "sm_clock_mhz", "sm_max_mhz", "temp_c", "power_w"}
+    for q, rows in answers:
+        spec = DCGM_FIELDS.get(q.metric)
+        attr = spec[0] if spec else None
+        counter = COUNTER_FIELDS.get(q.metric) if q.counter else None
+        fast = attr in plain and counter is None
+        for labels, t, v in rows:
+            key = _gpu_key(labels)
+            g = gpus.get(key)
+            if g is None:
+                node = key[0]
+                rep = reports.get(node)
+                if rep is None:
+                    rep = reports[node] = GpuReport("dcgm-exporter", source, node=node or None)
+                g = gpus[key] = GpuState(node=node or None)
+                g.sources.append(source)
+                rep.gpus.append(g)
+                _identity(g, labels, source)
+                present[key] = set()
+            elif (g.model is None and "modelName" in labels) or (g.pod is None and "pod" in labels):
+                _identity(g, labels, source)
+            present[key].add(q.metric)
+            if v != v or attr is None:
+                continue
+            if fast:
+                setattr(g, attr, v)
+                g.field_sources[attr] = source
+                continue
+            if counter is not None:
+                g.readings.append(Reading(counter, 0.0, t - window_s, source))
+                g.readings.append(Reading(counter, float(v), t, source))
+                if q.metric == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER":
+                    if g.pcie is None:
+                        g.pcie = PcieLink(source=source)  # the link is known to exist and to replay
+                    continue  # an increase, not the counter's value
+            _apply(g, attr, v, source, labels)
     # clean values: a field the node exports that its rule query did not return for this GPU
-    for key, labels in gpu_keys.items():
-        node_fields = exported.get(key[0], set())
-        for metric, clean in _CLEAN.items():
-            if metric in node_fields and metric not in present.get(key, set()):
-                series.append(Series(metric, labels, [(end, clean)]))
-    window = MetricWindow.from_series(series, end - window_s, end, source=source)
-    reports = gpus_from_window(window, source)
-    for rep in reports:
-        rep.attrs["exported"] = sorted(exported.get(rep.node or "", set()))
-    return reports
+    clean = _clean_values()
+    for key, g in gpus.items():
+        node_fields = exported.get(key[0])
+        if not node_fields:
+            continue
+        pres = present[key]
+        fs = g.field_sources
+        for metric, attr, value in clean:
+            if metric in node_fields and metric not in pres and getattr(g, attr) is None:
+                setattr(g, attr, value)
+                fs[attr] = source
+    out = list(reports.values())
+    for rep in out:
+        fields = sorted(exported.get(rep.node or "", set()))
+        rep.attrs["exported"] = fields
+        rep.attrs["fields"] = fields
+        rep.facts.update(DCGM_FIELDS[f][1] for f in fields if f in DCGM_FIELDS)
+        rep.time = end
+    return out
 
 
 def collect_fleet(
@@ -183,10 +342,6 @@ def collect_fleet(
             res.errors.append(f"{q.rule} {expr}: {e}")
             continue
         res.queries.append((q.rule, expr, len(out)))
-        answers.append((q, out))
-    # series named only by their labels: the exporter's Hostname, else Prometheus' instance
-    for _, out in answers:
-        for s in out:
-            s.labels.pop("__name__", None)
+        answers.append((q, series_rows(out)))
     res.reports = fleet_reports(answers, exported, end, window_s, f"prometheus {c.url}")
     return res

@@ -33,7 +33,6 @@ from clusterdoctor.topology.gpu import CLOCK_REASONS, GpuReport, GpuState, PcieL
 __all__ = ["parse_nvidia_smi_q", "sniff_nvidia_smi_q"]
 
 KIND = "nvidia-smi -q"
-_KV_RE = re.compile(r"^(?P<key>\S(?:.*?\S)?)\s+:(?:\s(?P<val>.*))?$")
 _GPU_RE = re.compile(r"^GPU\s+(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _ELIDED = {"[...]", "...", "…", "[…]"}
 
@@ -62,16 +61,9 @@ def sniff_nvidia_smi_q(head: bytes) -> bool:
     )
 
 
-def _indent(line: str) -> int:
-    n = 0
-    for ch in line:
-        if ch == " ":
-            n += 1
-        elif ch == "\t":
-            n += 4
-        else:
-            break
-    return n
+def _indent(line: str, body: str) -> int:
+    ws = line[: len(line) - len(line.lstrip(" \t"))]
+    return len(ws) + 3 * ws.count("\t")
 
 
 def _parse_time(text: str | None) -> float | None:
@@ -95,28 +87,21 @@ class _Block:
         self.processes: list[tuple[int, str]] = []
         self._pid: int | None = None
 
-    def add(self, path: tuple[str, ...], value: str) -> None:
-        if path and path[0] == "Processes":
-            key = path[-1]
+    def add(self, path: str, value: str) -> None:
+        if path.startswith("Processes/"):
+            key = path.rsplit("/", 1)[-1]
             if key == "Process ID":
                 self._pid = as_int(value)
             elif key == "Name" and self._pid is not None:
                 self.processes.append((self._pid, value.strip()))
                 self._pid = None
             return
-        self.values.setdefault("/".join(path), value)
+        self.values.setdefault(path, value)
 
     def get(self, *paths: str) -> str | None:
         for p in paths:
             v = self.values.get(p)
             if v is not None:
-                return v
-        return None
-
-    def find(self, prefix: str, leaf: str) -> str | None:
-        """The value of the first key under ``prefix`` whose last component is ``leaf``."""
-        for k, v in self.values.items():
-            if k.startswith(prefix) and k.rsplit("/", 1)[-1] == leaf:
                 return v
         return None
 
@@ -248,34 +233,44 @@ def parse_nvidia_smi_q(data: bytes | str, path: str | None = None) -> GpuReport:
     cur: _Block | None = None
     stack: list[tuple[int, str]] = []  # (indent, key) of the open parents
     no_devices = False
-    for lineno, raw in enumerate(lines, 1):
+    paths: list[str] = []  # the open parents' paths, parallel to stack
+    for raw in lines:
         line = raw.rstrip()
         body = line.strip()
-        if not body or body in _ELIDED or body.startswith("=====") or body.startswith("#"):
+        if not body or body in _ELIDED or body[0] in "=#":
             continue
+        ind = _indent(line, body)
+        if body.startswith("GPU ") and ind <= 2:
+            m = _GPU_RE.match(body)
+            if m:
+                cur = _Block(m.group("bus"), 0)
+                blocks.append(cur)
+                stack = []
+                paths = []
+                continue
         if "No devices were found" in body:
             no_devices = True
             continue
-        ind = _indent(line)
-        m = _GPU_RE.match(body)
-        if m and ind <= 2:
-            cur = _Block(m.group("bus"), lineno)
-            blocks.append(cur)
-            stack = []
-            continue
-        kv = _KV_RE.match(body)
-        key = (kv.group("key") if kv else body).strip()
-        val = kv.group("val") if kv else None
+        sep = body.find(" :")
+        if sep < 0 and "\t:" in body:
+            sep = body.find("\t:")
+        if sep > 0:
+            key = body[:sep].rstrip()
+            val: str | None = body[sep + 2 :].strip()
+        else:
+            key, val = body.rstrip(":").strip(), None
         if cur is None:
-            if kv:
-                top.setdefault(key, (val or "").strip())
+            if val is not None:
+                top.setdefault(key, val)
             continue
         while stack and stack[-1][0] >= ind:
             stack.pop()
-        path_t = tuple(k for _, k in stack) + (key,)
-        if kv and val is not None:
-            cur.add(path_t, val)
+            paths.pop()
+        path = f"{paths[-1]}/{key}" if paths else key
+        if val is not None:
+            cur.add(path, val)
         stack.append((ind, key))
+        paths.append(path)
     if not blocks:
         if no_devices:
             report.warnings.append(f"{src}: nvidia-smi found no devices (driver loaded, no GPU visible)")
