@@ -167,3 +167,24 @@ def test_fleet_cli_table_of_sick_gpus_ranked(fleet):
     t = run_cli("gpu", "health", "--prometheus", fleet, "--window", "1m", env={"COLUMNS": "80"}, timeout=120)
     assert t.code == 1 and all(len(ln) <= 80 for ln in t.out.splitlines())
     assert "node-sick" in t.out.split("WORST", 1)[1].splitlines()[1]
+
+
+def test_scrape_a_dcgm_exporter_twice_gives_rates():
+    """`gpu health --scrape URL`: two reads of the (fault-injected, see module docstring) dump, 1 s apart."""
+    text = shared_fixture(DUMPS["node-sick"]).read_text()
+    srv = _server(lambda n: _sick(text, n))
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+        r = run_cli(
+            "gpu", "health", "--scrape", url, "--scrape-interval", "1", "--format", "json", timeout=60
+        )
+        assert r.code == 1, r.err
+        doc = json.loads(r.out)
+        rules = {f["rule"]: f for f in doc["findings"]}
+        assert "GPU014" in rules and "replays in" in rules["GPU014"]["summary"]  # a rate, not a total
+        assert "GPU001" in rules and "GPU006" in rules
+        (row,) = doc["gpus"]
+        assert row["node"] == "lke529760-766837-0a634ab30000" and row["pod"] == "cuda-75454ffb9f-8ljq7"
+    finally:
+        srv.shutdown()
+        srv.server_close()
