@@ -307,7 +307,6 @@ def _join_topology(fleet: GpuFleet, topo: Any) -> None:
             nic, kind = best
             g.nearest_nic = nic.name
             g.nearest_nic_path = kind
-        g.attrs_topology_name = dev.name  # type: ignore[attr-defined]
 
 
 def _join_processes(fleet: GpuFleet, rows: list[dict[str, Any]], topo: Any) -> None:

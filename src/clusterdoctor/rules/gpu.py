@@ -255,6 +255,8 @@ def _users(g: GpuState) -> str:
 
 
 def _cost(g: GpuState, what: str) -> str:
+    """The cost sentence: what the fault does, and who waits for it."""
+    what = what[:1].upper() + what[1:]
     users = _users(g)
     if users:
         return f"{what} — {users} runs on it, so every collective of its job waits for it."
