@@ -23,7 +23,7 @@ FORMATS = ("text", "json", "html")
 def health(
     paths: list[Path] = typer.Argument(
         None,
-        help="Files, directories or bundles: nvidia-smi -q / -q -x / --query-gpu CSV, dmesg or journalctl -k "
+        help="Files, sysfs trees or bundles: nvidia-smi -q / -q -x / --query-gpu CSV, dmesg or journalctl -k "
         "with NVRM Xid lines, nvidia-smi nvlink -s/-e, lspci -vv, dcgmi diag/discovery/health, dcgm-exporter "
         "/metrics dumps, sysfs trees, clusterdoctor bundles. Detected by content. None: this node, live.",
         show_default=False,
