@@ -8,8 +8,7 @@ from pathlib import Path
 
 import typer
 
-from clusterdoctor.cli.common import CliExit, write_output
-from clusterdoctor.errors import ClusterDoctorError, InputError
+from clusterdoctor.cli.common import ERROR_EXIT_CODES, CliExit, write_output
 
 app = typer.Typer(
     help=(
@@ -24,8 +23,9 @@ app = typer.Typer(
 FROM_HELP = "Topology dump to use instead of this machine (detected by content)."
 ROOT_HELP = "Read the topology from this sysfs root (a directory holding sys/)."
 
-# numa check exit codes (DESIGN.md "Interfaces users and scripts rely on")
+# numa check exit codes (DESIGN.md "Interfaces users and scripts rely on"; README "numa check")
 CHECK_OK, CHECK_NO_NUMA, CHECK_UNBOUND, CHECK_MISPLACED, CHECK_BAD = 0, 1, 2, 3, 4
+ERROR_EXIT_CODES["numa check"] = CHECK_BAD  # 2 means "not bound" there: usage errors and bad input give 4
 
 
 def _topology(from_file: str | None, sysfs_root: str | None):
@@ -250,29 +250,29 @@ def check(
 ) -> None:
     """The one-command CI gate for NUMA placement.
 
-    Exit codes: 0 consistent; 1 no NUMA information (or not --expect-nodes nodes); 2 a checked
-    process is not bound; 3 a process is bound to CPUs or memory not local to its GPU/NIC;
-    4 bad usage or input.
+    Exit codes: 0 at least one process checked and every checked process consistent; 1 nothing
+    could be judged: no NUMA information, not --expect-nodes nodes, no process selected (--match
+    matched nothing; no GPU/NIC process), or a selected process could not be read (a --pid that
+    exited); 2 a checked process is not bound to one node; 3 a process is bound to CPUs or memory
+    not local to its GPU/NIC; 4 bad usage or input (unknown option, bad value, unreadable --from).
+    The worst code wins.
 
     Without --pid/--match it checks every process that uses a GPU or RDMA NIC.
     """
     from clusterdoctor.cli.numa_check import run_check
 
-    try:
-        code, text = run_check(
-            pids=pid or None,
-            match=match,
-            expect_nodes=expect_nodes,
-            junit=junit,
-            archive=archive,
-            from_file=from_file,
-            sysfs_root=sysfs_root,
-            proc_root=proc_root,
-            as_json=as_json,
-        )
-    except (ClusterDoctorError, OSError) as e:  # the gate's documented code for bad usage/input is 4
-        msg = e.one_line() if isinstance(e, InputError) else str(e)
-        raise CliExit(CHECK_BAD, f"error: {msg}") from None
+    # errors raised here (bad --from, unwritable --junit) become one line and exit 4 in run_app
+    code, text = run_check(
+        pids=pid or None,
+        match=match,
+        expect_nodes=expect_nodes,
+        junit=junit,
+        archive=archive,
+        from_file=from_file,
+        sysfs_root=sysfs_root,
+        proc_root=proc_root,
+        as_json=as_json,
+    )
     write_output(text, None)
     raise typer.Exit(code)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clusterdoctor.cli.common import write_output
+from clusterdoctor.cli.common import check_writable, write_output
 
 
 def run_check(
@@ -24,13 +24,24 @@ def run_check(
     from clusterdoctor.topology import check
     from clusterdoctor.topology.build import load_any
 
+    check_writable(junit, "--junit")
+    if archive is not None and archive.exists() and not archive.is_dir():
+        from clusterdoctor.errors import UsageError
+
+        raise UsageError(f"--archive {archive}: exists and is not a directory")
     topo = load_any(from_file, sysfs_root)
     placements = []
     if topo.nodes:
         placements = diagnosis.audit_processes(
             topo, pids=pids, match=match, proc_root=proc_root, sysfs_root=sysfs_root or "/"
         )
-    result = check.decide(topo, placements, expect_nodes)
+    if pids:
+        selection = "--pid " + " ".join(str(p) for p in pids)
+    elif match:
+        selection = f"--match {match!r} matched nothing"
+    else:
+        selection = "no process uses a GPU or RDMA NIC"
+    result = check.decide(topo, placements, expect_nodes, selection)
     if result.code != check.OK and archive is not None:
         result.archived_to = check.archive_evidence(result, archive, sysfs_root or "/")
     if junit is not None:
