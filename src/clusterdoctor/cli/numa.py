@@ -89,9 +89,18 @@ def topology(
         typer.echo(f"warning: {w}", err=True)
 
 
+def check_proc_root(proc_root: str) -> None:
+    """--proc-root must be a directory (a procfs mount or a copy of one)."""
+    if not os.path.isdir(proc_root):
+        from clusterdoctor.errors import UsageError
+
+        raise UsageError(f"--proc-root {proc_root}: no such directory (a procfs root such as /proc)")
+
+
 def _audit(from_file, sysfs_root, pids, match, proc_root):
     from clusterdoctor import diagnosis
 
+    check_proc_root(proc_root)
     topo = _topology(from_file, sysfs_root)
     placements = diagnosis.audit_processes(
         topo, pids=pids or None, match=match, proc_root=proc_root, sysfs_root=sysfs_root or "/"
@@ -148,6 +157,15 @@ def audit(
                 )
 
 
+def _check_plan_options(gpus: str | None, policy: str) -> list[str] | None:
+    """Check --policy and --gpus before reading any topology, so a wrong value is what the user hears."""
+    from clusterdoctor.topology.plan import POLICIES, parse_gpu_list
+
+    if policy not in POLICIES:
+        raise CliExit(2, f"error: --policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    return parse_gpu_list(gpus) if gpus else None
+
+
 @app.command()
 def plan(
     gpus: str = typer.Option(
@@ -166,12 +184,13 @@ def plan(
     Respects the cgroup cpuset (for a dump: that machine's CPUs) and CUDA_VISIBLE_DEVICES remapping.
     Refuses with a clear message when a plan is impossible (unknown GPU node, too few cores).
     """
-    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+    from clusterdoctor.topology.plan import make_plan
 
+    gpu_keys = _check_plan_options(gpus, policy)
     topo = _topology(from_file, sysfs_root)
     live = not from_file and (sysfs_root in (None, "/"))
     allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
-    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    p = make_plan(topo, gpu_keys, policy, allowed_cpus=allowed)
     if as_json:
         typer.echo(json.dumps(p.as_dict(), indent=2))
         return
@@ -189,10 +208,12 @@ def plan(
         typer.echo(f"warning: {w}")
 
 
-@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("exec", context_settings={"allow_extra_args": True})
 def exec_(
     ctx: typer.Context,
-    local_rank: int = typer.Option(None, "--local-rank", help="Local rank to bind (default: $LOCAL_RANK)."),
+    local_rank: int = typer.Option(
+        None, "--local-rank", min=0, help="Local rank to bind (default: $LOCAL_RANK)."
+    ),
     gpus: str = typer.Option(None, "--gpus", help="GPUs of all local ranks, as for `plan`."),
     policy: str = typer.Option("node", "--policy", help="node | socket | exclusive | core-complex"),
     mem: str = typer.Option(
@@ -209,9 +230,12 @@ def exec_(
     warning is printed and only CPUs are bound. The command sees CLUSTERDOCTOR_COMPUTE_CPUS,
     CLUSTERDOCTOR_COMM_CPUS and CLUSTERDOCTOR_NUMA_NODE in its environment.
     """
-    from clusterdoctor.topology.bind import exec_bound
-    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+    from clusterdoctor.topology.bind import MEM_MODES, exec_bound
+    from clusterdoctor.topology.plan import make_plan
 
+    gpu_keys = _check_plan_options(gpus, policy)
+    if mem not in MEM_MODES:
+        raise CliExit(2, f"error: --mem {mem!r}: choose one of {', '.join(MEM_MODES)}")
     argv = list(ctx.args)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -225,7 +249,7 @@ def exec_(
     topo = _topology(from_file, sysfs_root)
     live = not from_file and (sysfs_root in (None, "/"))
     allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
-    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    p = make_plan(topo, gpu_keys, policy, allowed_cpus=allowed)
     exec_bound(p.for_rank(local_rank), argv, mem)
 
 
@@ -237,6 +261,7 @@ def check(
         None,
         "--expect-nodes",
         envvar="NUMA_NODE_COUNT",
+        min=1,
         help="Exit 1 unless the machine shows this many NUMA nodes.",
     ),
     junit: Path = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
@@ -280,8 +305,8 @@ def check(
 @app.command()
 def probe(
     as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON."),
-    size_mb: int = typer.Option(256, "--size-mb", help="Bytes per bandwidth copy, in MiB."),
-    repeats: int = typer.Option(10, "--repeats", help="Copies per measurement."),
+    size_mb: int = typer.Option(256, "--size-mb", min=1, help="Bytes per bandwidth copy, in MiB."),
+    repeats: int = typer.Option(10, "--repeats", min=1, help="Copies per measurement."),
     from_file: str = typer.Option(None, "--from", help=FROM_HELP),
     sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
 ) -> None:

@@ -21,9 +21,11 @@ def run_check(
     as_json,
 ) -> tuple[int, str]:
     from clusterdoctor import diagnosis
+    from clusterdoctor.cli.numa import check_proc_root
     from clusterdoctor.topology import check
     from clusterdoctor.topology.build import load_any
 
+    check_proc_root(proc_root)
     check_writable(junit, "--junit")
     if archive is not None and archive.exists() and not archive.is_dir():
         from clusterdoctor.errors import UsageError

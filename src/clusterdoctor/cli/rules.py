@@ -49,7 +49,11 @@ def rules(
                 typer.echo(f"  {t.name} = {t.display()}" + (f" — {t.meaning}" if t.meaning else ""))
                 typer.echo(f"    source: {t.source}")
         return
-    catalog = [r for r in load_all() if layer is None or r.layer == layer]
+    everything = load_all()
+    layers = sorted({r.layer for r in everything})
+    if layer is not None and layer not in layers:
+        raise CliExit(2, f"error: --layer {layer!r}: no such layer; choose one of {', '.join(layers)}")
+    catalog = [r for r in everything if layer is None or r.layer == layer]
     if as_json:
         typer.echo(
             json.dumps(
