@@ -48,43 +48,10 @@ def topology(
     if as_json:
         typer.echo(json.dumps(topo.as_dict(), indent=2))
         return
-    from clusterdoctor.topology.cpuset import format_cpulist
+    from clusterdoctor.report.text import terminal_width
+    from clusterdoctor.topology.text import render_topology_text
 
-    typer.echo(
-        f"source: {topo.source} ({topo.source_kind})" + (f", host {topo.hostname}" if topo.hostname else "")
-    )
-    if not topo.nodes:
-        typer.echo("NUMA nodes: none stated")
-    for n in topo.nodes:
-        mem = f"{n.memory_bytes / (1 << 30):.1f} GiB" if n.memory_bytes is not None else "memory unknown"
-        typer.echo(f"node {n.id}: cpus {format_cpulist(n.cpus) or '(none)'}; {mem}")
-    if topo.distances:
-        ids = topo.node_ids
-        typer.echo("distances:\n      " + " ".join(f"{i:>4}" for i in ids))
-        for i, row in zip(ids, topo.distances):
-            typer.echo(f"  {i:>3} " + " ".join(f"{v:>4}" for v in row))
-    else:
-        typer.echo("distances: not stated by the source")
-    smt = topo.smt_info()
-    if smt:
-        typer.echo(
-            f"cpus: {smt['logical_cpus']} logical, {smt['physical_cores']} cores, {smt['l3_groups']} L3 groups"
-        )
-    for kind, devs in (("GPU", topo.gpus), ("NIC", topo.nics)):
-        for d in devs:
-            node = d.numa_node if d.numa_node is not None else "unknown"
-            via = f" (via {d.numa_source})" if d.numa_source not in ("source", "numa_node", "unknown") else ""
-            typer.echo(
-                f"{kind} {d.name}: pci {d.pci or 'unknown'}, NUMA node {node}{via}"
-                + (f", {d.model}" if d.model else "")
-            )
-    if not topo.gpus:
-        typer.echo("GPUs: none")
-    for p in topo.as_dict()["paths"]:
-        typer.echo(
-            f"path {p['gpu']} <-> {p['nic']}: {p['type']}"
-            + (" (derived from PCI tree)" if p["source"] == "derived" else "")
-        )
+    typer.echo(render_topology_text(topo, terminal_width()))
     for w in topo.warnings:
         typer.echo(f"warning: {w}", err=True)
 
