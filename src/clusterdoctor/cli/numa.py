@@ -104,17 +104,22 @@ def audit(
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
         return
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    # 7+1+15+1+9+1+20+1+10+1+6 = 72 columns; flags that do not fit continue on the next line
     typer.echo(
-        f"{'pid':>7}  {'comm':<16} {'cpu nodes':<10} {'memory by node':<28} {'gpus':<12} remote  flags"
+        f"{'pid':>7} {'comm':<15} {'cpu nodes':<9} {'memory by node':<20} {'gpus':<10} {'remote':>6} flags"
     )
     for p in placements:
         row = placement_row(p)
-        fl = ",".join(raised_flags(p))
+        fl = ",".join(raised_flags(p)) or "-"
         if p.get("error"):
             fl = f"error: {p['error']}"
-        typer.echo(
-            f"{row[0]:>7}  {row[1][:16]:<16} {row[2]:<10} {row[3][:28]:<28} {row[4][:12]:<12} {row[5]:>6}  {fl}"
+        head = (
+            f"{row[0]:>7} {row[1][:15]:<15} {row[2][:9]:<9} {row[3][:20]:<20} {row[4][:10]:<10} {row[5]:>6} "
         )
+        typer.echo("\n".join(wrap(fl.replace(",", ", "), width, first=head, rest=" " * 8)))
         if threads:
             for t in p.get("threads") or []:
                 mark = "  MISMATCH" if t.get("mismatch") else ""
@@ -161,18 +166,24 @@ def plan(
     if as_json:
         typer.echo(json.dumps(p.as_dict(), indent=2))
         return
-    typer.echo(f"plan ({p.policy} policy) for {topo.source}")
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    lines = wrap(f"plan ({p.policy} policy) for {topo.source}", width, rest="  ")
     for r in p.ranks:
         d = r.as_dict()
-        typer.echo(
+        lines += wrap(
             f"local rank {r.local_rank}: {r.gpu} on node {r.numa_node}; compute cpus {d['compute_cpulist']}; "
             f"comm cpus {d['comm_cpulist']}; memory node {r.memory_node if r.memory_node is not None else 'unset'}"
-            + (f"; NIC {r.nic} ({r.nic_path or 'path unknown'})" if r.nic else "")
+            + (f"; NIC {r.nic} ({r.nic_path or 'path unknown'})" if r.nic else ""),
+            width,
+            rest="  ",
         )
         for n in r.notes:
-            typer.echo(f"  note: {n}")
+            lines += wrap(n, width, first="  note: ")
     for w in p.warnings:
-        typer.echo(f"warning: {w}")
+        lines += wrap(w, width, first="warning: ", rest="  ")
+    typer.echo("\n".join(lines))
 
 
 @app.command("exec", context_settings={"allow_extra_args": True})

@@ -59,8 +59,16 @@ def run_check(
         write_output(render_junit_cases("clusterdoctor.numa-check", cases), junit)
     if as_json:
         return result.code, json.dumps(result.as_dict(), indent=2)
-    lines = [f"numa check: {'OK' if result.code == 0 else 'FAIL'} (exit {result.code}) — {result.message}"]
-    lines += [f"  pid {v.pid} ({v.comm}): {v.reason}" for v in result.verdicts]
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    lines = wrap(
+        f"numa check: {'OK' if result.code == 0 else 'FAIL'} (exit {result.code}) — {result.message}",
+        width,
+        rest="  ",
+    )
+    for v in result.verdicts:
+        lines += wrap(f"pid {v.pid} ({v.comm}): {v.reason}", width, first="  ", rest="    ")
     if result.archived_to:
-        lines.append(f"  evidence saved to {result.archived_to}")
+        lines += wrap(f"evidence saved to {result.archived_to}", width, first="  ", rest="    ")
     return result.code, "\n".join(lines)

@@ -199,7 +199,10 @@ def run(
             f"final allocation: {res.final_allocation:.2f} %",
         ]
     lines += [f"note: {n}" for n in res.notes]
-    _emit("\n".join(lines), output)
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    _emit("\n".join(w for ln in lines for w in wrap(ln, width, rest="  ")), output)
 
 
 def _sweep(

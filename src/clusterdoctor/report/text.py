@@ -20,6 +20,7 @@ from clusterdoctor.model import Diagnosis, Severity
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40
+KEEP = "\u00a0"  # a space :func:`wrap` never breaks at (textwrap splits only at ASCII whitespace)
 
 
 def terminal_width() -> int:
@@ -30,7 +31,7 @@ def terminal_width() -> int:
 def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> list[str]:
     """``text`` wrapped at ``width`` after the prefix ``first`` (continuation lines after ``rest``,
     default: spaces as wide as ``first``). Words are never split; a word longer than a line keeps
-    its own line."""
+    its own line; a :data:`KEEP` space joins two words into one and is printed as a space."""
     rest = " " * len(first) if rest is None else rest
     w = textwrap.TextWrapper(
         width=width,
@@ -43,7 +44,7 @@ def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> lis
     for i, para in enumerate(str(text).splitlines() or [""]):
         w.initial_indent = first if i == 0 else rest
         out.extend(w.wrap(para) or [w.initial_indent.rstrip()])
-    return out
+    return [ln.replace(KEEP, " ") for ln in out] if KEEP in text else out
 
 
 def shell_words(cmd: str) -> list[str]:
@@ -158,7 +159,7 @@ def render_text(
         else:
             out(["sources:"])
         for kind, locs in by_kind.items():
-            out(wrap(", ".join(locs), width, first=f"   {kind}: ", rest="      "))
+            out(wrap(f"{kind}: {', '.join(locs)}", width, first="   ", rest="      "))
     if diag.topology is not None:
         t = diag.topology
         out(
@@ -181,7 +182,7 @@ def render_text(
         head = f"{i}. {str(f.severity).upper()}"
         subj = f" [{f.subject}]" if f.subject else ""
         out(
-            wrap(f"{head} {f.rule} {f.title}{subj}  (score {f.score:.2f})", width, rest="   "),
+            wrap(f"{head} {f.rule} {f.title}{subj}  (score{KEEP}{f.score:.2f})", width, rest="   "),
             SEVERITY_STYLE.get(f.severity),
             len(head),
         )
@@ -226,7 +227,7 @@ def placement_row(p: dict) -> list[str]:
     share = p.get("remote_memory_share")
     return [
         str(p.get("pid", "")),
-        str(p.get("comm", "")),
+        str(p.get("comm") or "?"),
         ",".join(str(n) for n in p.get("cpu_nodes") or []) or "-",
         mem_s,
         ",".join(p.get("gpus") or []) or "-",
