@@ -80,3 +80,21 @@ def test_vendor_strings():
 def test_cpuinfo_parser_never_raises(text):
     cpu = parse_cpuinfo(text)
     assert cpu is None or cpu.vendor or cpu.model_name
+
+
+def test_bundle_keeps_the_cpu(tmp_path):
+    """`clusterdoctor collect` keeps proc/cpuinfo beside sys/, so an offline diagnosis knows the CPU."""
+    import json
+
+    from tests.conftest import run_cli
+
+    live = read_cpuinfo("/")
+    if live is None:
+        pytest.skip("no /proc/cpuinfo here")
+    bundle = tmp_path / "node.tar.zst"
+    r = run_cli("collect", "-o", str(bundle), "--unit", "none", "--timeout", "5", "--rdma-interval", "0")
+    assert r.code == 0, r.err
+    r = run_cli("diagnose", str(bundle), "--format", "json")
+    doc = json.loads(r.out)
+    assert doc["topology"]["cpu"]["vendor"] == live.vendor
+    assert doc["topology"]["cpu"]["model_name"] == live.model_name
