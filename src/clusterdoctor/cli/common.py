@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,11 +54,9 @@ def _click():
         return click
 
 
-def command_path(app: typer.Typer, args: Sequence[str]) -> str:
-    """The sub-command path ``args`` selects (``"numa check"``; ``""`` for the root), without running it."""
-    import typer.main
-
-    cmd = typer.main.get_command(app)
+def command_path(cmd: object, args: Sequence[str]) -> str:
+    """The sub-command path ``args`` selects in the Click command ``cmd`` (``"numa check"``; ``""`` for
+    the root), without running it."""
     path: list[str] = []
     for a in args:
         sub = getattr(cmd, "commands", None)
@@ -90,14 +87,17 @@ def run_app(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     (:class:`InputError` …) and OS errors (a missing directory, a refused port) the same code; a bug
     gives :data:`EXIT_INTERNAL` and one line (the traceback with ``CLUSTERDOCTOR_DEBUG=1``).
     """
+    import typer.main
+
     argv = list(sys.argv[1:] if args is None else args)
-    path = command_path(app, argv)
+    root = typer.main.get_command(app)  # built once: the path lookup and the run share it
+    path = command_path(root, argv)
     bad = error_exit_code(path)
     prog = f"clusterdoctor {path}".strip()
     exc = _click().exceptions
     no_args_is_help = getattr(exc, "NoArgsIsHelpError", ())  # click >= 8.2
     try:
-        rv = app(args=argv, prog_name="clusterdoctor", standalone_mode=False)
+        rv = root.main(args=argv, prog_name="clusterdoctor", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except SystemExit as e:
         code = e.code
@@ -136,6 +136,8 @@ def run_app(app: typer.Typer, args: Sequence[str] | None = None) -> int:
         return bad
     except Exception as e:  # a bug: one line, not a traceback, unless asked for
         if os.environ.get("CLUSTERDOCTOR_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         _err(
             f"clusterdoctor: internal error in `{prog}`: {type(e).__name__}: {_one_line(str(e))} "

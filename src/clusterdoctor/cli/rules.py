@@ -7,7 +7,6 @@ import json
 import typer
 
 from clusterdoctor.cli.common import CliExit
-from clusterdoctor.report.text import terminal_width, wrap
 
 
 def rules(
@@ -16,6 +15,7 @@ def rules(
     layer: str = typer.Option(None, "--layer", help="Only rules of this layer (numa, pcie, etcd, ...)."),
 ) -> None:
     """List every rule (id, layer, title, inputs), or explain one: symptom, why, fix, verify, thresholds."""
+    from clusterdoctor.report.text import terminal_width
     from clusterdoctor.rules.registry import get_rule, load_all
 
     if rule_id:
@@ -70,6 +70,8 @@ def rules(
 def catalog_text(catalog: list, width: int) -> str:
     """The catalog grouped by layer, one rule a line: the id column, then title and (name), wrapped
     under the title column so the columns stay aligned at any width."""
+    from clusterdoctor.report.text import wrap
+
     idw = max((len(r.id) for r in catalog), default=7)
     lines: list[str] = []
     for layer in dict.fromkeys(r.layer for r in catalog):
@@ -102,6 +104,8 @@ def _paragraphs(text: str) -> list[str]:
 
 def explain_text(r, width: int) -> str:
     """One rule: identity, inputs, Symptom/Why/Fix/Verify and every threshold with its source."""
+    from clusterdoctor.report.text import wrap
+
     sec = r.sections()
     lines = wrap(f"{r.id} {r.name} — {r.title}", width, rest="  ")
     lines += wrap(f"layer {r.layer}, default severity {r.severity}", width, first="  ")
