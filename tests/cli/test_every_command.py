@@ -231,3 +231,25 @@ def test_documented_usage_codes_are_in_the_help():
         if code != 2:
             r = run_cli(*path.split(), "--help")
             assert f"{code} bad usage" in " ".join(r.out.split()), path
+
+
+def test_bad_choice_names_the_value_and_the_valid_ones_first(tmp_path):
+    """Before loading anything (here: no shared fixtures at all, as in a fresh clone) the bad value
+    and the valid ones are what the user reads."""
+    empty = tmp_path / "no-fixtures"
+    empty.mkdir()
+    env = {"CLUSTERDOCTOR_FIXTURES": str(empty)}
+    r = run_cli("rules", "--layer", "bogus", env=env)
+    assert r.code == 2 and "'bogus'" in r.err and all(x in r.err for x in ("numa", "etcd", "rdma"))
+    r = run_cli("sim", "run", "--policy", "bogus", env=env)
+    assert r.code == 2 and "'bogus'" in r.err and all(x in r.err for x in ("fgd", "best-fit", "tidal"))
+    r = run_cli("sim", "compare", "--policies", "fgd,bogus", env=env)
+    assert r.code == 2 and "'bogus'" in r.err and "fgd" in r.err
+    r = run_cli("numa", "plan", "--policy", "bogus", env=env)
+    assert r.code == 2 and "'bogus'" in r.err and "exclusive" in r.err
+
+
+def test_collect_to_a_missing_folder_fails_before_collecting(tmp_path):
+    r = run_cli("collect", "-o", str(tmp_path / "missing" / "dir" / "x.tar.zst"), timeout=30)
+    assert r.code == 2 and r.err.count("\n") == 1 and "does not exist" in r.err
+    assert "sysfs-topology" not in r.err  # nothing was collected first
