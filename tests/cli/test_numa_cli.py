@@ -106,7 +106,7 @@ def test_check_expect_nodes_and_env(sleeper):
     assert r.code == 1
 
 
-def test_check_is_ok_only_when_something_was_checked(sleeper):
+def test_check_is_ok_only_when_something_was_checked(sleeper, tmp_path):
     """Exit 0 needs at least one checked process, all consistent; nothing checked is exit 1, never OK."""
     bound = sleeper({0})
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -120,8 +120,12 @@ def test_check_is_ok_only_when_something_was_checked(sleeper):
     assert r.code == 1, r.out
     doc = json.loads(r.out)
     assert {p["pid"]: p["code"] for p in doc["processes"]} == {bound: 0, dead.pid: 1}
-    r = run_cli("numa", "check", "--match", "no-process-has-this-command-line-3f9c2")
+    junit = tmp_path / "numa.xml"
+    r = run_cli("numa", "check", "--match", "no-process-has-this-command-line-3f9c2", "--junit", str(junit))
     assert r.code == 1 and "matched nothing" in r.out
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot()}
+    assert cases["processes-checked"].find("failure") is not None  # CI sees the failed gate
+    assert cases["numa-information"].find("failure") is None
     # this suite's machines run no GPU/RDMA process: the default selection checks nothing
     r = run_cli("numa", "check")
     if "no process uses a GPU" in r.out:

@@ -49,9 +49,15 @@ def run_check(
     if junit is not None:
         from clusterdoctor.report.junit import render_junit_cases
 
-        cases = [
-            ("numa-information", result.message if result.code == check.NO_NUMA else None, result.message)
-        ]
+        cases = [("numa-information", None if result.numa_ok else result.message, result.message)]
+        if result.numa_ok:  # "nothing checked" fails the gate: its own testcase says so
+            cases.append(
+                (
+                    "processes-checked",
+                    None if result.checked else result.message,
+                    f"{result.checked} process(es) checked",
+                )
+            )
         cases += [
             (f"pid-{v.pid}-{v.comm}", v.reason if v.code != check.OK else None, v.reason)
             for v in result.verdicts

@@ -43,6 +43,12 @@ class CheckResult:
     verdicts: list[ProcessVerdict] = field(default_factory=list)
     placements: list[dict[str, Any]] = field(default_factory=list)
     archived_to: str | None = None
+    numa_ok: bool = True  # False: no NUMA information, or not the expected node count
+
+    @property
+    def checked(self) -> int:
+        """How many processes were judged (read and given a verdict other than "not checked")."""
+        return sum(1 for v in self.verdicts if v.code != NOT_CHECKED)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +56,7 @@ class CheckResult:
             "code": self.code,
             "message": self.message,
             "numa_nodes": self.node_count,
+            "processes_checked": self.checked,
             "processes": [v.as_dict() for v in self.verdicts],
             "archived_to": self.archived_to,
         }
@@ -96,10 +103,16 @@ def decide(
     """The gate's verdict; ``selection`` says in words which processes were asked for (for the message)."""
     n = len(topo.nodes)
     if n == 0:
-        return CheckResult(NO_NUMA, f"no NUMA information in {topo.source}", 0, placements=placements)
+        return CheckResult(
+            NO_NUMA, f"no NUMA information in {topo.source}", 0, placements=placements, numa_ok=False
+        )
     if expect_nodes is not None and n != expect_nodes:
         return CheckResult(
-            NO_NUMA, f"expected {expect_nodes} NUMA nodes, {topo.source} shows {n}", n, placements=placements
+            NO_NUMA,
+            f"expected {expect_nodes} NUMA nodes, {topo.source} shows {n}",
+            n,
+            placements=placements,
+            numa_ok=False,
         )
     multi = len([x for x in topo.nodes if x.cpus]) > 1
     verdicts = [judge_process(p, multi) for p in placements]
