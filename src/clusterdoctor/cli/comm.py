@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit, check_writable
 
 app = typer.Typer(help="Communication: exposed time, bandwidth, transports and hangs.", no_args_is_help=True)
 
@@ -49,6 +49,7 @@ def analyze(
     from clusterdoctor.rules.comm import LINK_CLASSES, comm_analysis, run_comm_rules
     from clusterdoctor.rules.registry import Observations
 
+    check_writable(output, "--output")
     if fmt not in ("text", "json", "html"):
         raise CliExit(2, f"error: unknown format {fmt!r}; choose text, json or html")
     if link is not None and link not in LINK_CLASSES:
