@@ -73,6 +73,7 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "--prometheus": "notaurl",
     "--listen": "127.0.0.1:notaport",
     "diagnose --since": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
+    "gpu health --window": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "rules rule_id": "NOPE999",
 }
 # Options and arguments whose value is a path (besides those Typer types as Path).
