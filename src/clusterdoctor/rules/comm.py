@@ -696,6 +696,58 @@ def init_outlier(obs: Observations) -> Iterator[Finding]:
         )
 
 
+def _hang_subject(h: Any) -> str:
+    """What a hang finding is about: the culprit ranks, else the reporting ranks, else the file."""
+    from clusterdoctor.analyze.comm.hangs import ranks_label
+
+    if h.culprit_ranks:
+        return ranks_label(h.culprit_ranks)
+    if h.reporters:
+        return ranks_label(h.reporters)
+    return h.source
+
+
+def _sorted_locations(locs: Any) -> list[str]:
+    def key(loc: str) -> tuple[str, int]:
+        path, _, line = loc.rpartition(":")
+        return (path, int(line)) if line.isdigit() else (loc, 0)
+
+    return sorted(dict.fromkeys(locs), key=key)
+
+
+def _hang_evidence(h: Any) -> list[Evidence]:
+    """Every line the hang rests on (one per file that shows it), then its numbers, culprits last."""
+    where = _sorted_locations(h.locations) or [f"{h.source}:{h.line}" if h.line else h.source]
+    ev = [Evidence("log line", source=loc) for loc in where[:6]]
+    if len(where) > 6:
+        ev.append(Evidence("more log lines", len(where) - 6, source=", ".join(where[6:12])))
+    ev.append(Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"))
+    ev.append(Evidence("collective", h.op))
+    if h.numel_in is not None:
+        ev.append(Evidence("NumelIn / NumelOut", f"{h.numel_in} / {h.numel_out}"))
+    if h.timeout_ms is not None:
+        ev.append(Evidence("timeout", h.timeout_ms, unit="ms"))
+    if h.ran_ms is not None:
+        ev.append(Evidence("ran for", h.ran_ms, unit="ms"))
+    if h.last_completed is not None:
+        ev.append(Evidence("last enqueued / last completed work", f"{h.last_enqueued} / {h.last_completed}"))
+    if h.group_size is not None:
+        ev.append(Evidence("ranks in the group", h.group_size))
+    if h.reporters:
+        ev.append(Evidence("ranks reporting it", list(h.reporters)))
+    if h.missing:
+        ev.append(Evidence("ranks of the group not reporting it", list(h.missing)))
+    ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
+    return ev
+
+
+_GLOO_VERIFY = [
+    "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: gloo then checks each collective with a monitored barrier "
+    "and names the rank that did not arrive (`Ranks 1 failed to pass monitoredBarrier`)",
+    "`py-spy dump --pid PID` on the suspected rank while the job hangs",
+]
+
+
 @rule(
     id="COMM009",
     name="collective-hang-or-mismatch",
@@ -708,48 +760,112 @@ def hang(obs: Observations) -> Iterator[Finding]:
     """A collective that not every rank joined, ranks behind on a communicator, or ranks calling different collectives.
 
     **Symptom**: the job stops making progress, then ``Watchdog caught collective operation timeout``
-    after ``Timeout(ms)`` (default 10–30 min) on every rank; or wrong results/crashes after a mismatch.
+    after ``Timeout(ms)`` (default 10–30 min) on every rank, or gloo's ``Timed out waiting …ms for recv
+    operation``; or wrong results/crashes after a mismatch.
     **Why**: a collective completes only when all ranks of its group call it with the same type, size
     and dtype. A rank that crashed, took another code path (an extra ``all_reduce`` on rank 0 only),
     or is stuck in data loading never arrives; the others wait until the watchdog fires. The ranks
-    that report the timeout are the victims; the culprit is the rank missing from the collective.
+    that report the timeout are the victims; the culprit is the rank missing from the collective
+    (torchrun's "Root Cause (first observed failure)" names the first victim, not the culprit).
     **Fix**: look at the culprit rank's log and stack (Flight Recorder ``frames``, ``py-spy dump``) for
     the divergent code path or error; make collectives unconditional across ranks.
     **Verify**: rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=true, and after
     the next hang run `torchfrtrace --prefix nccl_trace_rank_ /tmp/`.
     """
     a = comm_analysis(obs)
-    explained = {(h.source, h.group) for h in a.hangs if h.kind != "pending"} | {
-        h.group for h in a.hangs if h.kind != "pending"
-    }
+    first = {h.group for h in a.hangs if h.first_collective or h.kind == "rendezvous"}
+    explained = {h.group for h in a.hangs if h.kind != "pending"}
     for h in a.hangs:
-        if h.kind == "pending" and h.group in explained:
+        if h.first_collective or h.kind == "rendezvous":
+            continue  # COMM012: the job never communicated
+        if h.kind == "pending" and (h.group in explained or h.group in first):
             continue  # the unfinished work is the stuck collective another finding already names
-        sev = (
-            Severity.CRITICAL
-            if h.kind in ("not_joined", "mismatch", "lagging", "timeout")
-            else Severity.WARNING
-        )
-        culprit = f"rank(s) {list(h.culprit_ranks)}" if h.culprit_ranks else "unknown rank"
+        sev = Severity.CRITICAL if h.kind in ("not_joined", "lagging", "timeout") else Severity.WARNING
+        if h.kind == "mismatch" and h.culprit_ranks:
+            sev = Severity.CRITICAL
+        subject = _hang_subject(h)
         label = {
             "not_joined": "never joined",
             "lagging": "is behind",
-            "mismatch": "called a different collective",
-            "timeout": "timed out",
+            "mismatch": "called a different collective" if h.culprit_ranks else "disagree on the collective",
+            "timeout": "timed out" if not h.culprit_ranks else "never arrived",
             "pending": "left work unfinished",
+            "peer_lost": "lost a peer",
         }.get(h.kind, h.kind)
+        gloo = (h.op or "").startswith("gloo")
         yield hang.finding(
-            f"{culprit} {label}: {h.detail}",
-            evidence=[
-                Evidence("kind", h.kind, source=f"{h.source}:{h.line}" if h.line else h.source),
-                Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"),
-                Evidence("collective", h.op),
-                Evidence("culprit ranks", list(h.culprit_ranks)),
-            ],
+            f"{subject} {label}: {h.detail}",
+            evidence=_hang_evidence(h),
             severity=sev,
             confidence=0.9 if h.culprit_ranks else 0.6,
-            subject=culprit,
+            subject=subject,
+            verify=_GLOO_VERIFY if gloo and not h.culprit_ranks else None,
         )
+
+
+@rule(
+    id="COMM012",
+    name="first-collective-never-completed",
+    layer="comm",
+    title="The job never communicated: the first collective (or the rendezvous) never completed",
+    requires=("comm",),
+    severity=Severity.CRITICAL,
+)
+def first_collective(obs: Observations) -> Iterator[Finding]:
+    """The watchdog fired on a process group's first collective (``last completed work: -1`` or
+    SeqNum 1), or the process group never formed (TCPStore/rendezvous timeout).
+
+    **Symptom**: the job hangs right after start-up (model loaded, DDP/FSDP being wrapped, the first
+    barrier) and dies after the full collective timeout (10–30 min) with
+    ``WorkNCCL(SeqNum=1, …)`` and ``last completed work: -1``, or with ``wait timeout after …ms, keys: …``
+    / ``clients joined`` while creating the process group.
+    **Why**: no collective ever completed, so this is not a slow step: either a rank never arrived (not
+    started, crashed, stuck before its first collective, cannot reach the store), or every rank arrived
+    and the transport never moved data — rendezvous, topology or network: NCCL picked a broken path
+    (P2P/CUMEM across PCIe roots, an IB port or fabric that drops RDMA, the wrong socket interface), or
+    the store address (MASTER_ADDR/MASTER_PORT) is unreachable from some hosts.
+    **Fix**: if ranks are missing, look at their hosts and logs first. If every rank reported the timeout,
+    debug the transport: rerun with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P`` and check that every
+    rank printed ``Init COMPLETE`` and which ``via …`` paths it chose; test the path with nccl-tests on the
+    same hosts; try ``NCCL_P2P_DISABLE=1`` (intra-node) or ``NCCL_IB_DISABLE=1`` (inter-node) to confirm
+    which layer is broken, then fix it (ACS/IOMMU for P2P, the IB port, ``NCCL_SOCKET_IFNAME``). Enable the
+    Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000``, ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``) so the next
+    hang names the ranks, and lower the timeout while debugging.
+    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...`
+    then `torchfrtrace --prefix nccl_trace_rank_ /tmp/`, and `all_reduce_perf -b 8 -e 128M -f 2 -g 1` across
+    the same hosts (every rank must reach "Init COMPLETE").
+    """
+    a = comm_analysis(obs)
+    for h in a.hangs:
+        if not (h.first_collective or h.kind == "rendezvous"):
+            continue
+        subject = _hang_subject(h)
+        if h.kind == "rendezvous":
+            what = "the process group never formed"
+        elif h.last_completed is not None and h.last_completed < 0:
+            what = "the very first collective never completed (last completed work: -1)"
+        else:
+            what = "the first collective of the group (SeqNum 1) never completed"
+        if h.culprit_ranks:
+            cause = f"{ranks_label_of(h.culprit_ranks)} never arrived"
+        elif h.missing:
+            cause = f"{ranks_label_of(h.missing)} did not report it: check that they started and reached it"
+        elif h.group_size and len(h.reporters) == h.group_size:
+            cause = "every rank arrived, so the transport did not move data: rendezvous, topology or network"
+        else:
+            cause = "rendezvous, topology, network or a rank that never arrived — not a slow step"
+        yield first_collective.finding(
+            f"{subject}: {what}; {cause}. {h.detail}.",
+            evidence=_hang_evidence(h),
+            confidence=0.9 if (h.culprit_ranks or h.last_completed is not None) else 0.75,
+            subject=subject,
+        )
+
+
+def ranks_label_of(ranks: Any) -> str:
+    from clusterdoctor.analyze.comm.hangs import ranks_label
+
+    return ranks_label(ranks)
 
 
 # -- ncu -------------------------------------------------------------------------------------------
