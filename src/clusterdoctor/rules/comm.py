@@ -9,7 +9,7 @@ user expects nccl-tests to run over.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
@@ -400,107 +400,218 @@ def affinity(obs: Observations) -> Iterator[Finding]:
 # -- bandwidth -------------------------------------------------------------------------------------
 
 
-def _link_class_of(obs: Observations, run: Any) -> tuple[str | None, str]:
-    """The link class a run is expected to use and why: user statement, log transports, topology."""
-    stated = obs.get("comm_link_class")
-    if isinstance(stated, str) and stated:
-        return stated, "stated with --link"
-    for log in _logs(obs):
-        if log.path != run.path:
-            continue
-        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
-        if log.net_transports() or (run.hosts and len(run.hosts) > 1):
-            if any("libfabric" in n or "ofi" in n for n in nets):
-                return "efa", "NCCL log: AWS Libfabric network"
-            if "socket" in nets and len(nets) == 1:
-                return "socket", "NCCL log: Socket network"
-            if "ib" in nets:
-                return "ib", "NCCL log: IB network"
-    return None, "unknown (pass --link to compare)"
+MATCH_FACTOR = Threshold(
+    "link_class_match_factor",
+    2.0,
+    "x",
+    "clusterdoctor default: the intra-node reference classes of fixtures/comm are at least 2.8x apart "
+    "(NVSwitch A100 222 / NVLink 47.5 = 4.7; NVLink 47.5 / host memory 3.86 = 12; 3.86 / 1.40 = 2.8), so "
+    "within a factor of 2 a measurement matches one of them; EFA 2.83 and sockets 2.0 are closer and are "
+    "reported as ambiguous when the measurement cannot tell them apart",
+    "a busbw matches a link class when it is within this factor of the class's reference",
+)
 
 
-def _baseline(link: str, run: Any) -> Threshold | None:
+class LinkAssessment(NamedTuple):
+    """What an nccl-tests run's busbw says about its link: where it ran, which class it matches, which
+    class it should have used and why."""
+
+    path: str
+    busbw: float | None
+    scope: str  # "intra-node", "inter-node" or "unknown"
+    scope_why: str
+    match: Any  # analyze.busbw.LinkMatch
+    expected: str | None
+    expected_why: str
+    baseline: Threshold | None  # the expected class's reference, when there is one
+
+    def as_dict(self) -> dict[str, Any]:
+        from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
+        m = self.match
+        return {
+            "scope": self.scope,
+            "scope_why": self.scope_why,
+            "matches": m.cls,
+            "matches_name": CLASS_NAMES.get(m.cls or "", None),
+            "ambiguous_with": m.ambiguous_with,
+            "degraded": m.cls in DEGRADED,
+            "expected": self.expected,
+            "expected_why": self.expected_why,
+            "expected_baseline_gbs": float(self.baseline.value) if self.baseline is not None else None,
+        }
+
+
+def _class_ranges(scope: str) -> dict[str, tuple[float, float]]:
+    from clusterdoctor.analyze.busbw import INTER_NODE, INTRA_NODE
+
+    refs = {
+        "nvswitch": (float(BASELINES["nvswitch_a100"].value), float(BASELINES["nvswitch_h100"].value)),
+        "nvlink": (float(BASELINES["nvlink"].value),) * 2,
+        "pcie": (float(BASELINES["pcie"].value),) * 2,
+        "pcie_sys": (float(BASELINES["pcie_sys"].value),) * 2,
+        "efa": (float(BASELINES["efa"].value),) * 2,
+        "socket": (float(BASELINES["socket"].value),) * 2,
+    }
+    classes = {"inter-node": INTER_NODE, "intra-node": INTRA_NODE}.get(scope, INTRA_NODE + INTER_NODE)
+    return {c: refs[c] for c in classes if c in refs}
+
+
+def _baseline(link: str, models: Any) -> Threshold | None:
     if link == "nvswitch":
-        models = " ".join(run.gpu_models).upper()
-        return (
-            BASELINES["nvswitch_h100"] if "H100" in models or "H200" in models else BASELINES["nvswitch_a100"]
-        )
+        text = " ".join(models).upper()
+        h100 = any(x in text for x in ("H100", "H200", "H800", "B100", "B200", "B300", "GB200", "GB300"))
+        return BASELINES["nvswitch_h100"] if h100 else BASELINES["nvswitch_a100"]
     return BASELINES.get(link)
 
 
-def _closest_class(value: float) -> str:
-    best = min(BASELINES.items(), key=lambda kv: abs(_log_ratio(value, float(kv[1].value))))
-    return best[0]
+def nccl_tests_link(obs: Observations, run: Any) -> LinkAssessment:
+    """Where an nccl-tests run ran (one node or several), the link class its busbw matches and the one
+    it was expected to use: stated with ``--link``, named by the NCCL log in the same file, or inferred
+    from the GPU model on a single node."""
+    from clusterdoctor.analyze.busbw import expected_link_for_gpu, match_link_class
+
+    cache = obs.get("_nccl_tests_link")
+    if cache is None:
+        cache = {}
+        obs.put("_nccl_tests_link", cache)
+    if id(run) in cache:
+        return cache[id(run)]
+    peak = run.peak_busbw()
+    log = next((lg for lg in _logs(obs) if lg.path == run.path), None)
+    nets: set[str] = set()
+    if log is not None:
+        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
+    if len(run.hosts) > 1:
+        scope, scope_why = "inter-node", f"the rank lines name {len(run.hosts)} hosts"
+    elif log is not None and (log.net_transports() or (log.nnodes or 0) > 1):
+        scope, scope_why = "inter-node", "the NCCL log shows network transports"
+    elif len(run.hosts) == 1:
+        scope, scope_why = "intra-node", f"the rank lines name one host ({next(iter(run.hosts))})"
+    elif nets:
+        scope, scope_why = "unknown", "the output names no host; NCCL initialised a network, so any class"
+    else:
+        scope, scope_why = "intra-node", "the output names no host and no network: one node assumed"
+    expected, why = None, "unknown (pass --link to compare)"
+    stated = obs.get("comm_link_class")
+    if isinstance(stated, str) and stated:
+        expected, why = stated, "stated with --link"
+    elif scope != "intra-node" and nets:
+        if any("libfabric" in n or "ofi" in n for n in nets):
+            expected, why = "efa", "NCCL log: AWS Libfabric network"
+        elif nets == {"socket"}:
+            expected, why = "socket", "NCCL log: Socket network"
+        elif "ib" in nets or any(n.startswith("ib") for n in nets):
+            expected, why = "ib", "NCCL log: IB network"
+    elif scope == "intra-node" and len(run.gpu_models) == 1:
+        guess = expected_link_for_gpu(next(iter(run.gpu_models)))
+        if guess is not None:
+            expected, why = guess
+    match = match_link_class(peak or 0.0, _class_ranges(scope), float(MATCH_FACTOR.value))
+    base = None
+    if expected is not None and not (expected == "pcie" and why != "stated with --link"):
+        base = _baseline(expected, run.gpu_models)  # a PCIe card's P2P path has no reference here
+    a = LinkAssessment(run.path, peak, scope, scope_why, match, expected, why, base)
+    cache[id(run)] = a
+    return a
 
 
-def _log_ratio(a: float, b: float) -> float:
-    import math
-
-    return math.log(max(a, 1e-9) / max(b, 1e-9))
+def _run_subject(run: Any) -> str:
+    if run.hosts:
+        hosts = sorted(run.hosts)
+        return (
+            ("host " if len(hosts) == 1 else "hosts ")
+            + ", ".join(hosts[:4])
+            + (" …" if len(hosts) > 4 else "")
+        )
+    return run.path
 
 
 @rule(
     id="COMM004",
     name="busbw-below-link-baseline",
     layer="comm",
-    title="nccl-tests bus bandwidth far below the link class's baseline",
+    title="nccl-tests bus bandwidth below its link class, or on a degraded path",
     requires=("nccl_tests",),
-    thresholds=(FAR_BELOW, *BASELINES.values()),
+    thresholds=(FAR_BELOW, MATCH_FACTOR, *BASELINES.values()),
     severity=Severity.CRITICAL,
 )
 def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
-    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link.
+    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link,
+    or, with no expectation, matches a degraded class (host memory instead of P2P, TCP sockets).
 
     **Symptom**: all_reduce_perf plateaus at a few GB/s on GPUs that should talk over NVLink/NVSwitch, or
     well below the fabric's rate between nodes.
     **Why**: NCCL took a slower path: ``NCCL_P2P_DISABLE=1`` or a P2P-less PCIe topology sends traffic
     through host memory (DGX A100 5.2 GB/s instead of 222 GB/s; A40 3.9 instead of 47.4), GPUs on
-    different sockets, or a socket fallback between nodes.
+    different sockets, or a socket fallback between nodes. The expected class comes from ``--link``, the
+    NCCL log's network, or the GPU model the output names (SXM/HBM parts: NVSwitch; PCIe cards: PCIe).
     **Fix**: remove ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` overrides, check that NVLink/NVSwitch and the
     fabric manager are up (``nvidia-smi nvlink -s``, ``nvidia-smi -q | grep -i fabric``), keep a job's GPUs
-    on one NVSwitch domain, and fix the network plugin for inter-node runs.
+    on one NVSwitch domain, enable PCIe P2P (ACS off, IOMMU passthrough) on PCIe cards, and fix the
+    network plugin for inter-node runs.
     **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -g <ngpus>` and compare the busbw column with the
-    baseline named in the evidence.
+    baseline named in the evidence; `nvidia-smi topo -m` shows the path between the GPUs.
     """
+    from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
     for run in obs.get("nccl_tests") or []:
         if run.collective not in (None, "all_reduce"):
             continue
-        peak = run.peak_busbw()
+        a = nccl_tests_link(obs, run)
+        peak = a.busbw
         if peak is None:
             continue
-        link, why = _link_class_of(obs, run)
-        if link is None:
-            continue
-        base = _baseline(link, run)
-        if base is None:
-            continue
-        ratio = peak / float(base.value)
-        if ratio >= float(FAR_BELOW.value):
-            continue
-        closest = _closest_class(peak)
-        sev = Severity.CRITICAL if ratio < 0.2 else Severity.WARNING
-        yield busbw_below_baseline.finding(
-            f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {link} baseline "
-            f"({float(base.value):.1f} GB/s); it matches the '{closest}' class "
-            f"({float(BASELINES[closest].value):.2f} GB/s) — traffic is not using the expected link.",
-            evidence=[
-                Evidence(
-                    "median busbw of bandwidth-bound rows",
-                    round(peak, 2),
-                    float(base.value),
-                    "GB/s",
-                    run.path,
-                ),
-                Evidence("expected link class", link, source=why),
-                Evidence("baseline source", base.source),
-                Evidence(
-                    "printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path
-                ),
-            ],
-            severity=sev,
-            confidence=0.9 if why.startswith("stated") else 0.7,
-            subject=run.path,
+        m = a.match
+        matched = (
+            f"it matches the '{m.cls}' class ({CLASS_NAMES[m.cls]}"
+            + (f", or '{m.ambiguous_with}'" if m.ambiguous_with else "")
+            + ")"
+            if m.cls
+            else "it matches no reference class within a factor of 2"
         )
+        ev = [
+            Evidence(
+                "median busbw of bandwidth-bound rows",
+                round(peak, 2),
+                float(a.baseline.value) if a.baseline is not None else None,
+                "GB/s",
+                run.path,
+            ),
+            Evidence("matched link class", m.cls or "none", source=f"{a.scope}: {a.scope_why}"),
+            Evidence("expected link class", a.expected or "unknown", source=a.expected_why),
+        ]
+        if run.gpu_models:
+            ev.append(Evidence("GPU model", ", ".join(sorted(run.gpu_models)), source=run.path))
+        ev.append(
+            Evidence("printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path)
+        )
+        if a.baseline is not None:
+            ratio = peak / float(a.baseline.value)
+            if ratio >= float(FAR_BELOW.value):
+                continue
+            ev.append(Evidence("baseline source", a.baseline.source))
+            yield busbw_below_baseline.finding(
+                f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
+                f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
+                "the expected link.",
+                evidence=ev,
+                severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
+                confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
+                subject=_run_subject(run),
+            )
+        elif m.cls in DEGRADED and a.expected != m.cls:
+            ref = BASELINES[m.cls]
+            ev.append(Evidence(f"'{m.cls}' reference", float(ref.value), unit="GB/s", source=ref.source))
+            yield busbw_below_baseline.finding(
+                f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
+                + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
+                + ". Pass --link to compare with the link these GPUs should use.",
+                evidence=ev,
+                severity=Severity.WARNING,
+                confidence=0.5 if m.ambiguous_with else 0.65,
+                subject=_run_subject(run),
+            )
 
 
 @rule(
