@@ -701,10 +701,16 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
         pct = rb.exposed_comm_pct
         if pct <= float(EXPOSED_COMM_MAX.value):
             continue
+        sev = Severity.CRITICAL if pct > 3 * float(EXPOSED_COMM_MAX.value) else Severity.WARNING
+        who = _trace_subject(rb.rank, rb.source, rb.compared)
+        partial = ""
+        if rb.truncated:
+            sev = min(sev, Severity.WARNING)
+            partial = f" From a partial input: the trace is truncated ({rb.events_read} events read)."
         yield exposed_comm.finding(
-            f"rank {rb.rank}: {pct:.1f}% of the traced {rb.device.upper()} time is communication that no compute "
+            f"{who}: {pct:.1f}% of the traced {rb.device.upper()} time is communication that no compute "
             f"hides ({rb.exposed_comm_us / 1000:.1f} ms of {rb.span_us / 1000:.1f} ms; overlap "
-            f"{rb.comm_comp_overlap_pct:.1f}% of communication).",
+            f"{rb.comm_comp_overlap_pct:.1f}% of communication).{partial}",
             evidence=[
                 Evidence(
                     "exposed communication", round(pct, 2), float(EXPOSED_COMM_MAX.value), "%", rb.source
@@ -714,11 +720,23 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
                     "comm/compute overlap", round(rb.comm_comp_overlap_pct, 2), unit="%", source=rb.source
                 ),
                 Evidence("idle", round(rb.pct(rb.idle_us), 2), unit="%", source=rb.source),
+                *(
+                    [Evidence("partial input: events read before the cut", rb.events_read, source=rb.source)]
+                    if rb.truncated
+                    else []
+                ),
             ],
-            severity=Severity.CRITICAL if pct > 3 * float(EXPOSED_COMM_MAX.value) else Severity.WARNING,
-            subject=f"rank {rb.rank}",
-            confidence=0.85,
+            severity=sev,
+            subject=who,
+            confidence=0.6 if rb.truncated else 0.85,
         )
+
+
+def _trace_subject(rank: int | None, path: str, compared: bool = True) -> str:
+    """A trace's subject: its rank; the file too when the rank is unknown or claimed twice."""
+    if rank is None:
+        return path
+    return f"rank {rank}" if compared else f"rank {rank} ({path})"
 
 
 @rule(
@@ -751,16 +769,18 @@ def straggler(obs: Observations) -> Iterator[Finding]:
             continue
         yield straggler.finding(
             f"rank {s.rank} started last in {s.late_count} of {s.matched} matched collectives, "
-            f"{s.mean_late_us / 1000:.2f} ms after the first rank on average.",
+            f"{s.mean_late_us / 1000:.2f} ms after the first rank on average."
+            + (" From a partial input: a trace of this job is truncated." if s.partial else ""),
             evidence=[
                 Evidence("last to start", s.late_count, f">= {STRAGGLER_SHARE.value} of {s.matched}"),
                 Evidence("mean lateness", round(s.mean_late_us, 1), float(STRAGGLER_MIN_LATE.value), "µs"),
                 Evidence(
                     "caveat", "traces from different hosts need synchronised clocks for this comparison"
                 ),
+                *([Evidence("job", s.job)] if s.job else []),
             ],
             subject=f"rank {s.rank}",
-            confidence=0.7,
+            confidence=0.5 if s.partial else 0.7,
         )
 
 
@@ -904,8 +924,12 @@ def hang(obs: Observations) -> Iterator[Finding]:
             "peer_lost": "lost a peer",
         }.get(h.kind, h.kind)
         gloo = (h.op or "").startswith("gloo")
+        partial = ""
+        if h.partial:
+            sev = min(sev, Severity.WARNING)
+            partial = " From a partial input: a trace of this job is truncated."
         yield hang.finding(
-            f"{subject} {label}: {h.detail}",
+            f"{subject} {label}: {h.detail}.{partial}" if partial else f"{subject} {label}: {h.detail}",
             evidence=_hang_evidence(h),
             severity=sev,
             confidence=0.9 if h.culprit_ranks else 0.6,

@@ -50,6 +50,7 @@ class Hang(msgspec.Struct):
     last_completed: int | None = None
     first_collective: bool = False
     locations: tuple[str, ...] = ()
+    partial: bool = False  # built from a truncated input
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in msgspec.structs.asdict(self).items()}

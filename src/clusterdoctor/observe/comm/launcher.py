@@ -12,6 +12,4 @@ own line grammar after it.
 
 from __future__ import annotations
 
-LINE_PREFIX = (
-    r"(?:[ \t]*(?:\[\d+,\d+\]<std(?:out|err)>:|\[[A-Za-z_][\w.\-]*\]:|\[\d+\][ \t]|\d+:|[A-Za-z0-9][\w.\-]*:[ \t]))*"
-)
+LINE_PREFIX = r"(?:[ \t]*(?:\[\d+,\d+\]<std(?:out|err)>:|\[[A-Za-z_][\w.\-]*\]:|\[\d+\][ \t]|\d+:|[A-Za-z0-9][\w.\-]*:[ \t]))*"
