@@ -292,7 +292,7 @@ def test_gloo_timeout_seen_in_console_and_tee_file_is_one_finding() -> None:
 
 def test_gloo_debug_detail_names_the_culprit() -> None:
     f = _by_rule(_run(load_comm_observations(TORCHRUN / "stuck_rank_detail.log")), "COMM009")
-    assert [x.subject for x in f] == ["rank 1"] and "never joined" in f[0].summary
+    assert [x.subject for x in f] == ["rank 1"] and "did not reach gloo's monitoredBarrier" in f[0].summary
 
 
 def test_rank_that_never_reached_init_process_group() -> None:
@@ -369,3 +369,41 @@ def test_sxm_part_on_host_memory_is_critical() -> None:
     assert f.severity == Severity.CRITICAL and f.subject == "host node005"
     assert "nvswitch baseline (369.9 GB/s" in f.summary and "'pcie' class" in f.summary
     assert {e.description: e.value for e in f.evidence}["GPU model"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_same_instance_in_two_files_is_one_finding_with_both(tmp_path) -> None:
+    """A log kept twice (console capture and a copy), an nccl-tests table pasted twice: one finding each,
+    naming what it is about, with both files as evidence."""
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copy(PUBLIC / "deepspeed_pdsh_accelerate_1317_socket.log", tmp_path / f"{name}.log")
+        shutil.copy(shared_fixture("comm/nccl_tests_a40_2gpu_p2pdisabled_node.txt"), tmp_path / f"{name}.txt")
+    f = _run(load_comm_observations(tmp_path))
+    (sock,) = _by_rule(f, "COMM001")
+    assert sock.subject == "hosts lambda-scalar02, lambda-scalar03" and sock.severity == Severity.CRITICAL
+    assert {e.source for e in sock.evidence if e.description == "NCCL network"} == {
+        str(tmp_path / "a.log"),
+        str(tmp_path / "b.log"),
+    }
+    (bw,) = _by_rule(f, "COMM004")
+    assert {e.source for e in bw.evidence if e.description.startswith("median busbw")} == {
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "b.txt"),
+    }
+
+
+def test_every_comm_finding_names_its_subject() -> None:
+    paths = [
+        PUBLIC,
+        TORCHRUN,
+        TEST_DATA / "comm" / "gloo_2rank",
+        TEST_DATA / "comm" / "fr_gloo_2rank",
+        shared_fixture("comm"),
+    ]
+    findings = _run(load_comm_observations(paths))
+    assert len(findings) > 10
+    for f in findings:
+        assert f.subject and "None" not in f.subject, (f.rule, f.summary)
+    keys = [(f.rule, f.subject, f.summary) for f in findings]
+    assert len(keys) == len(set(keys))  # never two identical findings

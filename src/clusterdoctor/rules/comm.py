@@ -153,6 +153,32 @@ NCU_THROTTLE_SHARE = Threshold(
 )
 
 
+def _one_per_instance(items: Any) -> Iterator[Finding]:
+    """Findings keyed by the instance they are about, in order; the same instance seen again (the same
+    log in a console capture and a ``--tee`` file, a dump taken twice) adds its evidence to the first."""
+    merged: dict[Any, Finding] = {}
+    for key, f in items:
+        first = merged.get(key)
+        if first is None:
+            merged[key] = f
+            continue
+        seen = {(e.description, e.source) for e in first.evidence}
+        first.evidence.extend(e for e in f.evidence if (e.description, e.source) not in seen)
+        first.confidence = max(first.confidence, f.confidence)
+    yield from merged.values()
+
+
+def _hosts_label(hosts: Any) -> str | None:
+    hs = sorted(h for h in hosts if h)
+    if not hs:
+        return None
+    return (
+        ("host " if len(hs) == 1 else "hosts ")
+        + ", ".join(hs[:4])
+        + (f" and {len(hs) - 4} more" if len(hs) > 4 else "")
+    )
+
+
 def _logs(obs: Observations) -> list[Any]:
     return list(obs.get("nccl_log") or [])
 
@@ -195,12 +221,20 @@ def socket_transport(obs: Observations) -> Iterator[Finding]:
     **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 1G -e 1G` (expect
     "Using network IB" or "AWS Libfabric", and "via NET/IB" per channel) and `ibv_devinfo -v`.
     """
+    yield from _one_per_instance(_socket_findings(obs))
+
+
+def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     for log in _logs(obs):
         socket_procs = log.networks.get("Socket")
         socket_chans = [t for t in log.transports if t.kind == "NET" and (t.net or "").lower() == "socket"]
         if not socket_procs and not socket_chans:
             continue
         nnodes = log.nnodes
+        hosts = {p.host for p in (socket_procs or set()) if p is not None} | {
+            t.proc.host for t in socket_chans if t.proc is not None
+        }
+        subject = _hosts_label(hosts) or log.path
         ev = [
             Evidence(
                 "NCCL network", "Socket", "IB, EFA (AWS Libfabric) or another RDMA plugin", source=log.path
@@ -226,22 +260,29 @@ def socket_transport(obs: Observations) -> Iterator[Finding]:
         multi = (nnodes is not None and nnodes > 1) or bool(socket_chans)
         if nnodes is not None:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
+        key = (frozenset(hosts) or log.path, multi)
         if multi:
-            yield socket_transport.finding(
-                f"NCCL moves inter-node traffic over TCP sockets ({log.path}); expect a fraction of the "
-                "fabric's bandwidth and higher latency.",
-                evidence=ev,
-                confidence=0.9,
-                subject=log.path,
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL moves inter-node traffic over TCP sockets ({subject}); expect a fraction of the "
+                    "fabric's bandwidth and higher latency.",
+                    evidence=ev,
+                    confidence=0.9,
+                    subject=subject,
+                ),
             )
         else:
-            yield socket_transport.finding(
-                f"NCCL selected the Socket network ({log.path}); the log does not show how many nodes the "
-                "job spans — on a multi-node job all inter-node traffic goes over TCP.",
-                evidence=ev,
-                severity=Severity.WARNING,
-                confidence=0.6,
-                subject=log.path,
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL selected the Socket network ({subject}); the log does not show how many nodes the "
+                    "job spans — on a multi-node job all inter-node traffic goes over TCP.",
+                    evidence=ev,
+                    severity=Severity.WARNING,
+                    confidence=0.6,
+                    subject=subject,
+                ),
             )
 
 
@@ -356,21 +397,29 @@ def affinity(obs: Observations) -> Iterator[Finding]:
     **Verify**: `nvidia-smi topo -m` (CPU Affinity column) and
     `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT all_reduce_perf -b 1G -e 1G` (look for "Setting affinity for GPU").
     """
+    yield from _one_per_instance(_affinity_findings(obs))
+
+
+def _affinity_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     topo = obs.get("topology")
     for log in _logs(obs):
         for a in log.affinities:
+            host = a.proc.host if a.proc else None
             if not a.cpus:
-                yield affinity.finding(
-                    f"NCCL set an empty CPU affinity for GPU {a.gpu} ({a.proc.host if a.proc else 'unknown host'}).",
-                    evidence=[
-                        Evidence(
-                            "affinity mask",
-                            a.mask or "(empty)",
-                            "CPUs of the GPU's NUMA node",
-                            source=f"{log.path}:{a.line}",
-                        )
-                    ],
-                    subject=f"GPU {a.gpu}",
+                yield (
+                    (host, a.gpu, a.mask),
+                    affinity.finding(
+                        f"NCCL set an empty CPU affinity for GPU {a.gpu} ({host or 'unknown host'}).",
+                        evidence=[
+                            Evidence(
+                                "affinity mask",
+                                a.mask or "(empty)",
+                                "CPUs of the GPU's NUMA node",
+                                source=f"{log.path}:{a.line}",
+                            )
+                        ],
+                        subject=f"GPU {a.gpu} on {host}" if host else f"GPU {a.gpu} ({log.path})",
+                    ),
                 )
                 continue
             if topo is None or not _host_matches(topo, log, a.proc):
@@ -385,15 +434,18 @@ def affinity(obs: Observations) -> Iterator[Finding]:
             if inside:
                 continue
             nodes = sorted(topo.nodes_of_cpus(a.cpus))
-            yield affinity.finding(
-                f"NCCL threads for {gpu.name} run on NUMA node(s) {nodes}, but the GPU sits on node {gpu.numa_node}.",
-                evidence=[
-                    Evidence("NCCL affinity mask", a.mask, source=f"{log.path}:{a.line}"),
-                    Evidence("nodes of those CPUs", nodes, gpu.numa_node),
-                    Evidence(f"{gpu.name} NUMA node", gpu.numa_node, source=topo.source),
-                ],
-                subject=gpu.name,
-                confidence=0.85,
+            yield (
+                (host, gpu.name, a.mask),
+                affinity.finding(
+                    f"NCCL threads for {gpu.name} run on NUMA node(s) {nodes}, but the GPU sits on node {gpu.numa_node}.",
+                    evidence=[
+                        Evidence("NCCL affinity mask", a.mask, source=f"{log.path}:{a.line}"),
+                        Evidence("nodes of those CPUs", nodes, gpu.numa_node),
+                        Evidence(f"{gpu.name} NUMA node", gpu.numa_node, source=topo.source),
+                    ],
+                    subject=f"{gpu.name} on {host}" if host else gpu.name,
+                    confidence=0.85,
+                ),
             )
 
 
@@ -553,12 +605,17 @@ def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
     **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -g <ngpus>` and compare the busbw column with the
     baseline named in the evidence; `nvidia-smi topo -m` shows the path between the GPUs.
     """
+    yield from _one_per_instance(_busbw_findings(obs))
+
+
+def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
 
     for run in obs.get("nccl_tests") or []:
         if run.collective not in (None, "all_reduce"):
             continue
         a = nccl_tests_link(obs, run)
+        key = (_run_subject(run) if run.hosts else None, round(a.busbw or 0.0, 2), a.match.cls, a.expected)
         peak = a.busbw
         if peak is None:
             continue
@@ -591,26 +648,32 @@ def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
             if ratio >= float(FAR_BELOW.value):
                 continue
             ev.append(Evidence("baseline source", a.baseline.source))
-            yield busbw_below_baseline.finding(
-                f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
-                f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
-                "the expected link.",
-                evidence=ev,
-                severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
-                confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
-                subject=_run_subject(run),
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
+                    f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
+                    "the expected link.",
+                    evidence=ev,
+                    severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
+                    confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
+                    subject=_run_subject(run),
+                ),
             )
         elif m.cls in DEGRADED and a.expected != m.cls:
             ref = BASELINES[m.cls]
             ev.append(Evidence(f"'{m.cls}' reference", float(ref.value), unit="GB/s", source=ref.source))
-            yield busbw_below_baseline.finding(
-                f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
-                + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
-                + ". Pass --link to compare with the link these GPUs should use.",
-                evidence=ev,
-                severity=Severity.WARNING,
-                confidence=0.5 if m.ambiguous_with else 0.65,
-                subject=_run_subject(run),
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
+                    + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
+                    + ". Pass --link to compare with the link these GPUs should use.",
+                    evidence=ev,
+                    severity=Severity.WARNING,
+                    confidence=0.5 if m.ambiguous_with else 0.65,
+                    subject=_run_subject(run),
+                ),
             )
 
 
@@ -809,22 +872,25 @@ def init_outlier(obs: Observations) -> Iterator[Finding]:
     compare the "Init timings" lines across ranks.
     """
     a = comm_analysis(obs)
-    for o in a.init_outliers:
-        slowest = max(o.parts.items(), key=lambda kv: kv[1])[0] if o.parts else None
-        yield init_outlier.finding(
-            f"rank {o.rank}: NCCL init took {o.total_s:.2f} s vs a median of {o.median_s:.2f} s"
-            + (f"; the slowest phase is {slowest} ({o.parts[slowest]:.2f} s)." if slowest else "."),
-            evidence=[
-                Evidence(
-                    "Init timings total",
-                    o.total_s,
-                    round(float(INIT_OUTLIER.value) * o.median_s, 3),
-                    "s",
-                    f"{o.source}:{o.line}",
-                )
-            ],
-            subject=f"rank {o.rank}",
-        )
+    yield from _one_per_instance(((o.rank, o.total_s), _init_finding(o)) for o in a.init_outliers)
+
+
+def _init_finding(o: Any) -> Finding:
+    slowest = max(o.parts.items(), key=lambda kv: kv[1])[0] if o.parts else None
+    return init_outlier.finding(
+        f"rank {o.rank}: NCCL init took {o.total_s:.2f} s vs a median of {o.median_s:.2f} s"
+        + (f"; the slowest phase is {slowest} ({o.parts[slowest]:.2f} s)." if slowest else "."),
+        evidence=[
+            Evidence(
+                "Init timings total",
+                o.total_s,
+                round(float(INIT_OUTLIER.value) * o.median_s, 3),
+                "s",
+                f"{o.source}:{o.line}",
+            )
+        ],
+        subject=f"rank {o.rank}",
+    )
 
 
 def _hang_subject(h: Any) -> str:
@@ -868,7 +934,8 @@ def _hang_evidence(h: Any) -> list[Evidence]:
         ev.append(Evidence("ranks reporting it", list(h.reporters)))
     if h.missing:
         ev.append(Evidence("ranks of the group not reporting it", list(h.missing)))
-    ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
+    if h.culprit_ranks:
+        ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
     return ev
 
 
@@ -927,9 +994,9 @@ def hang(obs: Observations) -> Iterator[Finding]:
         partial = ""
         if h.partial:
             sev = min(sev, Severity.WARNING)
-            partial = " From a partial input: a trace of this job is truncated."
+            partial = ". From a partial input: a trace of this job is truncated."
         yield hang.finding(
-            f"{subject} {label}: {h.detail}.{partial}" if partial else f"{subject} {label}: {h.detail}",
+            (h.detail if h.detail.startswith(subject) else f"{subject} {label}: {h.detail}") + partial,
             evidence=_hang_evidence(h),
             severity=sev,
             confidence=0.9 if h.culprit_ranks else 0.6,

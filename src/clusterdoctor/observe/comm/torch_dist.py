@@ -69,8 +69,11 @@ _STATUS_ANCHORS = (
     "Timeout at NCCL work",
     "Received a dump signal",
 )
+# Any of these starts a scan; a terminal wrap can split some of them, not all (they are spread over the
+# first hundred characters of a watchdog message).
+_WATCHDOG_PARTS = ("Watchdog", "WorkNCCL", "SeqNum", "OpType", "NumelIn", "Timeout(ms)")
 TRIGGERS = (
-    "SeqNum",
+    *_WATCHDOG_PARTS,
     "atchdog",
     "Timed out",
     "timed out",
@@ -178,7 +181,7 @@ class DistScanner:
             return lines_before + n + 1
 
         flat: _Flat | None = None
-        if "Watchdog" in text or "WorkNCCL" in text or "SeqNum" in text:
+        if any(p in text for p in _WATCHDOG_PARTS):
             flat = _Flat(text)
             self._watchdog(text, flat, line_no)
         covered: list[int] = []
@@ -243,6 +246,8 @@ class DistScanner:
         pos = m.start() if at is None else at  # ``at``: where a wrapped match starts in ``text``
         ls = text.rfind("\n", 0, pos) + 1
         rank = rank_of_line(text, ls, pos)
+        if rank is None:
+            return  # PyTorch always tags these lines "[PG … Rank N]"; untagged, it is a quotation, not a log line
         seq = m.group("s1") or m.group("s2")
         enq = int(m.group("e1") or m.group("e2") or m.group("e3"))
         comp = int(m.group("c1") or m.group("c2") or m.group("c3"))
