@@ -218,13 +218,15 @@ _FR_HEAD = re.compile(
 _FR_KV = re.compile(r"^\s*(?P<k>[a-z][a-z ]+?):\s*(?P<v>[^\n]*)$")
 
 
-_REPORT_LINE = re.compile(rb"(?m)^[ \t]*(?:\S+: )?Not all ranks joining collective \d+")
+_REPORT_LINE = re.compile(rb"(?m)^[ \t]*(?:\S+: ?)?Not all ranks joining collective \d+")
+# torchrun/PyTorch/MPI line prefixes ("[rank0]: ", "[default0]:", "[1,0]<stdout>:"), removed before parsing.
+_BRACKET_PREFIX = re.compile(r"^[ \t]*(?:\[[\w.,\-]+\](?:<std(?:out|err)>)?:[ \t]?)+")
 
 
 def parse_frtrace_report(text: str, path: str = "<torchfrtrace>") -> FrTraceReport:
     """Parse the text ``torchfrtrace`` prints: mismatch blocks with missing ranks, sizes and state."""
     rep = FrTraceReport(path)
-    lines = text.splitlines()
+    lines = [_BRACKET_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
     i = 0
     while i < len(lines):
         line = lines[i]
