@@ -231,3 +231,13 @@ def test_text_width_defaults_to_80_without_a_terminal(tmp_path) -> None:
     d = _incident(tmp_path)
     r = run_cli("comm", "analyze", str(d), env={"COLUMNS": ""})  # stdout is a pipe here
     assert r.code == 1 and not _too_wide(r.out, 80) and max(len(x) for x in r.out.splitlines()) > 60
+
+
+def test_html_lists_skipped_files_and_link_class(tmp_path) -> None:
+    d = _incident(tmp_path)
+    out = tmp_path / "comm.html"
+    r = run_cli("comm", "analyze", str(d), "-f", "html", "-o", str(out))
+    assert r.code == 1, r.err
+    html = out.read_text()
+    assert "Skipped files (4)" in html and "screenshot.png" in html and "binary data" in html
+    assert "host memory, one socket (P2P off)" in html and "a degraded path" in html
