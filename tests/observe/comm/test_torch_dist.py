@@ -228,3 +228,18 @@ def test_launcher_prefixed_lines_are_not_json(prefix: str, rest: str) -> None:
     assert not looks_like_json(
         (prefix + "[E606 09:09:08.1 ProcessGroupNCCL.cpp:757] " + rest + "\n").encode()
     )
+
+
+def test_deepspeed_log_starting_with_a_bracket_is_read(tmp_path) -> None:
+    """DeepSpeed's launcher lines (`[2021-01-31 …] [INFO] …`) followed by its workers' pdsh-prefixed NCCL
+    lines, as one console file (two real excerpts, in the order DeepSpeed prints them)."""
+    from clusterdoctor.observe.comm.sources import load_comm_observations
+
+    p = tmp_path / "deepspeed.log"
+    p.write_bytes(
+        (PUBLIC / "deepspeed_716_launcher_header.log").read_bytes()
+        + (PUBLIC / "deepspeed_pdsh_accelerate_1317_socket.log").read_bytes()
+    )
+    data = load_comm_observations(p)
+    (log,) = data["nccl_log"]
+    assert set(log.networks) == {"Socket"} and log.hosts == {"lambda-scalar02", "lambda-scalar03"}
