@@ -243,3 +243,28 @@ def test_deepspeed_log_starting_with_a_bracket_is_read(tmp_path) -> None:
     data = load_comm_observations(p)
     (log,) = data["nccl_log"]
     assert set(log.networks) == {"Socket"} and log.hosts == {"lambda-scalar02", "lambda-scalar03"}
+
+
+def test_a_large_log_is_scanned_only_around_trigger_words(tmp_path) -> None:
+    """3,000 copies of a real NCCL INFO log (~29 MB) with one real watchdog block at the end: found, with
+    its line number, and the words that start a scan elsewhere ("timed out") do not make the parse
+    search the whole file with the failure patterns (that took 10 s; the windows take milliseconds)."""
+    import time
+
+    from tests.conftest import shared_fixture
+
+    base = shared_fixture("comm/nccl_efa_2node_t4_init_and_allreduce_perf.log").read_text()
+    tail = (PUBLIC / "unige_hpc_4301_allgather_seq1_4rank.log").read_text()
+    p = tmp_path / "big.log"
+    p.write_text(base * 3000 + "x timed out y\n" + tail)
+    t0 = time.process_time()
+    log = load_nccl_log(p)
+    cpu = time.process_time() - t0
+    first = base.count("\n") * 3000 + 2
+    assert sorted(w.line for w in log.watchdog_timeouts) == [first, first + 1, first + 2, first + 3]
+    plain = tmp_path / "plain.log"
+    plain.write_text(base * 3000)
+    t0 = time.process_time()
+    load_nccl_log(plain)
+    ref = time.process_time() - t0
+    assert cpu < 2 * ref + 0.5, (cpu, ref)  # CPU time, not wall time: the machine's load does not count

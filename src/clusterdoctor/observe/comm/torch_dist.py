@@ -44,6 +44,7 @@ _WATCHDOG_BODY = re.compile(
 _PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)")
 _RANK_BEFORE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]\s*$")
 _WRAP_WINDOW = 600  # characters after the start phrase that may hold the rest of a wrapped message
+_LOOK_BACK = 300  # characters before a trigger word that may hold the start of its message
 _STATUS = re.compile(
     r"(?:failure detected by watchdog at work sequence id: (?P<s1>\d+) PG status: last enqueued work: "
     r"(?P<e1>-?\d+), last completed work: (?P<c1>-?\d+))"
@@ -170,8 +171,38 @@ class DistScanner:
         self._seen: set[tuple[object, ...]] = set()
 
     def feed(self, text: str, lines_before: int = 0) -> None:
+        """Scan ``text`` (lines ``lines_before + 1`` on): only the windows around a trigger word (from a few
+        lines before it, where a wrapped message starts, to the message's end) are searched, so a large NCCL
+        log that mentions "timed out" once costs a few string searches, not a regex pass over it."""
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
+        spans: list[tuple[int, int]] = []
+        for t in TRIGGERS:
+            i = text.find(t)
+            while i >= 0:
+                # from a line start at least _LOOK_BACK characters before: a wrapped message's first
+                # words and its rank tag may sit several physical lines above the trigger word
+                ls = text.rfind("\n", 0, max(0, i - _LOOK_BACK)) + 1
+                le = text.find("\n", i + _WRAP_WINDOW)
+                le = len(text) if le < 0 else le + 1
+                spans.append((ls, le))
+                i = text.find(t, le)
+        if not spans:
+            return
+        spans.sort()
+        merged = [spans[0]]
+        for a, b in spans[1:]:
+            if a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        pos, lines = 0, lines_before
+        for a, b in merged:
+            lines += text.count("\n", pos, a)
+            pos = a
+            self._feed_window(text[a:b], lines)
+
+    def _feed_window(self, text: str, lines_before: int) -> None:
         counted = [0, 0]  # position, newlines before it
 
         def line_no(pos: int) -> int:
