@@ -298,6 +298,9 @@ def load_comm_observations(
         names = ", ".join(os.fspath(p) for p in given[:3]) + (
             f" and {len(given) - 3} more" if len(given) > 3 else ""
         )
-        counts = f"{len(inputs)} file(s) looked at" if inputs else "no files"
-        raise InputError(f"no {WHAT} found ({counts}; run with one file to see why it is not one)", names)
+        if not inputs:
+            raise InputError(f"no {WHAT} found: the folder holds no files", names)
+        shown = "; ".join(f"{os.path.basename(e.path or '')}: {e.reason}" for e in problems[:2])
+        more = f"; {len(problems) - 2} more" if len(problems) > 2 else ""
+        raise InputError(f"no {WHAT} found ({len(inputs)} file(s) looked at: {shown}{more})", names)
     return {k: v for k, v in out.items() if v}
