@@ -58,9 +58,10 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from clusterdoctor.errors import InputError
 
@@ -80,6 +81,11 @@ __all__ = [
     "load_json",
     "max_input_bytes",
     "open_input",
+    "open_regular",
+    "read_bounded",
+    "read_head",
+    "inflated_head",
+    "is_tar",
     "parse_size",
     "read_input",
     "read_text",
@@ -88,13 +94,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class _Def:
-    name: str
-    env: str
-    default: float
-    kind: str  # "size" | "count" | "seconds"
-    what: str
+    __slots__ = ("default", "env", "kind", "name", "what")
+
+    def __init__(self, name: str, env: str, default: float, kind: str, what: str) -> None:
+        self.name, self.env, self.default, self.what = name, env, default, what
+        self.kind = kind  # "size" | "count" | "seconds"
 
 
 LIMITS: dict[str, _Def] = {
@@ -136,18 +141,18 @@ def parse_size(text: str) -> float | None:
     return n
 
 
-@dataclass(frozen=True)
 class Limits:
-    """The budgets in force (see the module docstring)."""
+    """The budgets in force (see the module docstring): one attribute per name of :data:`LIMITS`."""
 
-    input: int
-    inflated: int
-    members: int
-    archive: int
-    nesting: int
-    depth: int
-    records: int
-    seconds: float
+    __slots__ = ("archive", "depth", "inflated", "input", "members", "nesting", "records", "seconds")
+
+    def __init__(self, **values: float) -> None:
+        for name, d in LIMITS.items():
+            v = values.get(name, d.default)
+            setattr(self, name, float(v) if d.kind == "seconds" else int(v))
+
+    def __repr__(self) -> str:
+        return "Limits(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in LIMITS) + ")"
 
     def describe(self) -> list[tuple[str, str, str, str]]:
         """(name, value, environment variable, what) per budget, for ``--help`` and docs."""
@@ -171,11 +176,7 @@ def _value(d: _Def) -> float:
 
 def current() -> Limits:
     """The limits in force now (read from the environment on each call: tests and ``--limit`` set it)."""
-    vals: dict[str, Any] = {}
-    for name, d in LIMITS.items():
-        v = _value(d)
-        vals[name] = float(v) if d.kind == "seconds" else int(v)
-    return Limits(**vals)
+    return Limits(**{name: _value(d) for name, d in LIMITS.items()})
 
 
 def set_limit(spec: str) -> None:
@@ -259,7 +260,7 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
     return st
 
 
-def _open_regular(p: str) -> BinaryIO:
+def open_regular(p: str) -> BinaryIO:
     """Open a regular file for reading without ever blocking on a FIFO or touching a device: opened
     non-blocking, checked with ``fstat`` (no race with a swap after :func:`check_regular`)."""
     check_regular(p)
@@ -519,7 +520,7 @@ def open_input(
     (``read``, ``readline``, iteration); ``f.raw`` is the :class:`InputStream` (``budget``,
     ``truncated``, ``codec``). Not a regular file, unreadable or over a budget: InputError."""
     p = os.fspath(path)
-    raw = _open_regular(p)
+    raw = open_regular(p)
     try:
         codec = None
         if inflate:
@@ -586,13 +587,11 @@ def load_json(data: bytes | str, path: str | None = None, what: str = "JSON") ->
 # --- archives -----------------------------------------------------------------------------------------
 
 
-@dataclass
 class _ArchiveState:
-    root: str
-    limits: Limits
-    level: int
-    members: int = 0
-    total: int = 0
+    def __init__(self, root: str, limits: Limits, level: int) -> None:
+        self.root, self.limits, self.level = root, limits, level
+        self.members = 0
+        self.total = 0
 
 
 _ARCHIVE: contextvars.ContextVar[_ArchiveState | None] = contextvars.ContextVar("cd_archive", default=None)
@@ -687,7 +686,7 @@ def _tar_header_ok(h: bytes) -> bool:
 def read_head(path: str | os.PathLike[str], n: int = 64 << 10) -> bytes:
     """The first ``n`` raw bytes of a regular file (for sniffing), or InputError."""
     p = os.fspath(path)
-    raw = _open_regular(p)
+    raw = open_regular(p)
     try:
         return raw.read(n)
     except OSError as e:
@@ -701,3 +700,37 @@ def inflated_head(path: str | os.PathLike[str], n: int = 64 << 10) -> tuple[byte
     with open_input(path) as f:
         data = f.read(n)
         return data, f.raw.truncated  # type: ignore[attr-defined]
+
+
+def read_bounded(path: str | os.PathLike[str], cap: int, *, prefix: bool = False) -> bytes:
+    """A small file read whole (sysfs/procfs attributes, counters): at most ``cap`` bytes, or
+    :class:`LimitExceeded` past it (``prefix=True``: the first ``cap`` bytes, no error). Not a regular
+    file: InputError before reading. OS errors (missing, permission) are raised as OSError, unchanged,
+    for readers of live trees that skip what vanished."""
+    p = os.fspath(path)
+    st = os.stat(p)  # OSError as is
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(p, st.st_mode)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    fd = os.open(p, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(p, st.st_mode)
+        chunks, total = [], 0
+        while total <= cap:
+            b = os.read(fd, min(1 << 20, cap + 1 - total))
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > cap:
+        if prefix:
+            return data[:cap]
+        raise LimitExceeded(f"file is larger than the input limit of {human_size(cap)}", p, "input")
+    return data

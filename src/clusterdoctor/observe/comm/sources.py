@@ -103,11 +103,9 @@ def _load_file(p: str, kinds: list[str], out: dict[str, list[Any]]) -> None:
 
 
 def _head(p: str) -> bytes:
-    try:
-        with open(p, "rb") as f:
-            return f.read(HEAD_BYTES)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", p) from None
+    from clusterdoctor.observe.limits import read_head
+
+    return read_head(p, HEAD_BYTES)
 
 
 def _files_under(d: str) -> list[str]:

@@ -188,8 +188,9 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
 
 
 def _is_api_answer_file(p: Path) -> bool:
+    from clusterdoctor.observe.limits import read_head
+
     try:
-        with p.open("rb") as f:
-            return _sniff_api_answer(f.read(4096))
-    except OSError:
+        return _sniff_api_answer(read_head(p, 4096))
+    except InputError:
         return False

@@ -35,13 +35,13 @@ NIC_VENDOR_NAMES = {"0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom
 
 
 def _read(path: Path) -> str | None:
+    """A sysfs attribute (at most 1 MiB; the largest, cpulist/cpumap of 8192 CPUs, are a few KiB), or
+    None when missing, unreadable or not a regular file (a link to /dev/zero in a crafted tree)."""
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-    except PermissionError:
-        return None
-    except OSError:
+        return read_bounded(path, 1 << 20).decode("utf-8", errors="replace").strip()
+    except (OSError, InputError):
         return None
 
 
