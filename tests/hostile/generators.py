@@ -180,32 +180,24 @@ def nested_bundles(d: Path, fanout: int = 8, depth: int = 6) -> Path:
 
 
 def zero_members_bundle(d: Path, members: int = 8, size: int = 255 << 20) -> Path:
-    """``members`` members of ``size`` zero bytes each, zstd-compressed to a few KB, written as a stream."""
+    """``members`` members of ``size`` zero bytes each (a multiple of 512), as concatenated zstd
+    frames: the zeros are compressed once (a few KB) and repeated."""
     import zstandard
 
-    p = d / "zeros.tar.zst"
+    assert size % 512 == 0
     cctx = zstandard.ZstdCompressor(level=3)
-    zero = b"\x00" * (1 << 20)
-    with open(p, "wb") as raw, cctx.stream_writer(raw, closefd=False) as zw:
-        with tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-            m = manifest()
-            ti = tarfile.TarInfo("manifest.json")
-            ti.size = len(m)
-            tar.addfile(ti, io.BytesIO(m))
-            for i in range(members):
-                ti = tarfile.TarInfo(f"files/zero{i}.log")
-                ti.size = size
-
-                class _Zeros(io.RawIOBase):
-                    left = size
-
-                    def readinto(self, b):
-                        n = min(len(b), self.left, len(zero))
-                        b[:n] = zero[:n]
-                        self.left -= n
-                        return n
-
-                tar.addfile(ti, io.BufferedReader(_Zeros()))
+    zeros = cctx.compress(b"\x00" * size)
+    m = manifest()
+    ti = tarfile.TarInfo("manifest.json")
+    ti.size = len(m)
+    parts = [cctx.compress(ti.tobuf(tarfile.PAX_FORMAT) + m + b"\x00" * (-len(m) % 512))]
+    for i in range(members):
+        ti = tarfile.TarInfo(f"files/zero{i}.log")
+        ti.size = size
+        parts += [cctx.compress(ti.tobuf(tarfile.PAX_FORMAT)), zeros]
+    parts.append(cctx.compress(b"\x00" * 1024))
+    p = d / "zeros.tar.zst"
+    p.write_bytes(b"".join(parts))
     return p
 
 

@@ -451,7 +451,8 @@ class InputStream(io.RawIOBase):
         self.codec = codec
         self.inflater = _Inflater(codec) if codec else None
         self.carry = b""  # compressed input not consumed yet
-        self.out = b""  # inflated output not handed out yet
+        self.out = b""  # inflated output, handed out from out_pos on
+        self.out_pos = 0
         self.truncated: str | None = None
         self.raw_bytes = 0
         self._done = False
@@ -476,11 +477,11 @@ class InputStream(io.RawIOBase):
             data = self._read_raw(n)
             b[: len(data)] = data
             return len(data)
-        if not self.out:
-            self.out = self._inflate(n)
-        k = min(n, len(self.out))
-        b[:k] = self.out[:k]
-        self.out = self.out[k:]
+        if self.out_pos >= len(self.out):
+            self.out, self.out_pos = self._inflate(n), 0
+        k = min(n, len(self.out) - self.out_pos)
+        b[:k] = memoryview(self.out)[self.out_pos : self.out_pos + k]
+        self.out_pos += k
         return k
 
     def _inflate(self, n: int) -> bytes:
@@ -588,8 +589,8 @@ def load_json(data: bytes | str, path: str | None = None, what: str = "JSON") ->
 
 
 class _ArchiveState:
-    def __init__(self, root: str, limits: Limits, level: int) -> None:
-        self.root, self.limits, self.level = root, limits, level
+    def __init__(self, root: str, limits: Limits, level: int, path: str) -> None:
+        self.root, self.limits, self.level, self.path = root, limits, level, path
         self.members = 0
         self.total = 0
 
@@ -637,8 +638,11 @@ def archive_scope(path: str | os.PathLike[str]) -> Iterator[ArchiveBudget]:
     levels is refused."""
     p = os.fspath(path)
     outer = _ARCHIVE.get()
+    if outer is not None and outer.path == p:  # the same archive, read again (a second pass)
+        yield ArchiveBudget(outer, p)
+        return
     if outer is None:
-        state = _ArchiveState(p, current(), 1)
+        state = _ArchiveState(p, current(), 1, p)
     else:
         if outer.level + 1 > outer.limits.nesting:
             raise LimitExceeded(
@@ -647,7 +651,7 @@ def archive_scope(path: str | os.PathLike[str]) -> Iterator[ArchiveBudget]:
                 p,
                 "nesting",
             )
-        state = _ArchiveState(outer.root, outer.limits, outer.level + 1)
+        state = _ArchiveState(outer.root, outer.limits, outer.level + 1, p)
         state.members, state.total = outer.members, outer.total
     token = _ARCHIVE.set(state)
     try:

@@ -354,6 +354,11 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     cpus = _read_cpus(base, nodes)
     if not nodes:
         warnings.append("no NUMA nodes in sys/devices/system/node (kernel without NUMA, or not exposed)")
+    if not cpus and not any(n.cpus for n in nodes):
+        warnings.append(
+            "no CPU found under sys/devices/system/cpu or in the NUMA nodes' cpulists: the tree is "
+            "incomplete (a truncated or partial snapshot?); CPU placement cannot be judged from it"
+        )
     devices = _read_pci(base, nodes, warnings)
     gpus = sorted((d for d in devices if d.kind == "gpu"), key=lambda d: d.pci or "")
     for i, g in enumerate(gpus):
