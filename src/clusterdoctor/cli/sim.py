@@ -261,7 +261,9 @@ def compare(
         if pub_path is not None:
             if not pub_path.exists():
                 raise InputError("no such file", str(pub_path))
-            pub_curves = parse_published(pub_path.read_bytes(), str(pub_path)).get(workload, {})
+            from clusterdoctor.observe.limits import read_input
+
+            pub_curves = parse_published(read_input(pub_path), str(pub_path)).get(workload, {})
     sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers)
     comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)
     if as_json:

@@ -64,10 +64,14 @@ class CollectOptions:
 
 
 def _read(p: Path, limit: int = 1 << 20) -> bytes | None:
+    """The first ``limit`` bytes of a sysfs attribute, or None (missing, unreadable, not a regular
+    file: a FIFO or device under a given --sysfs-root is never opened)."""
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        with p.open("rb") as f:
-            return f.read(limit)
-    except OSError:
+        return read_bounded(p, limit, prefix=True)
+    except (OSError, InputError):
         return None
 
 
@@ -182,8 +186,10 @@ def _journal(w: BundleWriter, o: CollectOptions, unit: str) -> list[str]:
 
 
 def _file(w: BundleWriter, o: CollectOptions, path: str) -> list[str]:
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
-    data = p.read_bytes()
+    data = read_input(p)  # devices/FIFOs refused, the input limit applies: recorded as a failed source
     metrics = p.suffix == ".prom"
     return [w.add(f"files/{_safe(p.name)}", data, redact=not metrics)]
 
