@@ -738,3 +738,52 @@ def read_bounded(path: str | os.PathLike[str], cap: int, *, prefix: bool = False
             return data[:cap]
         raise LimitExceeded(f"file is larger than the input limit of {human_size(cap)}", p, "input")
     return data
+
+
+def run_bounded(
+    cmd: list[str], timeout: float, max_output: int | None = None, env: dict[str, str] | None = None
+) -> tuple[int, bytes, bytes]:
+    """Run a collector command (etcdctl, journalctl …): (exit code, stdout, stderr), its output read
+    as it comes and capped at ``max_output`` bytes (default: the ``input`` budget) per stream, the
+    whole run within ``timeout`` seconds. Over either: the command is killed and
+    :class:`LimitExceeded` (``input``) or :class:`TimeoutError` is raised."""
+    import selectors
+    import subprocess
+
+    cap = max_input_bytes() if max_output is None else max_output
+    deadline = time.monotonic() + timeout
+    p = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    out: dict[int, list[bytes]] = {1: [], 2: []}
+    size = {1: 0, 2: 0}
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ, 1)  # type: ignore[arg-type]
+    sel.register(p.stderr, selectors.EVENT_READ, 2)  # type: ignore[arg-type]
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{os.path.basename(cmd[0])} did not finish within {timeout:g} s")
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                out[key.data].append(chunk)
+                size[key.data] += len(chunk)
+                if size[key.data] > cap:
+                    raise LimitExceeded(
+                        f"{os.path.basename(cmd[0])} printed more than {human_size(cap)}", cmd[0], "input"
+                    )
+        code = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    finally:
+        sel.close()
+        for f in (p.stdout, p.stderr):
+            if f is not None:
+                f.close()
+    return code, b"".join(out[1]), b"".join(out[2])
