@@ -109,7 +109,7 @@ class BundleWriter:
         }
 
     def write(self, path: str | Path, level: int = 10) -> dict[str, Any]:
-        """Write the bundle atomically; returns the manifest written."""
+        """Write the bundle atomically; returns the manifest written (as stored: redacted)."""
         import zstandard
 
         man = self.manifest()
@@ -119,11 +119,19 @@ class BundleWriter:
         with open(tmp, "wb") as raw, cctx.stream_writer(raw, closefd=False) as zw:
             with tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 mtime = self.clock()
-                _tar_add(tar, "manifest.json", json.dumps(man, indent=2, sort_keys=True).encode(), mtime)
+                # the manifest names sources by what they were given (scrape URLs with credentials or
+                # ?token=, command errors): redacted like every collected file
+                _tar_add(tar, "manifest.json", _redacted_json(man), mtime)
                 for name in sorted(self.files):
                     _tar_add(tar, name, self.files[name], mtime)
         tmp.replace(p)
-        return man
+        return json.loads(_redacted_json(man))
+
+
+def _redacted_json(doc: Any) -> bytes:
+    from clusterdoctor.redact import redact_text
+
+    return redact_text(json.dumps(doc, indent=2, sort_keys=True)).encode()
 
 
 def _iso(t: float) -> str:
