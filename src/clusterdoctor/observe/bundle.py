@@ -305,6 +305,9 @@ def load_bundle_observations(path: str | Path) -> dict[str, Any]:
         if not isinstance(manifest, dict):
             raise InputError("manifest.json is not a JSON object", p)
         out: dict[str, Any] = {"warnings": warnings}
+        cut = [w for w in warnings if "only the members before the cut were read" in w]
+        if cut:
+            out["incomplete_inputs"] = cut
         out["warnings"].extend(_manifest_warnings(p, manifest))
         _load_extracted(p, td, sorted(names), manifest, out, load_path)
     finished = _epoch(manifest.get("finished_at"))

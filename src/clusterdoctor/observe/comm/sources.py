@@ -70,6 +70,9 @@ def _load_file(p: str, kinds: list[str], out: dict[str, list[Any]]) -> None:
             t = load_kineto(p)
             out["kineto"].append(t)
             out["warnings"].extend(t.warnings)
+            if t.truncated or t.events_read == 0:  # analysed, but the CLI exit code says it was cut/empty
+                why = "truncated" if t.truncated else "holds no events"
+                out.setdefault("incomplete_inputs", []).append(f"{p}: {why}")
         elif kind == "nccl_log":
             from clusterdoctor.observe.comm.nccl_log import load_nccl_log
 

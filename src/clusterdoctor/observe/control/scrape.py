@@ -180,7 +180,17 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
             series, min(times, default=None), max(times, default=None), source=str(p)
         )
         return dict(observations_from_metrics(window, source=str(p)))
-    return dict(observations_from_metrics(load_metrics_file(path), source=str(path)))
+    ms = load_metrics_file(path)
+    out: dict[str, object] = dict(observations_from_metrics(ms, source=str(path)))
+    # lines the parser skipped reach the report's warnings (never silently dropped)
+    warns = ms.warnings.summary() if hasattr(ms.warnings, "summary") else list(ms.warnings)
+    if warns:
+        out["warnings"] = [f"{path}: {w}" for w in warns]
+    if not out.get("metrics") and not warns:
+        out["warnings"] = [f"{path}: no samples in the metrics dump"]
+    if not out.get("metrics") or any("truncated" in w for w in warns):
+        out["incomplete_inputs"] = [f"{path}: " + ("truncated" if out.get("metrics") else "no samples")]
+    return out
 
 
 def _is_api_answer_file(p: Path) -> bool:
