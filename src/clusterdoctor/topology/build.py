@@ -87,6 +87,13 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
     check_regular(p)  # missing, a device or a FIFO: refused before reading
     if is_tar(p):
         return _load_tarball(p)
+    from clusterdoctor.observe.limits import inflated_head, read_head, sniff_compression
+
+    if sniff_compression(read_head(p, 8)):  # a compressed dump (topo.xml.gz) or a cut-off tarball
+        _, truncated = inflated_head(p, 4096)
+        if truncated:
+            raise InputError(f"{truncated}; not a readable topology dump or sysfs tarball", str(p))
+        return parse_topology_bytes(read_input(p, MAX_TOPOLOGY_FILE, inflate=True), str(p))
     size = p.stat().st_size
     if size > MAX_TOPOLOGY_FILE:
         raise InputError(f"file is {size >> 20} MiB, too large for a topology dump; {EXPECTED}", str(p))
