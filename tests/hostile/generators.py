@@ -46,6 +46,22 @@ def kineto_gzip_bomb(d: Path, inflated: int = 2 << 30, closed: bool = True) -> P
     return gzip_members(d / "rank0.pt.trace.json.gz", head, block, inflated, tail)
 
 
+_KERNEL_EVENT = (
+    '{"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4>(int)", '
+    '"pid": 0, "tid": 7, "ts": 1000.5, "dur": 3.25, "args": {"stream": 7, "correlation": 42}}'
+)
+
+
+def kineto_kernel_gzip(d: Path, inflated: int = 2 << 30) -> Path:
+    """A trace of plain compute kernels (one record each) inflating to ``inflated`` bytes: under the
+    default budgets it is read to the end, so its peak RSS is the reader's bound for 2 GiB."""
+    head = b'{"distributedInfo": {"rank": 0, "world_size": 8}, "traceEvents": [\n'
+    block = (_KERNEL_EVENT + ",\n").encode()
+    return gzip_members(
+        d / "rank0_kernels.pt.trace.json.gz", head, block, inflated, (_KERNEL_EVENT + "]}\n").encode()
+    )
+
+
 def kineto_single_member_bomb(d: Path, inflated: int = 2 << 30) -> Path:
     """The same as one gzip member (what ``gzip`` itself writes): costs a compression pass."""
     p = d / "rank0_single.pt.trace.json.gz"
