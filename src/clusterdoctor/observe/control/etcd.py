@@ -120,6 +120,8 @@ def _load_json_list(text: str | bytes, path: str | None, what: str) -> list[Any]
         data = json.loads(s)
     except json.JSONDecodeError as e:
         raise InputError(f"not etcdctl {what} JSON: {e.msg}", path, e.lineno) from None
+    except RecursionError:
+        raise InputError(f"etcdctl {what} JSON nested too deep to read", path) from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):

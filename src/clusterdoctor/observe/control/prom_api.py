@@ -135,7 +135,7 @@ class PromClient:
             raise CollectError(f"{where}: HTTP {resp.status} {detail}".rstrip())
         try:
             doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise CollectError(f"{where}: answer is not JSON (not a Prometheus API?)") from None
         if not isinstance(doc, dict) or "status" not in doc:
             raise CollectError(f"{where}: answer is not a Prometheus API response")
@@ -198,7 +198,7 @@ class PromClient:
 def _api_error(raw: bytes) -> str | None:
     try:
         doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
     if isinstance(doc, dict) and doc.get("status") == "error":
         return f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"
