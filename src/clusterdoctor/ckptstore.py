@@ -16,8 +16,9 @@ Guarantees:
   directory) from choosing its number to its last rename; a second writer, in this process or
   another, waits up to ``lock_timeout`` seconds and then gets :class:`StoreBusy`.
 - **Live writers untouched**: temporary files are named ``.<seq>-<name>.<host>.<pid>.<tag>.tmp``;
-  opening a store removes only those of writers that are gone: this host's with a PID that no longer
-  runs, or any older than ``stale_after`` seconds (another host's writer on a shared slow tier).
+  opening a store removes only those of writers that are gone: this host's whose PID no longer runs
+  (a live PID keeps its files whatever their age), and another host's (a shared slow tier) once older
+  than ``stale_after`` seconds.
 - **Verified**: every file carries the SHA-256 of the uncompressed payload; :meth:`load` recomputes it
   and raises :class:`ChecksumError` on mismatch.
 - **Tiered**: the newest ``keep_fast`` checkpoints stay uncompressed in ``fast_dir``; older ones are
@@ -178,8 +179,11 @@ class TieredCheckpointStore:
                     age = now - t.stat().st_mtime
                 except FileNotFoundError:
                     continue
-                dead = m is not None and m["host"] == self.host and not _pid_alive(int(m["pid"]))
-                if dead or age > self.stale_after:
+                if m is not None and m["host"] == self.host:
+                    gone = not _pid_alive(int(m["pid"]))  # this host's writer: its PID decides, never age
+                else:
+                    gone = age > self.stale_after  # another host's (a shared slow tier): only when old
+                if gone:
                     t.unlink(missing_ok=True)
                     removed.append(t)
         return removed
