@@ -228,13 +228,15 @@ class StoreMachine(RuleBasedStateMachine):
         rest = w.stdout.read()
         w.stdout.close()
         w.stdin.close()
-        completed = "saved" in rest
-        got = self.store.load(name) if name in self.model or completed else None
-        if completed:  # the kill came after the last rename: that save is the newest
-            self._saved(name, data.encode(), _seq(rest.split()[-1]))
-        elif got is not None and got == data.encode() and got != self.model.get(name):
-            # killed after the rename but before printing: the new checkpoint is in place
-            self._saved(name, got, max(c.seq for c in self.store.list() if c.name == name))
+        # the kill came before or after the save's last rename: the store says which, by sequence
+        mine = [c for c in self.store.list() if c.name == name]
+        if mine and mine[0].seq > self.last_seq:  # it landed: it is the newest save of all
+            assert self.store.load(name) == data.encode()
+            self._saved(name, data.encode(), mine[0].seq)
+        else:  # it did not: the previous checkpoint of that name (if any) is intact
+            assert "saved" not in rest
+            if name in self.model:
+                assert self.store.load(name) == self.model[name]
         assert line in ("", "mid-save\n")
 
     @invariant()
