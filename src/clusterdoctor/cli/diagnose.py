@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, CliExit
 
 
 def diagnose(
@@ -52,7 +52,8 @@ def diagnose(
 
     Rules whose inputs are missing are listed as skipped, with what they need — never as healthy.
 
-    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage,
+    or an input that was empty or truncated (the report is printed and its warnings say which).
 
     Examples:
 
@@ -67,9 +68,10 @@ def diagnose(
       clusterdoctor diagnose --scrape http://127.0.0.1:2379/metrics --etcd-endpoints 127.0.0.1:2379
     """
     from clusterdoctor import diagnosis
-    from clusterdoctor.cli.report_choice import emit
+    from clusterdoctor.cli.report_choice import check_choice, emit
     from clusterdoctor.model import Severity
 
+    check_choice(fmt, output)
     try:
         threshold = Severity.parse(fail_on)
     except ValueError as e:
@@ -90,6 +92,8 @@ def diagnose(
     else:
         diag = diagnosis.diagnose_local(sysfs_root=sysfs_root, obs=obs)
     emit(diag, fmt, output, verbose=verbose)
+    if obs.get("incomplete_inputs"):  # the report has said which (its warnings); the exit code says so too
+        raise typer.Exit(EXIT_BAD_INPUT)
     worst = diag.worst()
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 

@@ -17,7 +17,10 @@ app = typer.Typer(
     name="clusterdoctor",
     help=(
         "Find out why a GPU training cluster got slow, prove it with evidence, and fix it.\n\n"
-        "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked."
+        "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked.\n\n"
+        "Exit codes: 0 success; 1 findings at or above --fail-on (diagnose, comm analyze); 2 bad input "
+        "or usage, in one line on stderr; numa check has its own (4 for bad usage: see its --help); "
+        "70 an internal error (a bug; CLUSTERDOCTOR_DEBUG=1 shows the traceback)."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -37,6 +40,7 @@ GROUPS: tuple[tuple[str, str | None], ...] = (
     ("clusterdoctor.cli.sim", "sim"),
     ("clusterdoctor.cli.serve", "serve"),
     ("clusterdoctor.cli.watch", None),
+    ("clusterdoctor.cli.gpu", "gpu"),
 )
 
 
@@ -46,10 +50,30 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _limits(values: list[str] | None) -> list[str] | None:
+    from clusterdoctor.observe.limits import set_limit
+
+    for v in values or []:
+        try:
+            set_limit(v)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+    return values
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+    limit: list[str] = typer.Option(
+        None,
+        "--limit",
+        callback=_limits,
+        metavar="NAME=VALUE",
+        help="Raise or lower an input budget for this run (repeatable): input, inflated, archive, members, "
+        "nesting, depth, records, seconds; e.g. --limit inflated=16G. Defaults and environment variables: "
+        "docs/limits.md.",
     ),
 ) -> None:
     """Root options."""

@@ -64,24 +64,36 @@ def watch(
 
       clusterdoctor watch --prometheus http://prometheus:9090 --job llm-7b --since 30m
     """
+    from clusterdoctor.cli.common import check_writable
     from clusterdoctor.diagnosis import parse_since
+    from clusterdoctor.errors import InputError
     from clusterdoctor.model import Severity
 
-    if (from_dir is None) == (prometheus is None):
-        raise CliExit(2, "error: give exactly one of --from DIR or --prometheus URL")
+    # each value on its own first (the error names it), then how they combine
     if fmt not in ("text", "json"):
         raise CliExit(2, f"error: unknown format {fmt!r}; choose text or json")
-    if follow and prometheus:
-        raise CliExit(
-            2, "error: --follow is for --from (with --prometheus the report refreshes unless --once)"
-        )
-    if interval <= 0:
-        raise CliExit(2, "error: --interval must be positive")
     try:
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
+    if interval <= 0:
+        raise CliExit(2, f"error: --interval {interval:g}: must be positive")
+    if step is not None and step <= 0:
+        raise CliExit(2, f"error: --step {step:g}: must be positive")
     since_s = parse_since(since)
+    check_writable(output, "--output")
+    if topology is not None and not topology.exists():
+        raise InputError("no such file or directory", str(topology))
+    if from_dir is not None and not from_dir.exists():
+        raise InputError("no such file or directory", str(from_dir))
+    if prometheus is not None and not prometheus.startswith(("http://", "https://")):
+        raise CliExit(2, f"error: --prometheus {prometheus!r}: not an http(s) URL")
+    if (from_dir is None) == (prometheus is None):
+        raise CliExit(2, "error: give exactly one of --from DIR or --prometheus URL")
+    if follow and prometheus:
+        raise CliExit(
+            2, "error: --follow is for --from (with --prometheus the report refreshes unless --once)"
+        )
     topo = _load_topology(topology) if topology else None
     refresh = (follow or prometheus is not None) and not once
     source: Any

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +41,7 @@ _TOPO_GLOBS = (
     "sys/bus/pci/devices/*/current_link_width",
     "sys/bus/pci/devices/*/max_link_speed",
     "sys/bus/pci/devices/*/max_link_width",
+    "proc/cpuinfo",  # the CPU's vendor and model (topology.cpu); the first 64 KiB hold it
 )
 _LINK_GLOBS = ("sys/bus/pci/devices/*", "sys/class/net/*", "sys/class/infiniband/*")
 
@@ -64,10 +64,14 @@ class CollectOptions:
 
 
 def _read(p: Path, limit: int = 1 << 20) -> bytes | None:
+    """The first ``limit`` bytes of a sysfs attribute, or None (missing, unreadable, not a regular
+    file: a FIFO or device under a given --sysfs-root is never opened)."""
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        with p.open("rb") as f:
-            return f.read(limit)
-    except OSError:
+        return read_bounded(p, limit, prefix=True)
+    except (OSError, InputError):
         return None
 
 
@@ -151,10 +155,16 @@ def _scrape(w: BundleWriter, o: CollectOptions, i: int, url: str) -> list[str]:
     for k in (1, 2):
         if k == 2:
             time.sleep(o.scrape_interval_s)
-        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
-        with urllib.request.urlopen(req, timeout=o.timeout_s) as r:
-            body = r.read(256 << 20)
-        host = _safe(url.split("://", 1)[-1].split("/", 1)[0])
+        from clusterdoctor.observe.http_client import request
+
+        r = request(
+            url, headers={"Accept": "text/plain;version=0.0.4"}, connect_timeout=min(5.0, o.timeout_s),
+            read_timeout=o.timeout_s, total_timeout=3 * o.timeout_s,
+        )  # fmt: skip
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}")
+        body = r.body
+        host = _safe(url.split("://", 1)[-1].split("/", 1)[0].rpartition("@")[2])  # never the credentials
         names.append(w.add(f"metrics/{i}-{host}-{k}.prom", body))
     return names
 
@@ -162,30 +172,70 @@ def _scrape(w: BundleWriter, o: CollectOptions, i: int, url: str) -> list[str]:
 def _journal(w: BundleWriter, o: CollectOptions, unit: str) -> list[str]:
     if not shutil.which("journalctl"):
         return []
+    from clusterdoctor.observe.limits import run_bounded
+
     try:
-        p = subprocess.run(
-            ["journalctl", "-u", unit, "--since", o.since, "-o", "short-iso", "--no-pager", "-q"],
-            capture_output=True,
-            timeout=o.timeout_s,
-            check=False,
+        code, stdout, stderr = run_bounded(
+            ["journalctl", "-u", unit, "--since", o.since, "-o", "short-iso", "--no-pager", "-q"], o.timeout_s
         )
-    except subprocess.TimeoutExpired:
+    except TimeoutError:
         raise TimeoutError(f"journalctl -u {unit} exceeded {o.timeout_s:g} s") from None
-    if p.returncode != 0:
-        raise RuntimeError(
-            p.stderr.decode("utf-8", "replace").strip()[:300] or f"journalctl exit {p.returncode}"
-        )
-    lines = [ln for ln in p.stdout.splitlines() if ln.strip() and not ln.startswith(b"-- ")]
+    if code != 0:
+        raise RuntimeError(stderr.decode("utf-8", "replace").strip()[:300] or f"journalctl exit {code}")
+    lines = [ln for ln in stdout.splitlines() if ln.strip() and not ln.startswith(b"-- ")]
     if not lines:
         return []
     return [w.add(f"logs/{_safe(unit)}.log", b"\n".join(lines) + b"\n", redact=True)]
 
 
 def _file(w: BundleWriter, o: CollectOptions, path: str) -> list[str]:
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
-    data = p.read_bytes()
+    data = read_input(p)  # devices/FIFOs refused, the input limit applies: recorded as a failed source
     metrics = p.suffix == ".prom"
     return [w.add(f"files/{_safe(p.name)}", data, redact=not metrics)]
+
+
+# GPU health sources gathered when their tool exists (read-only commands; dcgmi diag is not run: it
+# loads the GPUs). Each lands under gpu/ and is read back by content like any other file.
+GPU_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("nvidia-smi-q.xml", ("nvidia-smi", "-q", "-x")),
+    ("nvidia-smi-nvlink-s.txt", ("nvidia-smi", "nvlink", "-s")),
+    ("nvidia-smi-nvlink-e.txt", ("nvidia-smi", "nvlink", "-e")),
+    ("lspci-vv-nvidia.txt", ("lspci", "-vv", "-D", "-d", "10de:")),
+    ("dcgmi-discovery-l.txt", ("dcgmi", "discovery", "-l")),
+    ("dcgmi-health-c.txt", ("dcgmi", "health", "-c")),
+)
+
+
+def _gpu_tool(w: BundleWriter, o: CollectOptions, name: str, args: tuple[str, ...]) -> list[str]:
+    if not shutil.which(args[0]):
+        return []
+    try:
+        p = subprocess.run(list(args), capture_output=True, timeout=o.timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"{' '.join(args)} exceeded {o.timeout_s:g} s") from None
+    if p.returncode != 0 or not p.stdout.strip():
+        err = p.stderr.decode("utf-8", "replace").strip()[:300]
+        if p.returncode != 0:
+            raise RuntimeError(err or f"{args[0]} exit {p.returncode}")
+        return []
+    if name == "lspci-vv-nvidia.txt" and b"10de" not in p.stdout and b"NVIDIA" not in p.stdout:
+        return []
+    return [w.add(f"gpu/{name}", p.stdout, redact=True)]
+
+
+def _gpu_kernel_log(w: BundleWriter, o: CollectOptions) -> list[str]:
+    """The NVIDIA driver lines of the kernel log (dmesg, else journalctl -k), for Xid/SXid."""
+    from clusterdoctor.observe.gpu.live import kernel_log_bytes
+
+    data, how, why = kernel_log_bytes(o.timeout_s)
+    if data is None:
+        raise RuntimeError(why or "kernel log not readable")
+    if b"NVRM" not in data and b"SXid" not in data:
+        return []
+    return [w.add("gpu/kernel-nvidia.log", data, redact=True)]
 
 
 def collect_bundle(out: str | Path, opts: CollectOptions | None = None) -> dict:
@@ -201,4 +251,9 @@ def collect_bundle(out: str | Path, opts: CollectOptions | None = None) -> dict:
         w.sources.append(run_source(f"journal {unit}", lambda unit=unit: _journal(w, o, unit), o.timeout_s))
     for f in o.files:
         w.sources.append(run_source(f"file {f}", lambda f=f: _file(w, o, f), o.timeout_s))
+    for name, args in GPU_COMMANDS:
+        w.sources.append(
+            run_source(f"gpu {' '.join(args)}", lambda n=name, a=args: _gpu_tool(w, o, n, a), o.timeout_s)
+        )
+    w.sources.append(run_source("gpu kernel log (NVRM/SXid)", lambda: _gpu_kernel_log(w, o), o.timeout_s))
     return w.write(out)

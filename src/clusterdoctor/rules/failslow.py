@@ -139,9 +139,10 @@ def _where(obs: Observations, rank: int | None) -> dict[str, Any]:
                 if best is not None:
                     out["nic"] = best[0].name
                     out["gpu_nic_path"] = best[1]
-    health = (obs.get("gpu_health") or {}).get((out.get("host"), out.get("gpu")))
-    if health:
-        out["gpu_health"] = health
+    # per-GPU health keyed (host, GPU index), when a caller joined one (``watch_gpu_health``)
+    health = obs.get("watch_gpu_health")
+    if isinstance(health, dict) and health.get((out.get("host"), out.get("gpu"))):
+        out["gpu_health"] = health[(out.get("host"), out.get("gpu"))]
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -32,6 +32,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
     "clusterdoctor.rules.failslow",
+    "clusterdoctor.rules.gpu",
 )
 
 # What each observation kind is and how a user provides it (shown when a rule is skipped).
@@ -53,6 +54,30 @@ INPUT_HINTS: dict[str, str] = {
     "app": "no application data (Flink checkpoints, Kafka lag, pod phases)",
     "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
 }
+
+
+# Kinds computed from other observations just before the rules run (e.g. "which GPUs state ECC
+# counters"): kind -> fn(obs) returning (value or None, reason when absent).
+_DERIVED: dict[str, Callable[[Observations], tuple[Any, str | None]]] = {}
+
+
+def register_derived(kind: str, fn: Callable[[Observations], tuple[Any, str | None]], hint: str) -> None:
+    """Declare a kind derived from other observations; ``fn`` returns ``(value, reason)`` and runs
+    once per diagnosis, before the rules (its reason is what a skipped rule shows)."""
+    _DERIVED[kind] = fn
+    INPUT_HINTS.setdefault(kind, hint)
+
+
+def derive(obs: Observations) -> None:
+    """Fill the derived kinds not already present (see :func:`register_derived`)."""
+    for kind, fn in _DERIVED.items():
+        if kind in obs.data or kind in obs.absent_reasons:
+            continue
+        value, reason = fn(obs)
+        if value is not None and (not isinstance(value, (list, dict, set, tuple)) or value):
+            obs.put(kind, value)
+        elif reason:
+            obs.absent_reasons[kind] = reason
 
 
 def register_input(kind: str, hint: str) -> None:
@@ -89,7 +114,18 @@ class Observations:
         return self.absent_reasons.get(kind) or INPUT_HINTS.get(kind, f"no {kind} input")
 
 
-RuleFn = Callable[[Observations], Iterable[Finding]]
+class NotJudged:
+    """What a rule yields instead of a finding when its input is present but cannot be judged (a
+    histogram with NaN or negative counts): recorded as skipped, with ``reason``, so that an input the
+    rule could not trust is never shown as healthy."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+RuleFn = Callable[[Observations], Iterable["Finding | NotJudged"]]
 
 
 @dataclass
@@ -232,12 +268,18 @@ def run_rules(
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     ran: list[str] = []
-    for r in rules if rules is not None else load_all():
+    catalog = list(rules) if rules is not None else load_all()
+    derive(obs)
+    for r in catalog:
         missing = [k for k in r.requires if not obs.has(k)]
         if missing:
             skipped.append(Skipped(r.id, "; ".join(obs.missing_reason(k) for k in missing)))
             continue
         ran.append(r.id)
-        findings.extend(r.fn(obs))
+        for x in r.fn(obs):
+            if isinstance(x, NotJudged):
+                skipped.append(Skipped(r.id, f"not judged: {x.reason}"))
+            else:
+                findings.append(x)
     findings.sort(key=lambda f: (-f.score, -int(f.severity), f.rule, f.subject or ""))
     return findings, skipped, ran

@@ -24,6 +24,7 @@ import socket
 from pathlib import Path
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.topology.cpu import read_cpuinfo
 from clusterdoctor.topology.cpuset import parse_cpulist
 from clusterdoctor.topology.model import CpuInfo, Device, NumaNode, PathInfo, Topology, classify_pci_path
 
@@ -35,13 +36,13 @@ NIC_VENDOR_NAMES = {"0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom
 
 
 def _read(path: Path) -> str | None:
+    """A sysfs attribute (at most 1 MiB; the largest, cpulist/cpumap of 8192 CPUs, are a few KiB), or
+    None when missing, unreadable or not a regular file (a link to /dev/zero in a crafted tree)."""
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-    except PermissionError:
-        return None
-    except OSError:
+        return read_bounded(path, 1 << 20).decode("utf-8", errors="replace").strip()
+    except (OSError, InputError):
         return None
 
 
@@ -354,6 +355,11 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     cpus = _read_cpus(base, nodes)
     if not nodes:
         warnings.append("no NUMA nodes in sys/devices/system/node (kernel without NUMA, or not exposed)")
+    if not cpus and not any(n.cpus for n in nodes):
+        warnings.append(
+            "no CPU found under sys/devices/system/cpu or in the NUMA nodes' cpulists: the tree is "
+            "incomplete (a truncated or partial snapshot?); CPU placement cannot be judged from it"
+        )
     devices = _read_pci(base, nodes, warnings)
     gpus = sorted((d for d in devices if d.kind == "gpu"), key=lambda d: d.pci or "")
     for i, g in enumerate(gpus):
@@ -397,4 +403,5 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
         hostname=hostname,
         allowed_cpus=_allowed_cpus(base, live),
         warnings=warnings,
+        cpu=read_cpuinfo(str(base)),  # proc/cpuinfo beside sys/ (live; hwloc-gather-topology trees)
     )
