@@ -55,6 +55,15 @@ class MetricWindow:
     end: float | None = None
     source: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Instances (``instance`` label values) read from an untimed dump: each of their series holds one
+    # value since the process started, even when the window also holds timed series of other targets.
+    snapshot_instances: set[str] = field(default_factory=set)
+    instance_sources: dict[str, str] = field(default_factory=dict)  # instance -> the file it came from
+    # What a dump's own series say it is (``etcd:<member hex ID>``, ``node:<nodename>``,
+    # ``kubelet:<node>``), by instance; see :meth:`canonical`.
+    instance_identity: dict[str, str] = field(default_factory=dict)
+    name_sources: dict[str, str] = field(default_factory=dict)  # metric name -> files (query answers)
+    _canon: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -103,7 +112,11 @@ class MetricWindow:
         return w
 
     def merge(self, other: MetricWindow) -> MetricWindow:
-        """A window holding both windows' series (e.g. several scraped components)."""
+        """A window holding both windows' series (e.g. several scraped components).
+
+        Timed series with the same name and labels in both (two range queries of one target) become
+        one series with the points of both, in time order; dump series never collide (each dump's
+        series carry their own ``instance``)."""
         out = MetricWindow(
             {k: list(v) for k, v in self.series.items()},
             dict(self.types),
@@ -111,9 +124,27 @@ class MetricWindow:
             _max(self.end, other.end),
             ", ".join(x for x in (self.source, other.source) if x),
             self.warnings + other.warnings,
+            self.snapshot_instances | other.snapshot_instances,
+            {**self.instance_sources, **other.instance_sources},
+            {**self.instance_identity, **other.instance_identity},
+            {
+                k: ", ".join(
+                    dict.fromkeys(x for x in (self.name_sources.get(k), other.name_sources.get(k)) if x)
+                )
+                for k in self.name_sources.keys() | other.name_sources.keys()
+            },
         )
         for name, lst in other.series.items():
-            out.series.setdefault(name, []).extend(lst)
+            mine = out.series.setdefault(name, [])
+            index = {_key(s.labels): i for i, s in enumerate(mine)} if mine else {}
+            for s in lst:
+                i = index.get(_key(s.labels))
+                if i is None or s.labels.get("instance", "") in out.snapshot_instances:
+                    mine.append(s)
+                    continue
+                merged = dict(mine[i].points)
+                merged.update(s.points)
+                mine[i] = Series(s.name, dict(s.labels), sorted(merged.items()))
         for k, v in other.types.items():
             out.types.setdefault(k, v)
         return out
@@ -123,6 +154,40 @@ class MetricWindow:
     def is_snapshot(self) -> bool:
         """True when no series has two points: counters and histograms are since process start."""
         return all(len(s.points) < 2 for lst in self.series.values() for s in lst)
+
+    def snapshot_for(self, labels: dict[str, str]) -> bool:
+        """Whether the series with these labels hold values since their process started (a dump)
+        rather than points over the window — per target, as one window may hold both."""
+        return labels.get("instance", "") in self.snapshot_instances or self.is_snapshot
+
+    def span_for(self, labels: dict[str, str]) -> str:
+        """``since the process started`` or ``over the window``, for the target of ``labels``."""
+        return "since the process started" if self.snapshot_for(labels) else "over the window"
+
+    def canonical(self, instance: str) -> str:
+        """The target an ``instance`` label stands for: dumps of one target taken at different times
+        (before/after) are one target. A dump that names itself (``etcd_server_id``,
+        ``node_uname_info``, ``kubelet_node_name``) maps to that name (``etcd:8e9e05c52164694d``);
+        dumps that do not, of the same metrics, whose counters never decrease from one to the other
+        and whose ``process_start_time_seconds`` agree, are one process read twice and map to the
+        latest dump. Anything else is itself."""
+        if self._canon is None:
+            self._canon = _group_dumps(self)
+        return self._canon.get(instance, instance)
+
+    def instances_of(self, canonical: str) -> list[str]:
+        """Every ``instance`` label that stands for ``canonical`` (see :meth:`canonical`)."""
+        insts = {s.labels.get("instance", "") for lst in self.series.values() for s in lst}
+        return sorted(i for i in insts if self.canonical(i) == canonical)
+
+    def source_for(self, labels: dict[str, str], name: str = "") -> str:
+        """The file (or URL) the series of this target (or, for query answers, of metric ``name``)
+        came from; the whole window's sources otherwise."""
+        return (
+            self.instance_sources.get(labels.get("instance", ""), "")
+            or (self.name_sources.get(name, "") if name else "")
+            or self.source
+        )
 
     def names(self) -> set[str]:
         return set(self.series)
@@ -167,6 +232,9 @@ class MetricWindow:
         for s in self.select(name, **match):
             if not s.points:
                 continue
+            if not snapshot and s.labels.get("instance", "") in self.snapshot_instances:
+                out.append((s.labels, s.points[-1][1], 0))  # a dump beside timed series: since start
+                continue
             if first_seen is not None:
                 t_inst = first_seen.get(s.labels.get("instance", ""))
                 if t_inst is not None and s.points[0][0] > t_inst:
@@ -206,7 +274,9 @@ class MetricWindow:
         min_points = 1 if self.is_snapshot else 2
         for s in self.select(name + "_bucket", **match):
             le = s.labels.get("le")
-            if le is None or len(s.points) < min_points:
+            if le is None:
+                continue
+            if len(s.points) < min_points and s.labels.get("instance", "") not in self.snapshot_instances:
                 continue
             try:
                 bound = float(le)
@@ -271,9 +341,79 @@ class MetricWindow:
         return [(t, quantile_of(q, h.buckets).value) for t, h in self.histogram_steps(name, **match)]
 
     def _window_value(self, s: Series) -> float:
-        if len(s.points) == 1:
-            return s.points[0][1]
+        if len(s.points) == 1 or s.labels.get("instance", "") in self.snapshot_instances:
+            return s.points[-1][1]
         return counter_increase(s.points)[0]
+
+
+def _counter_values(w: MetricWindow, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The counters (``_total``, histogram ``_bucket``/``_count``, counter-typed) of one dump."""
+    out = {}
+    for name, lst in w.series.items():
+        family = name.removesuffix("_bucket").removesuffix("_count")
+        if (
+            not (name.endswith(("_total", "_bucket", "_count")) or w.types.get(name) == "counter")
+            or w.types.get(family) == "gauge"
+        ):
+            continue
+        for s in lst:
+            if s.labels.get("instance", "") == instance and s.points:
+                rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "instance"))
+                out[(name, rest)] = s.points[-1][1]
+    return out
+
+
+def _start_time(w: MetricWindow, instance: str) -> float | None:
+    for s in w.series.get("process_start_time_seconds", []):
+        if s.labels.get("instance", "") == instance and s.points:
+            return s.points[-1][1]
+    return None
+
+
+def _order(a: dict, b: dict) -> int | None:
+    """-1 when dump ``a`` can precede ``b`` in one process (b's counters ⊇ a's, none lower), 1 for the
+    reverse, 0 when equal, None when they cannot be one process read twice."""
+    if not a or not b or {k[0] for k in a} != {k[0] for k in b}:
+        return None
+    ka, kb = set(a), set(b)
+    common = ka & kb
+    if not common:
+        return None
+    if ka <= kb and all(b[k] >= a[k] for k in common):
+        return 0 if ka == kb and all(b[k] == a[k] for k in common) else -1
+    if kb <= ka and all(a[k] >= b[k] for k in common):
+        return 1
+    return None
+
+
+def _group_dumps(w: MetricWindow) -> dict[str, str]:
+    canon = {i: key for i, key in w.instance_identity.items() if key}
+    loose = sorted(i for i in w.snapshot_instances if i not in canon)
+    if len(loose) < 2:
+        return canon
+    values = {i: _counter_values(w, i) for i in loose}
+    starts = {i: _start_time(w, i) for i in loose}
+    later: dict[str, str] = {}  # dump -> a dump of the same process read later (or equal)
+    for x, a in enumerate(loose):
+        for b in loose[x + 1 :]:
+            if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
+                continue
+            o = _order(values[a], values[b])
+            if o is None:
+                continue
+            first, last = (b, a) if o == 1 else (a, b)
+            later.setdefault(first, last)
+    for i in loose:
+        j, seen = i, {i}
+        while j in later and later[j] not in seen:
+            j = later[j]
+            seen.add(j)
+        if j != i:
+            canon[i] = j
+    for i in loose:  # the latest dump of a group names the group
+        if i in later and i not in canon:
+            canon[i] = i
+    return canon
 
 
 def _min(a: float | None, b: float | None) -> float | None:
