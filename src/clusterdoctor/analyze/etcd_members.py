@@ -240,6 +240,16 @@ def member_directory(obs: Any) -> MemberDirectory:
             inst = s.labels.get("instance", "")
             if n and inst:
                 d.by_instance.setdefault(inst, n)
+        # the peers each member talks to are members too (named by ID only)
+        for name, label in (
+            ("etcd_network_active_peers", "Remote"),
+            ("etcd_network_peer_sent_failures_total", "To"),
+            ("etcd_network_peer_sent_bytes_total", "To"),
+        ):
+            for s in w.series.get(name, []):
+                n = _as_id(s.labels.get(label, ""))
+                if n and n not in d.members:
+                    d.add(n)
         break  # etcd_metrics and metrics are the same window when both are present
     return d
 

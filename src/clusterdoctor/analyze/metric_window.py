@@ -64,6 +64,7 @@ class MetricWindow:
     instance_identity: dict[str, str] = field(default_factory=dict)
     name_sources: dict[str, str] = field(default_factory=dict)  # metric name -> files (query answers)
     _canon: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _earlier: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -171,9 +172,40 @@ class MetricWindow:
         dumps that do not, of the same metrics, whose counters never decrease from one to the other
         and whose ``process_start_time_seconds`` agree, are one process read twice and map to the
         latest dump. Anything else is itself."""
-        if self._canon is None:
-            self._canon = _group_dumps(self)
+        self._group()
+        assert self._canon is not None
         return self._canon.get(instance, instance)
+
+    def _group(self) -> None:
+        if self._canon is None:
+            self._canon, self._earlier = _group_dumps(self)
+
+    def earlier(self, instance: str) -> list[str]:
+        """Dumps of the same process as ``instance`` taken before it, earliest first (see
+        :meth:`canonical`). The questions below (:meth:`select` and all that use it) answer from the
+        latest dump of a process only — its counters hold everything the earlier ones do — so a
+        before/after pair is judged once; rules name the earlier dumps as evidence."""
+        self._group()
+        assert self._earlier is not None
+        return list(self._earlier.get(instance, []))
+
+    def superseded(self) -> set[str]:
+        """Instances of dumps that a later dump of the same process supersedes."""
+        self._group()
+        assert self._earlier is not None
+        return {i for lst in self._earlier.values() for i in lst}
+
+    def subject_for(self, instance: str, default: str = "") -> str:
+        """What a finding about the target behind ``instance`` names: ``node worker-1`` (a node
+        exporter dump), ``kubelet on worker-1``, the etcd member ID, the latest dump's path for
+        dumps that do not name their target, else the instance label itself (``host:port``)."""
+        if not instance:
+            return default
+        canon = self.canonical(instance)
+        kind, _, name = canon.partition(":")
+        if name and kind in _IDENTITY_WORDS and canon in self.instance_identity.values():
+            return _IDENTITY_WORDS[kind].format(name)
+        return canon
 
     def instances_of(self, canonical: str) -> list[str]:
         """Every ``instance`` label that stands for ``canonical`` (see :meth:`canonical`)."""
@@ -203,13 +235,28 @@ class MetricWindow:
                 return n
         return None
 
-    def select(self, name: str, **match: str) -> list[Series]:
-        """Series ``name`` whose labels include every ``match`` pair."""
+    def select(self, name: str, include_superseded: bool = False, **match: str) -> list[Series]:
+        """Series ``name`` whose labels include every ``match`` pair (of the latest dump of each
+        process unless ``include_superseded``: see :meth:`earlier`)."""
         lst = self.series.get(name, [])
+        if self.snapshot_instances and not include_superseded:
+            old = self.superseded()
+            if old:
+                lst = [s for s in lst if s.labels.get("instance", "") not in old]
         if not match:
             return list(lst)
         want = match.items()
         return [s for s in lst if want <= s.labels.items()]
+
+    def histogram_of(self, name: str, instance: str) -> Histogram | None:
+        """The histogram ``name`` of one dump (summed over its other labels), superseded or not."""
+        parts = [h for h in self._histograms(name, True, instance=instance) if h.buckets]
+        return merge_histograms(parts, name) if parts else None
+
+    def value_of(self, name: str, instance: str) -> float | None:
+        """The sum of counter/gauge ``name`` in one dump (superseded or not)."""
+        vals = [s.points[-1][1] for s in self.select(name, True, instance=instance) if s.points]
+        return sum(vals) if vals else None
 
     def latest(self, name: str, **match: str) -> list[tuple[dict[str, str], float, float]]:
         """``(labels, last value, its time)`` of each series ``name``."""
@@ -270,9 +317,12 @@ class MetricWindow:
         Bucket counts are increases over the window (counter resets handled), or the cumulative
         counts of a snapshot. Layout read from the ``le`` labels present.
         """
+        return self._histograms(name, False, **match)
+
+    def _histograms(self, name: str, include_superseded: bool, **match: str) -> list[Histogram]:
         groups: dict[tuple[tuple[str, str], ...], Histogram] = {}
         min_points = 1 if self.is_snapshot else 2
-        for s in self.select(name + "_bucket", **match):
+        for s in self.select(name + "_bucket", include_superseded, **match):
             le = s.labels.get("le")
             if le is None:
                 continue
@@ -289,7 +339,7 @@ class MetricWindow:
                 h = groups[k] = Histogram(name, rest, [], timestamp=s.points[-1][0])
             h.buckets.append((bound, self._window_value(s)))
         for suffix, attr in (("_sum", "sum"), ("_count", "count")):
-            for s in self.select(name + suffix, **match):
+            for s in self.select(name + suffix, include_superseded, **match):
                 h = groups.get(_key(s.labels))
                 if h is not None and s.points:
                     setattr(h, attr, self._window_value(s))
@@ -346,6 +396,9 @@ class MetricWindow:
         return counter_increase(s.points)[0]
 
 
+_IDENTITY_WORDS = {"etcd": "etcd member {}", "node": "node {}", "kubelet": "kubelet on {}"}
+
+
 def _counter_values(w: MetricWindow, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The counters (``_total``, histogram ``_bucket``/``_count``, counter-typed) of one dump."""
     out = {}
@@ -373,7 +426,7 @@ def _start_time(w: MetricWindow, instance: str) -> float | None:
 def _order(a: dict, b: dict) -> int | None:
     """-1 when dump ``a`` can precede ``b`` in one process (b's counters ⊇ a's, none lower), 1 for the
     reverse, 0 when equal, None when they cannot be one process read twice."""
-    if not a or not b or {k[0] for k in a} != {k[0] for k in b}:
+    if not a or not b:
         return None
     ka, kb = set(a), set(b)
     common = ka & kb
@@ -386,9 +439,47 @@ def _order(a: dict, b: dict) -> int | None:
     return None
 
 
-def _group_dumps(w: MetricWindow) -> dict[str, str]:
+def _group_dumps(w: MetricWindow) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(instance -> the target it stands for, latest dump -> the earlier dumps it supersedes)."""
     canon = {i: key for i, key in w.instance_identity.items() if key}
-    loose = sorted(i for i in w.snapshot_instances if i not in canon)
+    canon.update(_group_loose(w, sorted(i for i in w.snapshot_instances if i not in canon)))
+    groups: dict[str, list[str]] = {}
+    for i in sorted(w.snapshot_instances):
+        groups.setdefault(canon.get(i, i), []).append(i)
+    earlier: dict[str, list[str]] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values = {i: _counter_values(w, i) for i in members}
+        chain = _time_order(members, values)
+        if chain is not None:
+            earlier[chain[-1]] = chain[:-1]
+    return canon, earlier
+
+
+def _time_order(members: list[str], values: dict[str, dict]) -> list[str] | None:
+    """The dumps of one target earliest first, when their counters order them (None otherwise:
+    a restart between them, or dumps that do not compare)."""
+    import functools
+
+    def cmp(a: str, b: str) -> int:
+        o = _order(values[a], values[b])
+        if o is None:
+            raise ValueError
+        return o
+
+    try:
+        chain = sorted(members, key=functools.cmp_to_key(cmp))
+    except ValueError:
+        return None
+    if any(_order(values[a], values[b]) not in (-1, 0) for a, b in zip(chain, chain[1:])):
+        return None
+    return chain
+
+
+def _group_loose(w: MetricWindow, loose: list[str]) -> dict[str, str]:
+    """Dumps that do not name their target, grouped by process (see :meth:`MetricWindow.canonical`)."""
+    canon: dict[str, str] = {}
     if len(loose) < 2:
         return canon
     values = {i: _counter_values(w, i) for i in loose}
@@ -414,6 +505,68 @@ def _group_dumps(w: MetricWindow) -> dict[str, str]:
         if i in later and i not in canon:
             canon[i] = i
     return canon
+
+
+def histogram_between(before: Histogram, after: Histogram) -> Histogram:
+    """The observations made between two dumps of one histogram (bucket counts subtracted)."""
+    prev = dict(before.buckets)
+    buckets = [(b, max(0.0, c - prev.get(b, 0.0))) for b, c in after.buckets]
+    count = None if after.count is None or before.count is None else max(0.0, after.count - before.count)
+    return Histogram(after.name, dict(after.labels), buckets, count=count)
+
+
+def earlier_dump_evidence(
+    w: MetricWindow, instance: str, histogram: str = "", counter: str = "", what: str = ""
+) -> list[Any]:
+    """Evidence lines for the earlier dumps of the process behind ``instance`` (see
+    :meth:`MetricWindow.earlier`): each earlier dump's value of ``counter``, or its ``histogram``
+    p99 and count, and what was observed between it and the latest dump."""
+    from clusterdoctor.model import Evidence
+
+    out: list[Any] = []
+    earlier = w.earlier(instance)
+    if not earlier:
+        return out
+    label = what or histogram or counter
+    if histogram:
+        last = w.histogram_of(histogram, instance)
+        for e in earlier:
+            h = w.histogram_of(histogram, e)
+            if h is None or not h.buckets:
+                continue
+            n = h.buckets[-1][1]
+            q = quantile_of(0.99, h.buckets).value
+            out.append(
+                Evidence(
+                    f"earlier dump of the same process: {label} p99 over {n:g} observations",
+                    round(q, 6) if q == q else None,
+                    unit="s",
+                    source=w.source_for({"instance": e}) or None,
+                )
+            )
+            if last is not None and last.buckets:
+                mid = histogram_between(h, last)
+                m = mid.buckets[-1][1] if mid.buckets else 0.0
+                qm = quantile_of(0.99, mid.buckets).value if m else float("nan")
+                out.append(
+                    Evidence(
+                        f"between that dump and the latest: {label} p99 over {m:g} observations",
+                        round(qm, 6) if qm == qm else None,
+                        unit="s",
+                    )
+                )
+    if counter:
+        for e in earlier:
+            v = w.value_of(counter, e)
+            if v is not None:
+                out.append(
+                    Evidence(
+                        f"earlier dump of the same process: {label}",
+                        v,
+                        source=w.source_for({"instance": e}) or None,
+                    )
+                )
+    return out
 
 
 def _min(a: float | None, b: float | None) -> float | None:

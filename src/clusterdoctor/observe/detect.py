@@ -10,7 +10,8 @@ A directory (an incident folder) is walked recursively by :func:`walk_sources`: 
 candidate, and a sysfs tree inside it (a folder holding ``sys/devices/system``) is one source. Three
 kinds of names are skipped as noise, and listed in one warning: hidden files and folders (a name
 starting with ``.``: ``.DS_Store``, ``.git``), editor backups and swap files (``name~``, ``#name#``,
-``.name.swp``, ``*.swp``, ``*.swo``) and, beyond :data:`MAX_FOLDER_FILES` files, the rest (named).
+``.name.swp``, ``*.swp``, ``*.swo``), folders reached through a symbolic link (never followed, so no
+loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest.
 """
 
 from __future__ import annotations
@@ -176,6 +177,8 @@ def walk_sources(root: str | Path, max_files: int = MAX_FOLDER_FILES) -> FolderW
         keep = []
         for name in sorted(dirnames):
             why = noise_reason(name)
+            if why is None and (d / name).is_symlink():
+                why = "symbolic link to a folder (not followed)"
             if why is not None:
                 skipped.append((d / name, why))
             elif name == "sys" and (d / name / "devices" / "system").is_dir():
@@ -225,6 +228,8 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
         if sniff(head, p.name):
             out = load(p)
             what = out.pop("described_as", None)
+            if loader.name == "clusterdoctor bundle":
+                return loader.name, out  # a container: what its members are is not what it is
             return what or describe(loader.name, out), out
     if _is_tar(p):
         return "sysfs tarball", _load_sysfs_tarball(p)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 
 from clusterdoctor.analyze.etcd_members import MemberDirectory, member_directory, member_subject
-from clusterdoctor.analyze.metric_window import MetricWindow
+from clusterdoctor.analyze.metric_window import MetricWindow, earlier_dump_evidence
 from clusterdoctor.analyze.quantile import quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
@@ -185,6 +185,7 @@ def _tail_findings(
             )
         for p in problems + q.problems:
             ev.append(Evidence(f"histogram check: {p}"))
+        ev += earlier_dump_evidence(w, key[0], histogram=metric, what=what)
         yield rule_obj.finding(
             f"etcd {names.describe(inst)}: {what} p99 {p99 * 1000:.1f} ms > {degraded.value * 1000:g} ms ({tier})",
             evidence=ev,
@@ -324,6 +325,7 @@ def etcd_slow_apply(obs: Observations) -> Iterable[Finding]:
             ]
             if resets:
                 ev.append(Evidence("counter resets in the window (restarts)", value=resets))
+            ev += earlier_dump_evidence(w, labels.get("instance", ""), counter=metric)
             sev = Severity.WARNING if (metric != "etcd_server_slow_read_indexes_total") else Severity.INFO
             yield etcd_slow_apply.finding(
                 f"etcd {names.describe(inst)}: {inc:g} {what} {span}",
@@ -391,6 +393,7 @@ def etcd_leader_changes(obs: Observations) -> Iterable[Finding]:
             ev.append(Evidence(f"{subject}: first leader change in the window", value=changes, time=t))
         if resets:
             ev.append(Evidence(f"{subject}: counter resets (member restarts) in the window", value=resets))
+        ev += earlier_dump_evidence(w, labels.get("instance", ""), counter=name, what=f"{subject}: {name}")
         seen.setdefault(names.cluster(inst), []).append((subject, changes, span, sev, ev))
     # a leader change is one event of the cluster, seen by each member: one finding per cluster
     for cluster, rows in seen.items():

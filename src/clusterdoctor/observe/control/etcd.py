@@ -4,8 +4,8 @@ Parsers are pure (:func:`parse_endpoint_status`, :func:`parse_endpoint_health`,
 :func:`parse_member_list`); the stderr of
 a failed ``endpoint status`` ("Failed to get the status of endpoint X (reason)") is read by
 :func:`parse_etcdctl_errors`. :func:`collect_etcd_status` runs the real ``etcdctl`` with a timeout.
-Member ids are uint64 (printed in hex by ``-w table``, in decimal by ``-w json``, as hex strings
-by ``-w json --hex``); they stay Python ints here.
+Member ids are uint64 (printed in hex by ``-w table``, in decimal by ``-w json`` — etcdctl 3.4.23
+with or without ``--hex``; a hex string is read too); they stay Python ints here.
 """
 
 from __future__ import annotations
@@ -224,13 +224,14 @@ def parse_endpoint_health(text: str | bytes, path: str | None = None) -> list[En
 
 
 def _member_id(v: Any, path: str | None) -> int:
-    """A member ID as ``-w json`` prints it (decimal uint64) or ``--hex`` does (a hex string)."""
-    if isinstance(v, str) and v and not v.isdigit():
+    """A member ID as ``-w json`` prints it (a decimal uint64), or as a hex string."""
+    if isinstance(v, str):  # JSON numbers are decimal; a string ID is hex (as -w table prints it)
         try:
-            return int(v, 16)
+            n = int(v, 16)
         except ValueError:
-            raise InputError(f"member ID {v!r} is neither decimal nor hexadecimal", path) from None
-    n = _int(v, "ID", path)
+            raise InputError(f"member ID {v!r} is not a hexadecimal ID", path) from None
+    else:
+        n = _int(v, "ID", path)
     if not 0 <= n < 1 << 64:
         raise InputError(f"member ID {n} is not a uint64", path)
     return n
@@ -245,7 +246,7 @@ def _str_list(v: Any) -> tuple[str, ...]:
 
 
 def parse_member_list(text: str | bytes, path: str | None = None) -> MemberList:
-    """``etcdctl member list -w json`` (etcd 3.4-3.6; decimal IDs, or hex strings with ``--hex``).
+    """``etcdctl member list -w json`` (etcd 3.4-3.6; decimal IDs; hex strings are read too).
 
     A member that was added but has not started yet has no name and no client URLs; it is kept.
     """
