@@ -201,3 +201,21 @@ def test_progress_goes_to_stderr_never_into_the_report(tmp_path):
     r = run_cli("diagnose", str(ZAP), "--format", "json")
     json.loads(r.out)  # stdout is the report only
     assert "reading" not in r.out
+
+
+def test_dumps_inside_a_bundle_are_named_after_the_bundle_member(tmp_path):
+    """Two real dumps of one member (before/after the leader was killed) collected into a bundle:
+    one target, named by the bundle, never by the temporary folder it was unpacked into."""
+    bundle = tmp_path / "b.tar.zst"
+    args = ["collect", "-o", str(bundle), "--unit", "none", "--rdma-interval", "0.05"]
+    for name in ("metrics_before_m1.prom", "metrics_after_m1.prom", "member_list.json"):
+        args += ["--file", str(ZAP / name)]
+    assert run_cli(*args).code == 0
+    r = run_cli("diagnose", str(bundle), "--format", "json")
+    d = json.loads(r.out)
+    (lc,) = [f for f in d["findings"] if f["rule"] == "ETCD004"]
+    srcs = [e["source"] for e in lc["evidence"] if e.get("source")]
+    assert srcs and all(s.startswith(f"{bundle}:") for s in srcs), srcs
+    assert any(s.endswith("metrics_after_m1.prom") for s in srcs)
+    assert any(s.endswith("metrics_before_m1.prom") for s in srcs)  # the earlier dump, as evidence
+    assert "cd-bundle-" not in r.out

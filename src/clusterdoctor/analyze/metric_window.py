@@ -165,6 +165,22 @@ class MetricWindow:
         """``since the process started`` or ``over the window``, for the target of ``labels``."""
         return "since the process started" if self.snapshot_for(labels) else "over the window"
 
+    def rename_source(self, old: str, new: str) -> None:
+        """Name the file ``old`` (a temporary extraction path) as ``new`` (``bundle:member``), in
+        place: its dump's ``instance`` label, sources and identity. For a freshly loaded window."""
+        for lst in self.series.values():
+            for s in lst:
+                if s.labels.get("instance") == old:
+                    s.labels["instance"] = new
+        self.snapshot_instances = {new if i == old else i for i in self.snapshot_instances}
+        self.instance_sources = {
+            (new if k == old else k): (new if v == old else v) for k, v in self.instance_sources.items()
+        }
+        self.instance_identity = {(new if k == old else k): v for k, v in self.instance_identity.items()}
+        self.name_sources = {k: (new if v == old else v) for k, v in self.name_sources.items()}
+        self.source = ", ".join(new if x == old else x for x in self.source.split(", ")) if self.source else ""
+        self._canon = self._earlier = None
+
     def canonical(self, instance: str) -> str:
         """The target an ``instance`` label stands for: dumps of one target taken at different times
         (before/after) are one target. A dump that names itself (``etcd_server_id``,
