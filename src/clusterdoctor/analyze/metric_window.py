@@ -178,7 +178,9 @@ class MetricWindow:
         }
         self.instance_identity = {(new if k == old else k): v for k, v in self.instance_identity.items()}
         self.name_sources = {k: (new if v == old else v) for k, v in self.name_sources.items()}
-        self.source = ", ".join(new if x == old else x for x in self.source.split(", ")) if self.source else ""
+        self.source = (
+            ", ".join(new if x == old else x for x in self.source.split(", ")) if self.source else ""
+        )
         self._canon = self._earlier = None
 
     def canonical(self, instance: str) -> str:
