@@ -142,6 +142,14 @@ def load_sources(
             items.extend(walk.sources)
         else:
             items.append(p)  # named on the command line: read even if it looks like a backup
+    seen: set[Path] = set()
+    unique = []
+    for item in items:  # `diagnose dir dir/file` reads the file once
+        key = item.resolve() if item.exists() else item
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    items = unique
     refs: list[SourceRef] = []
     failures: list[InputError] = []
     for i, item in enumerate(items):

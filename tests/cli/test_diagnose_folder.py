@@ -219,3 +219,10 @@ def test_dumps_inside_a_bundle_are_named_after_the_bundle_member(tmp_path):
     assert any(s.endswith("metrics_after_m1.prom") for s in srcs)
     assert any(s.endswith("metrics_before_m1.prom") for s in srcs)  # the earlier dump, as evidence
     assert "cd-bundle-" not in r.out
+
+
+def test_a_file_given_twice_is_read_once():
+    obs = diagnosis.new_observations(lambda: 1796140000.0)
+    refs = diagnosis.load_sources(obs, [ZAP, ZAP / "etcd-m0.log", str(ZAP / "etcd-m0.log")])
+    locs = [r.location for r in refs]
+    assert len(locs) == len(set(locs)) and str(ZAP / "etcd-m0.log") in locs
