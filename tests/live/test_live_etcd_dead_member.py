@@ -18,6 +18,7 @@ import time
 import pytest
 
 from clusterdoctor.observe.control.logs import parse_time
+from clusterdoctor.observe.control.prom_api import PromClient
 from tests.conftest import TEST_DATA, run_cli
 from tests.live.conftest import (
     ETCDCTL,
@@ -83,7 +84,10 @@ def test_capture_script_folder_names_the_dead_leader(tmp_path):
     assert any("what_happened.txt" in w and "unrecognised" in w for w in d["warnings"])
 
 
-def test_against_the_running_prometheus(tmp_path):
+def test_against_the_running_prometheus(tmp_path, monkeypatch):
+    # etcd's default (capnslog) log stamps local time without a zone; the suite also runs in
+    # TZ=Asia/Shanghai (make test-clock): the members log in UTC, as on a server
+    monkeypatch.setenv("TZ", "UTC")
     need(PROMETHEUS, "prometheus")
     etcdctl = need(ETCDCTL, "etcd-client")
     services = Services()
@@ -150,7 +154,10 @@ def test_against_the_running_prometheus(tmp_path):
         t = threading.Thread(target=load, daemon=True)
         t.start()
         time.sleep(2)
-        killed = time.time()
+        # the services' clock, not this process's: the suite also runs under libfaketime, which the
+        # Go binaries (etcd, Prometheus) do not see
+        clock = PromClient(prom, timeout=5)
+        killed = clock.server_time()
         leader.proc.stop(kill=True)
         time.sleep(8)  # election, then a few scrapes of the dead target
         logs = [str(m.proc.log) for m in members]
