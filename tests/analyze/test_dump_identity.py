@@ -85,7 +85,9 @@ def test_grouping_property(tmp_path_factory, factor, drop):
     b.write_text(later)
     w = _window(b, a)
     same = w.canonical(str(a)) == w.canonical(str(b))
-    if drop:
+    if drop and factor == 1:  # only lower, nowhere higher: b is simply the earlier read
+        assert same and w.earlier(str(a)) == [str(b)]
+    elif drop:  # lower here, higher elsewhere: not one process read twice
         assert not same and not w.superseded()
     elif factor == 1:  # the same content twice: one target; either may stand for it
         assert same and len(w.superseded()) == 1
