@@ -5,7 +5,6 @@ documented answer. Inputs are generated (tests/hostile/generators.py), never sto
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
