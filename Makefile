@@ -17,7 +17,7 @@ $(STAMP_RUN): pyproject.toml constraints.txt | $(BIN)/python
 	touch $@
 
 $(STAMP_TEST): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) install -q -c constraints.txt -e '.[dev,training,hta]'
+	$(PIP) install -q -c constraints.txt -e '.[dev,training,hta,sim]'
 	touch $@ $(STAMP_RUN)
 
 # Exit 1 from diagnose means "findings at or above --fail-on": a report, not a failed make.

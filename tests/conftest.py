@@ -72,3 +72,16 @@ def run_cli(
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def start_local_ray(ray, num_cpus: int = 2) -> None:
+    """``ray.init(num_cpus=...)`` for a test, tried twice: on the loaded 2-core machine Ray's first
+    start sometimes misses its own node-info deadline (`Failed to get node info`)."""
+    for attempt in range(2):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt:
+                raise

@@ -75,6 +75,7 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "diagnose --since": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "gpu health --window": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "rules rule_id": "NOPE999",
+    "watch --since": "bogus",
 }
 # Options and arguments whose value is a path (besides those Typer types as Path).
 PATH_OPTIONS = {
@@ -93,6 +94,8 @@ FREE_FORM: dict[str, str] = {
     "collect --unit": "a systemd unit name; a unit without a journal is recorded as 'nothing to collect'",
     "collect --since": "journalctl's own --since syntax; journalctl's error is recorded in the manifest",
     "diagnose --etcd-endpoints": "any host:port; an endpoint that does not answer is evidence, not bad usage",
+    "watch --job": "any training job's name; a job without probe series is reported as such (exit 2)",
+    "comm analyze --ray-address": "a Ray address (host:port, ray://..., auto); Ray's own error when it cannot connect",
 }
 EXTRA_BUSY = {"--listen"}  # options that also get a port that is in use
 

@@ -32,6 +32,15 @@ def analyze(
     fail_on: str = typer.Option(
         "critical", "--fail-on", help="Exit 1 at or above: info | warning | critical."
     ),
+    workers: int = typer.Option(
+        0, "--workers", help="Fail-slow: read the traces' step times in this many local processes."
+    ),
+    ray: bool = typer.Option(
+        False, "--ray", help="Fail-slow: read the traces on a Ray cluster (extra `sim`)."
+    ),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="With --ray: the cluster (default: a local one)."
+    ),
 ) -> None:
     """Break each rank's time into compute, communication, exposed communication and idle; match
     collectives across ranks; check transports, bandwidth and hangs.
@@ -44,6 +53,10 @@ def analyze(
       clusterdoctor comm analyze traces/ --format html -o comm.html
 
       clusterdoctor comm analyze all_reduce_perf.log --link nvswitch --format json
+
+      clusterdoctor comm analyze traces/ --workers 8      (fail-slow: straggler rank, class, onset)
+
+      clusterdoctor comm analyze traces/ --ray --ray-address ray://head:10001
     """
     from clusterdoctor.model import Severity
     from clusterdoctor.observe.comm.sources import load_comm_observations
@@ -65,8 +78,15 @@ def analyze(
         obs.put("comm_link_class", link)
     findings, skipped = run_comm_rules(obs)
     analysis = comm_analysis(obs)
+    from clusterdoctor.cli.comm_failslow import failslow_report
+
+    fs_findings, fs_section = failslow_report(
+        data, paths, workers, ray or ray_address is not None, ray_address
+    )
+    findings = sorted([*findings, *fs_findings], key=lambda f: (-f.score, f.rule, f.subject or ""))
     report = build_report(data, analysis, findings, skipped, obs)
     report["inputs"] = [str(p) for p in paths]
+    report["failslow"] = fs_section
     if fmt == "json":
         import json
 

@@ -39,6 +39,7 @@ GROUPS: tuple[tuple[str, str | None], ...] = (
     ("clusterdoctor.cli.qat", "qat"),
     ("clusterdoctor.cli.sim", "sim"),
     ("clusterdoctor.cli.serve", "serve"),
+    ("clusterdoctor.cli.watch", None),
     ("clusterdoctor.cli.gpu", "gpu"),
 )
 

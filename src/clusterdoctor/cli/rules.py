@@ -35,12 +35,17 @@ def rules(
                         "requires": list(r.requires),
                         "sections": sec,
                         "thresholds": [t.as_dict() for t in r.thresholds],
+                        "alerts": [dict(a) for a in r.alerts],
                     },
                     indent=2,
                 )
             )
             return
         typer.echo(explain_text(r, terminal_width()))
+        if r.alerts:
+            typer.echo("\nPrometheus alerts (`--json` gives them as data):")
+            for a in r.alerts:
+                typer.echo(f"  {a['alert']} (for {a.get('for', '0s')}): " + a["expr"].replace("\n", " "))
         return
     everything = load_all()
     layers = sorted({r.layer for r in everything})

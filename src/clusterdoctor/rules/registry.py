@@ -31,6 +31,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
+    "clusterdoctor.rules.failslow",
     "clusterdoctor.rules.gpu",
 )
 
@@ -140,6 +141,9 @@ class Rule:
     fn: RuleFn
     severity: Severity
     requires_any: tuple[str, ...] = ()  # and at least one of these (a rule that joins several sources)
+    # Prometheus alerting rules that watch for the same pattern live (dicts: alert, expr, for,
+    # labels, annotations), as data for whoever generates PrometheusRule objects from the catalog.
+    alerts: tuple[dict[str, Any], ...] = ()
 
     @property
     def doc(self) -> str:
@@ -220,6 +224,7 @@ def rule(
     thresholds: tuple[Threshold, ...] = (),
     severity: Severity = Severity.WARNING,
     requires_any: tuple[str, ...] = (),
+    alerts: tuple[dict[str, Any], ...] = (),
 ) -> Callable[[RuleFn], Rule]:
     """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``).
 
@@ -230,8 +235,9 @@ def rule(
         if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"duplicate rule id {id}")
         r = Rule(
-            id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity, tuple(requires_any)
-        )
+            id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity,
+            requires_any=tuple(requires_any), alerts=tuple(alerts),
+        )  # fmt: skip
         _REGISTRY[id] = r
         return r
 

@@ -5,6 +5,7 @@ are loaded on first use::
 
     from clusterdoctor.training import numa_worker_init_fn, sync
     stats = sync.install(ddp_model, scheme="int8")
+    from clusterdoctor.training import watch     # the fail-slow probe: w = watch.install(model); w.step()
 
 Subpackages (``sync``, ``qat``) are ordinary submodules; ``import clusterdoctor.training.qat`` works.
 """

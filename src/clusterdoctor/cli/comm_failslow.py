@@ -1,0 +1,75 @@
+"""The fail-slow part of ``clusterdoctor comm analyze``: per-step times per rank from the traces and
+Flight Recorder dumps, the straggler, its class and onset (the same rules as ``clusterdoctor watch``).
+
+Kept apart from :mod:`clusterdoctor.cli.comm` so that the comm command's own loading can change
+without touching it: :func:`failslow_report` takes what ``load_comm_observations`` loaded, or reads
+the paths again in parallel (local processes or Ray) keeping only step records.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+
+def failslow_report(
+    data: dict[str, Any] | None,
+    paths: Sequence[str | os.PathLike[str]],
+    workers: int = 0,
+    use_ray: bool = False,
+    ray_address: str | None = None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """(findings, section of the comm report). ``workers``/``use_ray``: read ``paths`` again in parallel
+    (only step records travel back); else use the traces ``data`` already holds."""
+    from clusterdoctor.analyze.failslow import table_from_records
+    from clusterdoctor.observe.watch.traces import (
+        load_step_records,
+        steps_from_flight_recorder,
+        steps_from_kineto,
+    )
+    from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
+    from clusterdoctor.rules.registry import Observations
+
+    if use_ray or workers > 1 or data is None:
+        steps, ids, warns = load_step_records(
+            paths, workers=workers or None, ray_address=ray_address, use_ray=use_ray
+        )
+    else:
+        steps, ids, warns = [], {}, []
+        for tr in data.get("kineto", []):
+            r, i, w = steps_from_kineto(tr)
+            steps += r
+            warns += w
+            if i is not None:
+                ids.setdefault(i.rank, []).append(i)
+        from clusterdoctor.observe.comm.flight_recorder import FrDump
+
+        for fr in data.get("flight_recorder", []):
+            if isinstance(fr, FrDump):
+                r, i, w = steps_from_flight_recorder(fr)
+                steps += r
+                warns += w
+                if i is not None:
+                    ids.setdefault(i.rank, []).append(i)
+    section: dict[str, Any] = {"ranks": len(ids), "steps": 0, "episodes": [], "silent": [], "warnings": warns}
+    if len(ids) < 2 or not steps:
+        section["warnings"] = [
+            *warns,
+            "fail-slow: needs step records of 2+ ranks (ProfilerStep#N or Flight Recorder)",
+        ]
+        return [], section
+    table = table_from_records(steps, ids, (), warns)
+    obs = Observations()
+    obs.put("watch", table)
+    obs.put("watch_source", "traces")
+    findings, _sk, _ran = run_failslow_rules(obs)
+    res = failslow_analysis(obs)
+    section.update(
+        steps=table.shape[1],
+        baseline_step_s=res.baseline_s,
+        episodes=[e.as_dict() for e in res.episodes],
+        silent=[s.__dict__ for s in res.silent],
+        warnings=res.warnings,
+    )
+    return findings, section

@@ -1,0 +1,255 @@
+"""``clusterdoctor watch``: name the slow rank, link or data loader of a running job, and since when."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+
+SCHEMA = "clusterdoctor.watch/1"
+
+
+def watch(
+    from_dir: Path = typer.Option(
+        None, "--from", help="Directory of the probe's JSON-lines files (watch-rank<N>.jsonl), or one file."
+    ),
+    prometheus: str = typer.Option(None, "--prometheus", help="Prometheus server that scrapes the probes."),
+    job: str = typer.Option(
+        None, "--job", help="With --prometheus: the training job (the probes' job label)."
+    ),
+    since: str = typer.Option("15m", "--since", help="With --prometheus: how far back (90s, 30m, 2h)."),
+    step: float = typer.Option(
+        None, "--step", help="With --prometheus: query step in seconds (default since/600, >= 2)."
+    ),
+    follow: bool = typer.Option(
+        False, "--follow", help="With --from: keep reading the files as they grow, and refresh."
+    ),
+    once: bool = typer.Option(
+        False, "--once", help="One report and exit (the default for --from without --follow)."
+    ),
+    interval: float = typer.Option(5.0, "--interval", help="Seconds between refreshes."),
+    count: int = typer.Option(0, "--count", help="Stop after this many refreshes (0: until Ctrl-C)."),
+    topology: Path = typer.Option(
+        None,
+        "--topology",
+        help="A topology source (hwloc XML, nvidia-smi topo -m, ...) to name GPUs and NICs.",
+    ),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    fail_on: str = typer.Option(
+        "critical", "--fail-on", help="Exit 1 at or above: info | warning | critical."
+    ),
+) -> None:
+    """Watch a training job's fail-slow probe: the straggler rank and its class (compute, communication,
+    data loader, whole job, periodic), since when, how much slower, what it cost, what to do.
+
+    The probe runs inside the job (`from clusterdoctor.training import watch; w = watch.install(model)`,
+    `w.step()` each step). Read its files with --from, or its metrics through Prometheus.
+
+    --prometheus refreshes every --interval seconds until Ctrl-C (--once: one report); --from reads the
+    files once (--follow: keep reading and refresh).
+
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+
+    Examples:
+
+      clusterdoctor watch --from /shared/job-42/watch --once
+
+      clusterdoctor watch --from /shared/job-42/watch --follow
+
+      clusterdoctor watch --prometheus http://prometheus:9090 --job llm-7b --since 30m
+    """
+    from clusterdoctor.cli.common import check_writable
+    from clusterdoctor.diagnosis import parse_since
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.model import Severity
+
+    # each value on its own first (the error names it), then how they combine
+    if fmt not in ("text", "json"):
+        raise CliExit(2, f"error: unknown format {fmt!r}; choose text or json")
+    try:
+        threshold = Severity.parse(fail_on)
+    except ValueError as e:
+        raise CliExit(2, f"error: --fail-on: {e}") from None
+    if interval <= 0:
+        raise CliExit(2, f"error: --interval {interval:g}: must be positive")
+    if step is not None and step <= 0:
+        raise CliExit(2, f"error: --step {step:g}: must be positive")
+    since_s = parse_since(since)
+    check_writable(output, "--output")
+    if topology is not None and not topology.exists():
+        raise InputError("no such file or directory", str(topology))
+    if from_dir is not None and not from_dir.exists():
+        raise InputError("no such file or directory", str(from_dir))
+    if prometheus is not None and not prometheus.startswith(("http://", "https://")):
+        raise CliExit(2, f"error: --prometheus {prometheus!r}: not an http(s) URL")
+    if (from_dir is None) == (prometheus is None):
+        raise CliExit(2, "error: give exactly one of --from DIR or --prometheus URL")
+    if follow and prometheus:
+        raise CliExit(
+            2, "error: --follow is for --from (with --prometheus the report refreshes unless --once)"
+        )
+    topo = _load_topology(topology) if topology else None
+    refresh = (follow or prometheus is not None) and not once
+    source: Any
+    if from_dir is not None:
+        source = _FileSource(str(from_dir))
+    else:
+        source = _PromSource(prometheus, job, since_s, step)
+    code = EXIT_OK
+    n = 0
+    try:
+        while True:
+            report = source.report(topo, live=refresh)
+            worst = max((Severity.parse(f["severity"]) for f in report["findings"]), default=None)
+            code = EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK
+            _emit(report, fmt, output, clear=refresh and output is None and sys.stdout.isatty())
+            n += 1
+            if not refresh or (count and n >= count):
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    raise typer.Exit(code)
+
+
+def _load_topology(path: Path) -> Any:
+    from clusterdoctor.observe.detect import load_path
+
+    _what, data = load_path(path)
+    topo = data.get("topology")
+    if topo is None:
+        raise CliExit(2, f"error: {path}: not a topology source")
+    return topo
+
+
+class _FileSource:
+    def __init__(self, path: str) -> None:
+        import os
+
+        from clusterdoctor.errors import InputError
+        from clusterdoctor.observe.watch.records import WatchFileReader, WatchFiles
+
+        if not os.path.exists(path):
+            raise InputError("no such file or directory", path)
+        self.path = path
+        self.reader = WatchFileReader(path) if os.path.isdir(path) else None
+        self.acc = WatchFiles()
+
+    def report(self, topo: Any, live: bool) -> dict[str, Any]:
+        from clusterdoctor.errors import InputError
+        from clusterdoctor.observe.watch.records import load_watch_dir
+
+        if self.reader is None:
+            got = load_watch_dir(self.path)
+            self.acc = got
+        else:
+            got = self.reader.poll(final=not live)
+            self.acc.extend(got)
+            self.acc.warnings = _dedup(self.acc.warnings)
+        if not self.acc.steps:
+            if live:
+                return _empty_report(self.path, "waiting for the probe's step records")
+            raise InputError("no fail-slow probe file (watch-rank<N>.jsonl) with step records", self.path)
+        from clusterdoctor.analyze.failslow import table_from_records
+
+        table = table_from_records(self.acc.steps, self.acc.identities, self.acc.links, self.acc.warnings)
+        job = next((i.job for ids in self.acc.identities.values() for i in ids), None)
+        return build_report(
+            {job or "job": table}, f"files:{self.path}", topo, live, now=time.time() if live else None
+        )
+
+
+class _PromSource:
+    def __init__(self, url: str, job: str | None, since: float, step: float | None) -> None:
+        self.url, self.job, self.since, self.step = url, job, since, step
+
+    def report(self, topo: Any, live: bool) -> dict[str, Any]:
+        from clusterdoctor.observe.watch.prom import load_watch_prometheus
+
+        tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step)
+        return build_report(tables, f"prometheus:{self.url}", topo, True, now=now)
+
+
+def _dedup(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in items if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def _empty_report(source: str, why: str) -> dict[str, Any]:
+    return {"schema": SCHEMA, "source": source, "jobs": [], "findings": [], "skipped": [], "warnings": [why]}
+
+
+def build_report(
+    tables: dict[str, Any], source: str, topo: Any = None, live: bool = False, now: float | None = None
+) -> dict[str, Any]:
+    """Run the fail-slow rules on each job's table: the JSON document (findings in diagnosis format)."""
+    from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
+    from clusterdoctor.rules.registry import Observations
+
+    findings, skipped, jobs, warnings = [], [], [], []
+    for job, table in sorted(tables.items()):
+        obs = Observations()
+        obs.put("watch", table)
+        obs.put("watch_source", source)
+        obs.put("watch_live", live)
+        if now is not None:
+            obs.put("now", now)
+        if topo is not None:
+            obs.put("topology", topo)
+        got, sk, _ran = run_failslow_rules(obs)
+        res = failslow_analysis(obs)
+        for f in got:
+            if len(tables) > 1:
+                f.subject = f"job {job}: {f.subject}" if f.subject else f"job {job}"
+        findings += got
+        skipped = [s.as_dict() for s in sk]
+        last = max(table.last_step.values(), default=None)
+        jobs.append(
+            {
+                "job": job,
+                "ranks": len(table.ranks),
+                "columns": table.shape[1],
+                "unit": table.unit,
+                "last_step": last,
+                "baseline_step_s": res.baseline_s,
+                "episodes": [e.as_dict() for e in res.episodes],
+                "silent": [s.__dict__ for s in res.silent],
+            }
+        )
+        warnings += [f"{job}: {w}" if len(tables) > 1 else w for w in res.warnings]
+    findings.sort(key=lambda f: (-f.score, f.rule, f.subject or ""))
+    return {
+        "schema": SCHEMA,
+        "source": source,
+        "jobs": jobs,
+        "findings": [f.as_dict() for f in findings],
+        "skipped": skipped,
+        "warnings": _dedup(warnings),
+    }
+
+
+def _emit(report: dict[str, Any], fmt: str, output: Path | None, clear: bool) -> None:
+    from clusterdoctor.cli.common import write_output
+
+    if fmt == "json":
+        import json
+
+        text = json.dumps(report, indent=2, default=str)
+    else:
+        from clusterdoctor.report.watch_text import render_watch_text
+
+        text = render_watch_text(report)
+        if clear:
+            text = "\x1b[H\x1b[2J" + text
+    write_output(text, output)
+    sys.stdout.flush()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch)

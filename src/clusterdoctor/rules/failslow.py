@@ -1,0 +1,522 @@
+"""Fail-slow rules: the straggler of a running (or recorded) job, its class, onset and cost.
+
+Input kind ``watch``: a :class:`~clusterdoctor.analyze.failslow.StepTable` (from the probe's
+files, its Prometheus series or per-rank profiler traces). The detector
+(:func:`~clusterdoctor.analyze.failslow.detect`) runs once per Observations; each rule reports the
+episodes of its class. Findings name the rank, host, GPU and NIC (the NIC from the topology when
+one for that host was given, else what the probe saw), onset time and step, slowdown factor, the
+steps the job lost and the detector's confidence.
+
+:data:`ALERTS` holds the Prometheus alerting rules for the probe's metrics, as data (a
+PrometheusRule generator reads them from ``clusterdoctor rules FS001 --json``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from clusterdoctor.analyze.failslow_params import (
+    MIN_FACTOR,
+    PERIODIC_MIN_EPISODES,
+    SLOW_LINK_RATIO,
+    THRESHOLDS,
+)
+from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.registry import Observations, register_input, rule
+
+register_input(
+    "watch",
+    "no fail-slow probe data (clusterdoctor watch --from DIR / --prometheus URL, or per-rank traces "
+    "with ProfilerStep annotations; install the probe with clusterdoctor.training.watch)",
+)
+
+STRAGGLER_FOR = Threshold(
+    "failslow_alert_for",
+    "5m",
+    "",
+    "clusterdoctor default: kubernetes-mixin alerts wait 5-15 minutes (`for:`) before paging; 5 minutes "
+    "is ~300 steps of a 1 s step, well past the detector's 10-step delay",
+    "how long a straggler must be present before the alert fires",
+)
+STRAGGLER_RATIO = Threshold(
+    "failslow_alert_lateness_ratio",
+    0.2,
+    "x median step",
+    "clusterdoctor default: the others waiting a fifth of a step for one rank costs the job 20% "
+    "(Greyhound, ATC'25: fail-slows delay jobs 1.34x on average)",
+    "lateness of the slowest rank, as a fraction of the median step, that the alert calls a straggler",
+)
+
+_PER_STEP = "rate(clusterdoctor_watch_{0}_seconds_total[2m]) / rate(clusterdoctor_watch_steps_total[2m])"
+_WAIT, _STALL, _STEP = (_PER_STEP.format(m) for m in ("collective_wait", "stall", "step"))
+# How long the others waited for a rank: it waited less than the median rank in the collectives,
+# plus the time its process did not run while the others' did (per step, 2-minute rates).
+LATENESS_EXPR = (
+    f"(quantile by (job) (0.5, {_WAIT}) - on(job) group_right() ({_WAIT}))\n"
+    f"  + (({_STALL}) - on(job) group_left() quantile by (job) (0.5, {_STALL}))"
+)
+
+# Prometheus alerting rules over the probe's series (labels job, rank, host, gpu), as data.
+ALERTS: tuple[dict[str, Any], ...] = (
+    {
+        "alert": "TrainingStragglerPresent",
+        "expr": (
+            f"{LATENESS_EXPR}\n  > on(job) group_left() {STRAGGLER_RATIO.value} * quantile by (job) (0.5, {_STEP})"
+        ),
+        "for": str(STRAGGLER_FOR.value),
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": "Rank {{ $labels.rank }} of job {{ $labels.job }} on {{ $labels.host }} is a straggler",
+            "description": (
+                "For 5 minutes the other ranks of {{ $labels.job }} have waited for rank {{ $labels.rank }} "
+                "(host {{ $labels.host }}, GPU {{ $labels.gpu }}) more than "
+                f"{STRAGGLER_RATIO.value:g} of a step."
+            ),
+            "runbook": "clusterdoctor rules FS001; clusterdoctor watch --prometheus <URL> --job {{ $labels.job }}",
+        },
+    },
+    {
+        "alert": "TrainingRankSilent",
+        "expr": (
+            "max by (job) (clusterdoctor_watch_last_step_timestamp_seconds)\n"
+            "  - on(job) group_right() clusterdoctor_watch_last_step_timestamp_seconds > 60"
+        ),
+        "for": "2m",
+        "labels": {"severity": "critical"},
+        "annotations": {
+            "summary": "Rank {{ $labels.rank }} of job {{ $labels.job }} stopped reporting steps",
+            "description": "Rank {{ $labels.rank }} on {{ $labels.host }} is more than 60 s behind the job's "
+            "newest step: hung, dead or frozen.",
+            "runbook": "clusterdoctor rules FS006",
+        },
+    },
+)
+
+
+def failslow_analysis(obs: Observations) -> Any:
+    """The detector's result for ``obs["watch"]``, computed once per Observations."""
+    cached = obs.get("_failslow")
+    if cached is not None:
+        return cached
+    from clusterdoctor.analyze.failslow import DEFAULTS, detect
+
+    res = detect(
+        obs.get("watch"),
+        obs.get("watch_params") or DEFAULTS,
+        now=obs.get("now"),
+        live=bool(obs.get("watch_live")),
+    )
+    obs.put("_failslow", res)
+    return res
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "an unknown time"
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _where(obs: Observations, rank: int | None) -> dict[str, Any]:
+    """Host, GPU, NIC and local rank of ``rank``: from the probe, the NIC joined to the topology."""
+    if rank is None:
+        return {}
+    table = obs.get("watch")
+    ident = table.identities.get(rank) if table is not None else None
+    out: dict[str, Any] = {"rank": rank}
+    if ident is not None:
+        out.update(host=ident.host, gpu=ident.gpu, nic=ident.nic, local_rank=ident.local_rank)
+    topo = obs.get("topology")
+    if topo is not None and ident is not None and ident.gpu not in (None, "cpu"):
+        if topo.hostname is None or ident.host is None or topo.hostname == ident.host:
+            # the probe labels a GPU by its CUDA index: GPU<index> in nvidia-smi / NCCL topology names
+            gpu = next((g for g in topo.gpus if re.sub(r"\D", "", g.name) == str(ident.gpu)), None)
+            if gpu is not None:
+                out["gpu_device"] = gpu.name
+                best = topo.best_nic_for(gpu, topo.nics)
+                if best is not None:
+                    out["nic"] = best[0].name
+                    out["gpu_nic_path"] = best[1]
+    # per-GPU health keyed (host, GPU index), when a caller joined one (``watch_gpu_health``)
+    health = obs.get("watch_gpu_health")
+    if isinstance(health, dict) and health.get((out.get("host"), out.get("gpu"))):
+        out["gpu_health"] = health[(out.get("host"), out.get("gpu"))]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _subject(where: dict[str, Any]) -> str:
+    parts = [f"rank {where['rank']}"]
+    if where.get("host"):
+        parts.append(f"host {where['host']}")
+    if where.get("gpu") not in (None, "cpu"):
+        parts.append(f"GPU {where['gpu']}")
+    return ", ".join(parts)
+
+
+def _unit(table: Any) -> str:
+    return "step" if table is None or table.unit == "step" else "sample"
+
+
+def _common_evidence(ep: Any, table: Any, source: str) -> list[Evidence]:
+    u = _unit(table)
+    ev = [
+        Evidence(
+            f"onset (change point in {'step' if u == 'step' else 'sampled step'} time)",
+            f"step {ep.onset_step} at {_when(ep.onset_t)}",
+            source=source,
+            time=ep.onset_t,
+        ),
+        Evidence(
+            "detected",
+            f"step {ep.detect_step} ({ep.detect_step - ep.onset_step} steps after onset)",
+            source=source,
+        ),
+        Evidence(
+            "job step time before -> during", f"{ep.baseline_s * 1000:.1f} ms -> {ep.during_s * 1000:.1f} ms"
+        ),
+        Evidence("slowdown factor", ep.factor, float(_factor_threshold()), "x", source),
+        Evidence("steps the job lost", ep.steps_lost, unit="steps", source=source),
+    ]
+    if ep.end_col is None:
+        ev.append(Evidence("still going at the end of the data", True, source=source))
+    return ev
+
+
+def _factor_threshold() -> float:
+    return float(MIN_FACTOR.value)
+
+
+def _source(obs: Observations) -> str:
+    return str(obs.get("watch_source") or "fail-slow probe")
+
+
+def _severity(ep: Any) -> Severity:
+    return (
+        Severity.CRITICAL if ep.factor >= 1.5 or ep.end_col is None and ep.factor >= 1.3 else Severity.WARNING
+    )
+
+
+def _episodes(obs: Observations, kind: str) -> list[Any]:
+    return [e for e in failslow_analysis(obs).episodes if e.kind == kind]
+
+
+def _where_evidence(where: dict[str, Any], source: str) -> list[Evidence]:
+    ev = []
+    for key, label in (("host", "host"), ("gpu", "GPU"), ("nic", "NIC"), ("gpu_nic_path", "GPU-NIC path")):
+        if where.get(key) is not None:
+            ev.append(Evidence(label, where[key], source=source))
+    if where.get("gpu_health"):
+        ev.append(Evidence("GPU health", where["gpu_health"], source=source))
+    return ev
+
+
+@rule(
+    id="FS001",
+    name="compute-straggler",
+    layer="failslow",
+    title="One rank is a compute straggler",
+    requires=("watch",),
+    thresholds=(*THRESHOLDS, STRAGGLER_RATIO, STRAGGLER_FOR),
+    severity=Severity.CRITICAL,
+    alerts=(ALERTS[0],),
+)
+def compute_straggler(obs: Observations) -> Iterator[Finding]:
+    """One rank's own work (or its process not running) makes every other rank wait at the collectives.
+
+    **Symptom**: the job's step time jumps; one rank enters the collectives last (or stalls) step after
+    step while the others' collective wait grows by the same amount.
+    **Why**: in synchronous data/tensor/pipeline parallelism the slowest rank sets the pace of all: a
+    GPU at reduced clocks (thermal, power cap), a CPU-throttled or frozen process (cgroup limit, noisy
+    neighbour, host stalls) makes thousands of GPUs wait for one.
+    **Fix**: move the job off the node (cordon it and restart from the last checkpoint without it);
+    check the GPU's clocks and throttle reasons, the pod's CPU limit (throttling) and the host's other
+    tenants; reseat or reset the GPU if its clocks stay low.
+    **Verify**: `nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE` on the host and
+    `cat /sys/fs/cgroup/cpu/cpu.stat` for the pod (nr_throttled), then
+    `clusterdoctor watch --prometheus <URL> --job <job> --once` (no straggler).
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "compute"):
+        yield _straggler_finding(compute_straggler, obs, ep, table, src)
+
+
+def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str) -> Finding:
+    where = _where(obs, ep.rank)
+    d = ep.detail
+    stall = d.get("stall_s") or 0.0
+    if ep.kind == "data":
+        what = "its data loader kept it waiting"
+    elif stall >= 0.5 * d["lateness_s"]:
+        what = f"its process did not run for {stall * 1000:.1f} ms a step (CPU-throttled or frozen)"
+    else:
+        what = "it finished its own work late"
+    summary = (
+        f"{_subject(where)} became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}): "
+        f"{what}; the other ranks wait {d['lateness_s'] * 1000:.1f} ms a step for it. The job lost "
+        f"{ep.steps_lost:.1f} steps so far."
+    )
+    ev = _where_evidence(where, src) + [
+        Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
+        Evidence("how often it was the last rank", d.get("consistency"), source=src),
+    ]
+    if stall:
+        ev.append(
+            Evidence("its process stalls grew by", round(stall * 1000, 2), unit="ms a step", source=src)
+        )
+    if ep.kind == "data":
+        ev.append(
+            Evidence("its data-loader wait grew by", round(d["data_wait_s"] * 1000, 2), unit="ms", source=src)
+        )
+    if d.get("also_late"):
+        ev.append(Evidence("other ranks also late", d["also_late"], source=src))
+    ev += _common_evidence(ep, table, src)
+    return r.finding(
+        summary,
+        evidence=ev,
+        severity=_severity(ep),
+        confidence=ep.confidence,
+        subject=_subject(where),
+    )
+
+
+@rule(
+    id="FS002",
+    name="communication-straggler",
+    layer="failslow",
+    title="Collectives became slow (communication straggler)",
+    requires=("watch",),
+    thresholds=(*THRESHOLDS, SLOW_LINK_RATIO),
+    severity=Severity.CRITICAL,
+)
+def communication_straggler(obs: Observations) -> Iterator[Finding]:
+    """Every rank enters the collectives on time but the collectives take longer.
+
+    **Symptom**: step time grows, no rank is late; the collective wait of every rank grows together.
+    When the probe's link test ran, the transfers to and from one rank are slower than the others'.
+    **Why**: a NIC that trained at a lower rate, a flapping or congested link, a switch port with
+    errors, or NCCL falling back to a slower transport slows the ring/tree for everyone.
+    **Fix**: move the job off the localised host (or exclude its NIC with `NCCL_IB_HCA`); check the
+    link's speed and error counters, reseat the cable/transceiver; if no rank is localised, check
+    the transport NCCL chose (`NCCL_DEBUG=INFO`) and the fabric's congestion.
+    **Verify**: `ethtool <nic>` / `ibstat` (rate), `clusterdoctor diagnose` on the host (RDMA counters),
+    and an nccl-tests `all_reduce_perf` between the suspect host and a healthy one.
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "communication"):
+        where = _where(obs, ep.rank)
+        d = ep.detail
+        at = _subject(where) if where else "not localised to a rank"
+        summary = (
+            f"Collectives became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}); every "
+            f"rank arrives on time. Localised: {d.get('localised', 'no per-link data')} ({at})."
+        )
+        ev = _where_evidence(where, src) + [
+            Evidence("collective time grew by", round(d["collective_s"] * 1000, 2), unit="ms", source=src),
+        ]
+        if ep.link is not None:
+            ev.append(Evidence("slowest link (src -> dst rank)", f"{ep.link[0]} -> {ep.link[1]}", source=src))
+        if d.get("link_scores"):
+            ev.append(Evidence("link time by rank (touching / not touching)", d["link_scores"], source=src))
+        ev += _common_evidence(ep, table, src)
+        yield communication_straggler.finding(
+            summary,
+            evidence=ev,
+            severity=_severity(ep),
+            confidence=ep.confidence,
+            subject=_subject(where) if where else "collectives",
+        )
+
+
+@rule(
+    id="FS003",
+    name="data-loader-straggler",
+    layer="failslow",
+    title="One rank's data loader keeps the job waiting",
+    requires=("watch",),
+    thresholds=THRESHOLDS,
+    severity=Severity.CRITICAL,
+)
+def data_loader_straggler(obs: Observations) -> Iterator[Finding]:
+    """One rank waits for its data loader, and the others wait for it.
+
+    **Symptom**: one rank's loader wait (time blocked in ``next(loader)``) grows; it enters the
+    collectives late and the other ranks' collective wait grows by the same amount.
+    **Why**: its loader workers are starved: too few workers for the host's CPUs, CPU-throttled or
+    crowded out by a neighbour, a slow local disk or remote storage shard, workers on the wrong NUMA node.
+    **Fix**: raise `num_workers`/`prefetch_factor` on that host, bind the workers near the GPU
+    (`clusterdoctor.training.NumaDataLoader`), move the job off a node whose storage or CPUs are slow.
+    **Verify**: `clusterdoctor numa check --pid <rank pid>` and `pidstat -t -p <worker pid> 1`, then
+    `clusterdoctor watch --from <dir> --once` shows no data-loader finding.
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "data"):
+        yield _straggler_finding(data_loader_straggler, obs, ep, table, src)
+
+
+@rule(
+    id="FS004",
+    name="whole-job-slowdown",
+    layer="failslow",
+    title="The whole job became slower together",
+    requires=("watch",),
+    thresholds=THRESHOLDS,
+    severity=Severity.WARNING,
+)
+def whole_job_slowdown(obs: Observations) -> Iterator[Finding]:
+    """Every rank's own work grew at the same time: no straggler, no slow collective.
+
+    **Symptom**: step time of all ranks rises together at one moment; nobody waits for anybody.
+    **Why**: something every rank shares: the storage the job reads or checkpoints to, the control
+    plane, a shared CPU or power cap, a data pipeline, a code or configuration change at that step.
+    **Fix**: look at what changed at the onset time (the evidence chain starts there): checkpoint
+    writes, storage latency, node-level CPU limits, other jobs on the same nodes.
+    **Verify**: `clusterdoctor diagnose --prometheus <URL> --since 1h` around the onset time.
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "job"):
+        d = ep.detail
+        summary = (
+            f"All {table.shape[0]} ranks became {ep.factor:.2f}x slower together at {_when(ep.onset_t)} "
+            f"(step {ep.onset_step}); no rank is late and the collectives did not slow. The job lost "
+            f"{ep.steps_lost:.1f} steps."
+        )
+        ev = [
+            Evidence(
+                "own work of the median rank grew by",
+                round(d["common_own_s"] * 1000, 2),
+                unit="ms",
+                source=src,
+            ),
+            Evidence(
+                "process stalls of the median rank grew by", round(d["common_stall_s"] * 1000, 2), unit="ms"
+            ),
+        ] + _common_evidence(ep, table, src)
+        yield whole_job_slowdown.finding(
+            summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject="job"
+        )
+
+
+@rule(
+    id="FS005",
+    name="periodic-slowdown",
+    layer="failslow",
+    title="Slowdowns that recur with a period",
+    requires=("watch",),
+    thresholds=(*THRESHOLDS, PERIODIC_MIN_EPISODES),
+    severity=Severity.WARNING,
+)
+def periodic_slowdown(obs: Observations) -> Iterator[Finding]:
+    """The same slowdown (same rank, same class) comes back at a regular interval.
+
+    **Symptom**: step time rises and falls back again and again; each time the same rank (or the
+    whole job) is the cause.
+    **Why**: something on a timer: a cron job or backup on one node, periodic checkpoints or
+    evaluation, a thermal cycle, a neighbour's batch job, log rotation, a periodic health check.
+    **Fix**: find what runs with that period on the named host (crontab, systemd timers, other pods)
+    and move it or the job; if it is the job's own checkpoint, make it asynchronous.
+    **Verify**: `systemctl list-timers`, `crontab -l` on the host, and
+    `clusterdoctor watch --from <dir> --once` after the change.
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "periodic"):
+        where = _where(obs, ep.rank)
+        period = f"{ep.period_s:.1f} s" if ep.period_s else f"{ep.period_steps:.0f} steps"
+        who = _subject(where) if where else "the whole job"
+        summary = (
+            f"{who}: a {ep.periodic_of} slowdown of {ep.factor:.2f}x recurs every {period} "
+            f"({ep.recurrences} times since {_when(ep.onset_t)}, step {ep.onset_step}); "
+            f"{ep.steps_lost:.1f} steps lost."
+        )
+        ev = (
+            _where_evidence(where, src)
+            + [
+                Evidence("period", period, source=src),
+                Evidence("recurrences", ep.recurrences, int(PERIODIC_MIN_EPISODES.value), source=src),
+                Evidence("class of each recurrence", ep.periodic_of, source=src),
+                Evidence("onset steps", ep.detail.get("onset_steps"), source=src),
+            ]
+            + _common_evidence(ep, table, src)
+        )
+        yield periodic_slowdown.finding(
+            summary,
+            evidence=ev,
+            severity=_severity(ep),
+            confidence=ep.confidence,
+            subject=who,
+        )
+
+
+@rule(
+    id="FS006",
+    name="rank-silent",
+    layer="failslow",
+    title="A rank stopped reporting",
+    requires=("watch",),
+    thresholds=THRESHOLDS,
+    severity=Severity.CRITICAL,
+    alerts=(ALERTS[1],),
+)
+def rank_silent(obs: Observations) -> Iterator[Finding]:
+    """A rank's last step is far behind the other ranks' (or every rank stopped, live).
+
+    **Symptom**: one rank's step counter and timestamps stop advancing while the others' go on
+    (then the others hang at the next collective), or the whole job stops reporting.
+    **Why**: the process died, hung (deadlock, stuck I/O, a GPU fault), was frozen, or its host
+    lost the network; the probe's exporter or file stopped with it.
+    **Fix**: look at that rank's log and its host (`dmesg` for Xid errors / OOM kills); restart the
+    job without the node if the host is at fault.
+    **Verify**: `clusterdoctor comm analyze <flight-recorder dumps>` (which collective it stopped in),
+    `kubectl logs <pod>`, `dmesg -T | tail` on the host.
+    """
+    res = failslow_analysis(obs)
+    src = _source(obs)
+    for s in res.silent:
+        where = _where(obs, s.rank)
+        yield rank_silent.finding(
+            f"rank {s.rank} silent since {_when(s.last_t)} (last step {s.last_step}; the others reached step "
+            f"{s.others_step} by {_when(s.others_t)}).",
+            evidence=_where_evidence(where, src)
+            + [
+                Evidence("last step", s.last_step, source=src, time=s.last_t),
+                Evidence(
+                    "seconds behind the newest rank", round(s.others_t - s.last_t, 1), unit="s", source=src
+                ),
+            ],
+            confidence=0.9,
+            subject=_subject(where),
+        )
+    if res.job_silent_since is not None:
+        yield rank_silent.finding(
+            f"every rank silent since {_when(res.job_silent_since)}: the job stopped, hung or finished.",
+            evidence=[Evidence("newest step of any rank", _when(res.job_silent_since), source=src)],
+            confidence=0.7,
+            subject="job",
+        )
+
+
+def failslow_rules() -> list[Any]:
+    from clusterdoctor.rules.registry import load_all
+
+    return [r for r in load_all() if r.layer == "failslow"]
+
+
+def run_failslow_rules(obs: Observations) -> tuple[list[Finding], list[Any], list[str]]:
+    """Run only the fail-slow rules: (findings ranked by score, skipped, ids run)."""
+    from clusterdoctor.rules.registry import run_rules
+
+    return run_rules(obs, failslow_rules())
+
+
+def alert_rule_file() -> str:
+    """The :data:`ALERTS` as a Prometheus rule file (JSON, which Prometheus' YAML loader reads)."""
+    import json
+
+    group = {"name": "clusterdoctor-failslow", "rules": [dict(a) for a in ALERTS]}
+    return json.dumps({"groups": [group]}, indent=2) + "\n"

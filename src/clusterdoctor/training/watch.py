@@ -1,0 +1,862 @@
+"""The fail-slow probe: per-rank step timing inside a training job, exported to Prometheus and files.
+
+Two lines install it on a DDP model (FSDP or a plain loop: pass ``model=None``)::
+
+    from clusterdoctor.training import watch
+    w = watch.install(ddp_model, job="llm-7b")      # after init_process_group, on every rank
+    for batch in w.loader(train_loader):              # optional: measures data-loader wait
+        loss = ddp_model(batch).sum(); loss.backward(); opt.step(); opt.zero_grad()
+        w.step()                                      # end of one training step
+
+or as a context manager (``with watch.install(model) as w: ...``), which closes it at the end.
+
+Per rank and step it records the wall time, the time until the rank entered its first collective
+(its own work, data wait included), the time from then until its collectives completed, the time
+its last collective waited, the data-loader wait, the time its process did not run (a heartbeat
+thread that wakes late: CPU throttling, SIGSTOP, a frozen host) and the step index. Collectives are
+seen, for DDP, through gradient-ready hooks (DDP launches a bucket's all-reduce when its gradients
+are ready) and the optimizer's step pre-hook (DDP has waited for its all-reduces by then) — DDP's
+C++ all-reduce is not replaced; with ``comm_hook=`` your own DDP hook is wrapped and timed. For FSDP
+and plain loops, through the ``torch.distributed`` collective functions. The probe never touches
+the tensors.
+
+Every ``every`` steps the ranks exchange a few numbers each with one tiny all-gather on a gloo
+process group of the probe's own (its own store prefix and timeout, run by a background thread):
+every rank then knows the job's picture (:meth:`Watch.picture`) without any external service.
+When the picture shows collectives slower than at the start (or every ``link_every`` exchanges),
+the same thread times a small transfer from each ring neighbour (both directions), so a slow link
+can be localised to a rank. Nothing of this blocks training: a peer that died makes the exchange
+time out in the background thread, which warns once and stops exchanging.
+
+Outputs, per rank: Prometheus metrics on ``port + local_rank`` (labels job, rank, local_rank,
+host, gpu; see :data:`METRICS`) and, with ``jsonl_dir``, JSON lines in
+``<jsonl_dir>/watch-rank<R>.jsonl`` (format: :mod:`clusterdoctor.observe.watch.records`),
+rotated at ``jsonl_max_bytes``. Memory is bounded (a fixed window of recent steps). A port in use
+or an unwritable file is a warning; training goes on. Read the outputs with
+``clusterdoctor watch --from DIR`` or ``clusterdoctor watch --prometheus URL``.
+
+Timing on GPUs: the step clock is the host's. With NCCL, host-side marks see when work was
+enqueued, not when the GPU ran it, unless the loop synchronises (``loss.item()``); measured on CPU
+(gloo) in this repository's tests only: the NCCL check is listed in bench/RESULTS.md as not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import statistics
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["DEFAULT_PORT", "METRICS", "Watch", "WatchWarning", "install"]
+
+DEFAULT_PORT = 9721  # base port; each rank listens on DEFAULT_PORT + local_rank
+PORT_ENV = "CLUSTERDOCTOR_WATCH_PORT"
+DIR_ENV = "CLUSTERDOCTOR_WATCH_DIR"
+WINDOW = 256  # recent steps kept in memory per rank (bounded however long the job runs)
+LINK_BYTES = 256 << 10
+
+# Names, types and help of the exported series (label set: job, rank, local_rank, host, gpu).
+METRICS: dict[str, tuple[str, str]] = {
+    "clusterdoctor_watch_steps_total": ("counter", "Training steps completed by this rank."),
+    "clusterdoctor_watch_step_seconds_total": ("counter", "Wall time of the completed steps."),
+    "clusterdoctor_watch_own_seconds_total": (
+        "counter",
+        "Time from each step's start until the rank entered its first collective (own work, data wait included).",
+    ),
+    "clusterdoctor_watch_collective_seconds_total": (
+        "counter",
+        "Time from the first collective of each step until the last one completed.",
+    ),
+    "clusterdoctor_watch_collective_wait_seconds_total": (
+        "counter",
+        "Time the last collective of each step took from its start (waiting for the other ranks).",
+    ),
+    "clusterdoctor_watch_data_wait_seconds_total": ("counter", "Time blocked in the wrapped data loader."),
+    "clusterdoctor_watch_stall_seconds_total": (
+        "counter",
+        "Time the process did not run when it should have (frozen, CPU-throttled), seen by a heartbeat thread.",
+    ),
+    "clusterdoctor_watch_step": ("gauge", "Index of the last completed step."),
+    "clusterdoctor_watch_last_step_timestamp_seconds": ("gauge", "Wall clock at the end of the last step."),
+    "clusterdoctor_watch_start_time_seconds": ("gauge", "When this probe (process) started."),
+    "clusterdoctor_watch_recent_step_seconds": ("gauge", "Quantiles of the wall time of the recent steps."),
+    "clusterdoctor_watch_link_seconds": (
+        "gauge",
+        "Last timed transfer from a ring neighbour (peer_rank) to this rank, seconds.",
+    ),
+    "clusterdoctor_watch_exchange_ok": ("gauge", "1 while the ranks' exchange works, 0 after it failed."),
+    "clusterdoctor_watch_job_slowest_rank": (
+        "gauge",
+        "The rank that entered its collectives last, in the last exchanged picture.",
+    ),
+    "clusterdoctor_watch_job_lateness_ratio": (
+        "gauge",
+        "How long the others waited for the slowest rank, as a fraction of the median step time.",
+    ),
+}
+
+
+class WatchWarning(RuntimeWarning):
+    """A probe problem that does not stop training (port in use, peer gone, file unwritable)."""
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(f"clusterdoctor watch: {msg}", WatchWarning, stacklevel=3)
+
+
+class _StepClock:
+    """The current step's marks; written from the training thread and collective callbacks."""
+
+    __slots__ = ("data", "first_enter", "last_done", "last_enter", "start")
+
+    def __init__(self, now: float) -> None:
+        self.start = now
+        self.first_enter: float | None = None
+        self.last_enter: float | None = None
+        self.last_done: float | None = None
+        self.data = 0.0
+
+    def enter(self) -> None:
+        t = time.perf_counter()
+        if self.first_enter is None:
+            self.first_enter = t
+        self.last_enter = t
+
+    def done(self, *_: Any) -> None:
+        self.last_done = time.perf_counter()
+
+
+class Watch:
+    """The probe of one rank. Make it with :func:`install`; call :meth:`step` once per step."""
+
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        job: str | None = None,
+        every: int = 10,
+        port: int | None | str = "auto",
+        bind: str = "0.0.0.0",
+        jsonl_dir: str | None | os.PathLike[str] = "auto",
+        jsonl_max_bytes: int = 64 << 20,
+        exchange: bool = True,
+        exchange_timeout: float = 60.0,
+        link_every: int = 20,
+        link_bytes: int = LINK_BYTES,
+        comm_hook: Callable[..., Any] | None = None,
+        hook_state: Any = None,
+        tap_collectives: bool = True,
+        heartbeat: bool = True,
+        gpu: str | None = None,
+        host: str | None = None,
+        nic: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock = clock
+        self.every = max(1, int(every))
+        self.rank, self.world_size, self.local_rank = _dist_identity()
+        self.job = (
+            job or os.environ.get("CLUSTERDOCTOR_JOB") or os.environ.get("TORCHELASTIC_RUN_ID") or "job"
+        )
+        self.host = host or socket.gethostname()
+        self.gpu = gpu if gpu is not None else _gpu_label(model)
+        self.nic = nic or _nic_label()
+        self.started = clock()
+        self.run_id = f"{os.getpid()}-{self.started:.3f}"
+        self.step_index = 0
+        self.totals = {k: 0.0 for k in ("steps", "wall", "own", "coll", "wait", "data", "stall")}
+        self.recent: deque[tuple[float, float, float, float, float, float]] = deque(maxlen=WINDOW)
+        self.last_t: float | None = None
+        self.links: dict[int, float] = {}  # peer rank -> last transfer seconds (peer -> me)
+        self._picture: dict[int, dict[str, float]] = {}
+        self.exchange_ok = 1.0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._clk = _StepClock(time.perf_counter())
+        self._labels = _labels(
+            job=self.job, rank=str(self.rank), local_rank=str(self.local_rank), host=self.host, gpu=self.gpu
+        )
+        self._restore: list[Callable[[], None]] = []
+        if model is not None:
+            self._hook_ddp(model, comm_hook, hook_state)
+        if tap_collectives:
+            self._tap_collectives()
+        self._writer = _JsonlWriter.open(self, jsonl_dir, jsonl_max_bytes)
+        self.port: int | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self._serve(port, bind)
+        self._heart: _Heartbeat | None = _Heartbeat() if heartbeat else None
+        self._stall_mark = 0.0
+        self._exchanger: _Exchanger | None = None
+        if exchange and self.world_size > 1:
+            self._exchanger = _Exchanger(self, exchange_timeout, link_every, link_bytes)
+        import atexit
+
+        atexit.register(self._atexit)  # threads and the gloo group end before the interpreter does
+
+    # -- the training loop's calls -------------------------------------------------------------
+    def step(self) -> None:
+        """Mark the end of one training step (call once per optimizer step, on every rank)."""
+        now = time.perf_counter()
+        c = self._clk
+        wall = now - c.start
+        if c.first_enter is not None:
+            own = c.first_enter - c.start
+            done = c.last_done if c.last_done is not None and c.last_done >= c.first_enter else now
+            coll = done - c.first_enter
+            wait = max(0.0, done - (c.last_enter or c.first_enter))
+        else:
+            own, coll, wait = wall, 0.0, 0.0
+        data = min(c.data, wall)
+        stall = 0.0
+        if self._heart is not None:
+            acc = self._heart.stalled
+            stall, self._stall_mark = min(wall, acc - self._stall_mark), acc
+        self._clk = _StepClock(now)
+        t = self._clock()
+        self.step_index += 1
+        with self._lock:
+            tot = self.totals
+            tot["steps"] += 1
+            tot["wall"] += wall
+            tot["own"] += own
+            tot["coll"] += coll
+            tot["wait"] += wait
+            tot["data"] += data
+            tot["stall"] += stall
+            self.recent.append((wall, own, coll, wait, data, stall))
+            self.last_t = t
+        if self._writer is not None:
+            self._writer.step(self.step_index, t, wall, own, coll, wait, data, stall)
+        if self._exchanger is not None and self.step_index % self.every == 0:
+            self._exchanger.offer(self.step_index, t)
+
+    def loader(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """Iterate ``iterable`` (a DataLoader) and count the time blocked in it as data wait."""
+        it = iter(iterable)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            self._clk.data += time.perf_counter() - t0
+            yield item
+
+    def picture(self) -> dict[int, dict[str, float]]:
+        """The job's picture from the last exchange: rank -> median step, own, wait, data seconds
+        over the last ``every`` steps, last step index and time (empty before the first exchange)."""
+        with self._lock:
+            return {r: dict(v) for r, v in self._picture.items()}
+
+    def close(self) -> None:
+        """Stop serving, flush the file, remove the hooks on torch.distributed. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._exchanger is not None:
+            self._exchanger.stop()
+        if self._heart is not None:
+            self._heart.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._writer is not None:
+            self._writer.close()
+        for undo in reversed(self._restore):
+            undo()
+        self._restore.clear()
+
+    def _atexit(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- collectives -----------------------------------------------------------------------------
+    def _hook_ddp(self, model: Any, comm_hook: Callable[..., Any] | None, hook_state: Any) -> None:
+        register = getattr(model, "register_comm_hook", None)
+        if register is None:
+            return  # not DDP (FSDP / plain module): the torch.distributed tap sees the collectives
+        if comm_hook is None and self._hook_grads(model):
+            return
+        if comm_hook is None:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            comm_hook = default_hooks.allreduce_hook
+            hook_state = hook_state if hook_state is not None else getattr(model, "process_group", None)
+        inner = comm_hook
+        watch = self
+
+        def timed_hook(state: Any, bucket: Any) -> Any:
+            watch._clk.enter()
+            clk = watch._clk
+            fut = inner(state, bucket)
+
+            def finished(f: Any) -> Any:
+                clk.done()
+                return f.value()
+
+            return fut.then(finished)
+
+        timed_hook.__annotations__ = {}  # DDP inspects annotations; postponed ones are strings
+        try:
+            register(hook_state, timed_hook)
+        except (RuntimeError, ValueError, TypeError) as e:
+            _warn(
+                f"cannot register a DDP communication hook ({e}); pass your hook as comm_hook= to have it "
+                "timed. Collective times are taken from torch.distributed calls only."
+            )
+
+    def _hook_grads(self, model: Any) -> bool:
+        """Time DDP without replacing its C++ all-reduce (a Python communication hook costs ~0.1 ms a
+        bucket): a gradient becoming ready is DDP entering its collectives (DDP launches a bucket's
+        all-reduce as its last gradient is ready), and the optimizer's step starting is DDP done
+        waiting for them (backward returns only then)."""
+        try:
+            import torch.optim.optimizer as optim_mod
+
+            params = [p for p in model.module.parameters() if p.requires_grad]
+            if not params or not hasattr(params[0], "register_post_accumulate_grad_hook"):
+                return False
+            watch = self
+
+            def ready(_p: Any) -> None:
+                watch._clk.enter()
+
+            def stepping(*_a: Any) -> None:
+                clk = watch._clk
+                if clk.first_enter is not None and clk.last_done is None:
+                    clk.done()
+
+            handles = [p.register_post_accumulate_grad_hook(ready) for p in params]
+            handles.append(optim_mod.register_optimizer_step_pre_hook(stepping))
+        except (AttributeError, RuntimeError, TypeError):
+            return False
+
+        def undo() -> None:
+            for h in handles:
+                h.remove()
+
+        self._restore.append(undo)
+        return True
+
+    def _tap_collectives(self) -> None:
+        import torch.distributed as dist
+
+        if getattr(dist, "_clusterdoctor_watch_tapped", False):
+            return
+        watch = self
+        names = (
+            "all_reduce",
+            "all_gather",
+            "all_gather_into_tensor",
+            "reduce_scatter",
+            "reduce_scatter_tensor",
+            "all_to_all",
+            "all_to_all_single",
+            "broadcast",
+            "reduce",
+            "barrier",
+        )
+        originals = {n: getattr(dist, n) for n in names if hasattr(dist, n)}
+
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def tapped(*args: Any, **kwargs: Any) -> Any:
+                clk = watch._clk
+                clk.enter()
+                work = fn(*args, **kwargs)
+                if work is None:
+                    clk.done()
+                else:
+                    try:
+                        work.get_future().then(clk.done)
+                    except Exception:  # a Work without a future: completion taken at the step's end
+                        pass
+                return work
+
+            tapped.__wrapped__ = fn  # type: ignore[attr-defined]
+            tapped.__name__ = fn.__name__
+            tapped.__doc__ = fn.__doc__
+            return tapped
+
+        for n, fn in originals.items():
+            setattr(dist, n, wrap(fn))
+        dist._clusterdoctor_watch_tapped = True  # type: ignore[attr-defined]
+
+        def undo() -> None:
+            for n, fn in originals.items():
+                setattr(dist, n, fn)
+            dist._clusterdoctor_watch_tapped = False  # type: ignore[attr-defined]
+
+        self._restore.append(undo)
+
+    # -- Prometheus ------------------------------------------------------------------------------
+    def _serve(self, port: int | None | str, bind: str) -> None:
+        if port == "auto":
+            env = os.environ.get(PORT_ENV)
+            if env is not None and env.strip().lower() in ("", "off", "none", "no"):
+                return
+            try:
+                base = int(env) if env else DEFAULT_PORT
+            except ValueError:
+                _warn(f"${PORT_ENV}={env!r} is not a port; metrics not served")
+                return
+            port = base + self.local_rank
+        if port is None:
+            return
+        watch = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] not in ("/metrics", "/"):
+                    self.send_error(404)
+                    return
+                body = watch.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        try:
+            srv = ThreadingHTTPServer((bind, int(port)), Handler)
+        except OSError as e:
+            _warn(f"metrics not served: cannot listen on {bind}:{port} ({e.strerror or e}); training goes on")
+            return
+        srv.daemon_threads = True
+        self._server = srv
+        self.port = srv.server_address[1]
+        threading.Thread(target=srv.serve_forever, name="clusterdoctor-watch-http", daemon=True).start()
+
+    def exposition(self) -> str:
+        """The metrics in the Prometheus text format (what ``/metrics`` serves)."""
+        lab = self._labels
+        with self._lock:
+            tot = dict(self.totals)
+            walls = sorted(r[0] for r in self.recent)
+            last_t = self.last_t
+            links = dict(self.links)
+            pic = {r: dict(v) for r, v in self._picture.items()}
+        lines: list[str] = []
+
+        def fam(name: str, samples: list[tuple[str, float]]) -> None:
+            typ, help_ = METRICS[name]
+            lines.append(f"# HELP {name} {help_}")
+            lines.append(f"# TYPE {name} {typ}")
+            for extra, v in samples:
+                lines.append(f"{name}{{{lab}{extra}}} {v!r}")
+
+        fam("clusterdoctor_watch_steps_total", [("", tot["steps"])])
+        fam("clusterdoctor_watch_step_seconds_total", [("", tot["wall"])])
+        fam("clusterdoctor_watch_own_seconds_total", [("", tot["own"])])
+        fam("clusterdoctor_watch_collective_seconds_total", [("", tot["coll"])])
+        fam("clusterdoctor_watch_collective_wait_seconds_total", [("", tot["wait"])])
+        fam("clusterdoctor_watch_data_wait_seconds_total", [("", tot["data"])])
+        fam("clusterdoctor_watch_stall_seconds_total", [("", tot["stall"])])
+        fam("clusterdoctor_watch_step", [("", float(self.step_index))])
+        if last_t is not None:
+            fam("clusterdoctor_watch_last_step_timestamp_seconds", [("", last_t)])
+        fam("clusterdoctor_watch_start_time_seconds", [("", self.started)])
+        if walls:
+            qs = [(f',quantile="{q}"', walls[min(len(walls) - 1, int(q * len(walls)))]) for q in (0.5, 0.9)]
+            fam("clusterdoctor_watch_recent_step_seconds", qs)
+        if links:
+            fam(
+                "clusterdoctor_watch_link_seconds",
+                [(f',peer_rank="{p}"', s) for p, s in sorted(links.items())],
+            )
+        fam("clusterdoctor_watch_exchange_ok", [("", self.exchange_ok)])
+        if pic:
+            slow, ratio = _slowest(pic)
+            fam("clusterdoctor_watch_job_slowest_rank", [("", float(slow))])
+            fam("clusterdoctor_watch_job_lateness_ratio", [("", ratio)])
+        return "\n".join(lines) + "\n"
+
+    # -- what the exchanger reports back ---------------------------------------------------------
+    def _summary(self, step: int, t: float) -> list[float]:
+        with self._lock:
+            rows = list(self.recent)[-self.every :]
+        if not rows:
+            return [float(self.rank), float(step), t, 0.0, 0.0, 0.0, 0.0, 0.0]
+        cols = list(zip(*rows))
+        med = [statistics.median(c) for c in cols]
+        return [float(self.rank), float(step), t, med[0], med[1], med[2], med[3], med[4]]
+
+    def _set_picture(self, rows: list[list[float]]) -> None:
+        pic = {}
+        for row in rows:
+            r = int(row[0])
+            pic[r] = {
+                "step": row[1],
+                "t": row[2],
+                "wall": row[3],
+                "own": row[4],
+                "coll": row[5],
+                "wait": row[6],
+                "data": row[7],
+            }
+        with self._lock:
+            self._picture = pic
+
+    def _set_links(self, measured: dict[int, float], nbytes: int, t: float) -> None:
+        with self._lock:
+            self.links.update(measured)
+        if self._writer is not None:
+            for src, s in measured.items():
+                self._writer.link(src, self.rank, nbytes, s, t)
+
+    def _exchange_failed(self, why: str) -> None:
+        self.exchange_ok = 0.0
+        _warn(f"exchange between ranks stopped: {why}; training goes on, per-rank metrics still work")
+
+
+def _slowest(pic: dict[int, dict[str, float]]) -> tuple[int, float]:
+    owns = {r: v["own"] for r, v in pic.items()}
+    med_own = statistics.median(owns.values())
+    med_wall = statistics.median(v["wall"] for v in pic.values()) or 1e-9
+    slow = max(owns, key=lambda r: owns[r])
+    return slow, max(0.0, owns[slow] - med_own) / med_wall
+
+
+class _Heartbeat:
+    """A thread that sleeps ``interval`` seconds at a time and adds up how late it wakes beyond
+    ``tolerance``: time the whole process was not running (SIGSTOP, cgroup CPU throttling, a host
+    that froze). 50 wake-ups a second, a few microseconds each."""
+
+    def __init__(self, interval: float = 0.02, tolerance: float = 0.003) -> None:
+        self.interval = interval
+        self.tolerance = tolerance
+        self.stalled = 0.0
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="clusterdoctor-watch-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        clock, iv, tol = time.perf_counter, self.interval, self.tolerance
+        last = clock()
+        while not self.halt.is_set():
+            time.sleep(iv)  # not Event.wait: a timed lock wait overruns under libfaketime
+            now = clock()
+            late = now - last - iv
+            if late > tol:
+                self.stalled += late
+            last = now
+
+    def stop(self) -> None:
+        self.halt.set()
+
+
+class _Exchanger:
+    """Runs the ranks' exchange on a gloo process group of its own, in a background thread.
+
+    The group is built from the default store under a prefix of its own (not through
+    ``new_group``, so it never disturbs the order of the job's own groups), with its own timeout;
+    a failure (peer died, timeout) is a warning and the end of the exchange, never of training.
+    """
+
+    def __init__(self, watch: Watch, timeout: float, link_every: int, link_bytes: int) -> None:
+        self.watch = watch
+        self.timeout = timeout
+        self.link_every = max(0, int(link_every))
+        self.link_bytes = max(4, int(link_bytes))
+        self.requests: queue.SimpleQueue[tuple[int, float] | None] = queue.SimpleQueue()
+        self.busy = threading.Event()
+        self.dead = False
+        self.baseline_coll: float | None = None
+        self.count = 0
+        self.last_link = -(10**9)
+        self.thread = threading.Thread(target=self._run, name="clusterdoctor-watch-exchange", daemon=True)
+        self.thread.start()
+
+    def offer(self, step: int, t: float) -> None:
+        """Ask for an exchange unless one is still running (never blocks)."""
+        if self.dead or self.busy.is_set():
+            return
+        self.busy.set()
+        self.requests.put((step, t))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread and release the gloo group before the interpreter exits (a gloo group
+        destroyed during interpreter shutdown aborts the process)."""
+        self.dead = True
+        self.requests.put(None)
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+    def _group(self) -> Any:
+        import datetime
+
+        import torch.distributed as dist
+
+        store = dist.PrefixStore(
+            f"clusterdoctor-watch/{self.watch.job}", dist.distributed_c10d._get_default_store()
+        )
+        # the C++ constructor picks the devices as torch's own gloo groups do (GLOO_SOCKET_IFNAME)
+        timeout = datetime.timedelta(seconds=self.timeout)
+        return dist.ProcessGroupGloo(store, self.watch.rank, self.watch.world_size, timeout)
+
+    def _run(self) -> None:
+        try:
+            import torch
+
+            pg = self._group()
+        except Exception as e:
+            self.dead = True
+            self.watch._exchange_failed(f"cannot build the probe's gloo group ({e})")
+            return
+        n = self.watch.world_size
+        try:
+            self._serve(pg, torch, n)
+        finally:
+            del pg  # destroyed here, by this thread, not at interpreter exit
+
+    def _serve(self, pg: Any, torch: Any, n: int) -> None:
+        while True:
+            req = self.requests.get()
+            if req is None or self.dead:
+                return
+            step, t = req
+            try:
+                mine = torch.tensor(self.watch._summary(step, t), dtype=torch.float64)
+                outs = [torch.empty_like(mine) for _ in range(n)]
+                pg.allgather([outs], [mine]).wait()
+                rows = [o.tolist() for o in outs]
+                self.watch._set_picture(rows)
+                if self._want_link_test(rows):
+                    self._link_test(pg, torch)
+            except Exception as e:
+                self.dead = True
+                self.watch._exchange_failed(str(e).splitlines()[0] if str(e) else type(e).__name__)
+                return
+            finally:
+                self.count += 1
+                self.busy.clear()
+
+    def _want_link_test(self, rows: list[list[float]]) -> bool:
+        """Same answer on every rank: decided from the gathered rows and the exchange count only."""
+        # the collective time of the rank that arrived last = the transfer itself (it waited for nobody)
+        late = max(rows, key=lambda r: (r[4], r[0]))
+        coll = late[6]
+        if self.count < 2:  # skip the warm-up exchanges
+            return False
+        if self.baseline_coll is None:
+            self.baseline_coll = coll
+            self.last_link = self.count
+            return self.link_every > 0
+        if self.link_every and self.count % self.link_every == 0:
+            self.last_link = self.count
+            return True
+        # collectives slower than at the start: time the links, at most every 5th exchange
+        if coll > 1.5 * self.baseline_coll + 1e-3 and self.count - self.last_link >= 5:
+            self.last_link = self.count
+            return True
+        return False
+
+    def _link_test(self, pg: Any, torch: Any) -> None:
+        w = self.watch
+        n, r = w.world_size, w.rank
+        if n < 2:
+            return
+        buf = torch.zeros(self.link_bytes // 4, dtype=torch.float32)
+        got = torch.empty_like(buf)
+        measured: dict[int, float] = {}
+        for direction in (1, -1):
+            dst, src = (r + direction) % n, (r - direction) % n
+            if n == 2 and direction == -1:
+                break
+            best = float("inf")
+            for rep in range(3):
+                pg.barrier().wait()
+                t0 = time.perf_counter()
+                s = pg.send([buf], dst, 7 + rep)
+                pg.recv([got], src, 7 + rep).wait()
+                best = min(best, time.perf_counter() - t0)
+                s.wait()
+            measured[src] = best
+        w._set_links(measured, self.link_bytes, w._clock())
+
+
+class _JsonlWriter:
+    """Buffered JSON lines, flushed every ``every`` steps, rotated once at ``max_bytes``."""
+
+    def __init__(self, watch: Watch, path: str, max_bytes: int) -> None:
+        self.watch = watch
+        self.path = path
+        self.max_bytes = max_bytes
+        self.buf: list[str] = []
+        self.lock = threading.Lock()
+        self.f: Any = open(path, "a", encoding="utf-8")
+        self.size = self.f.tell()
+        self._header()
+
+    @classmethod
+    def open(cls, watch: Watch, jsonl_dir: Any, max_bytes: int) -> _JsonlWriter | None:
+        if jsonl_dir == "auto":
+            jsonl_dir = os.environ.get(DIR_ENV) or None
+        if jsonl_dir is None:
+            return None
+        d = os.fspath(jsonl_dir)
+        try:
+            os.makedirs(d, exist_ok=True)
+            return cls(watch, os.path.join(d, f"watch-rank{watch.rank}.jsonl"), max_bytes)
+        except OSError as e:
+            _warn(f"JSON lines not written: {d}: {e.strerror or e}; training goes on")
+            return None
+
+    def _header(self) -> None:
+        w = self.watch
+        head = {
+            "kind": "start",
+            "v": 1,
+            "job": w.job,
+            "rank": w.rank,
+            "local_rank": w.local_rank,
+            "world_size": w.world_size,
+            "host": w.host,
+            "gpu": w.gpu,
+            "nic": w.nic,
+            "run": w.run_id,
+            "t": round(w.started, 6),
+        }
+        self._write(json.dumps(head, separators=(",", ":")) + "\n")
+
+    def step(
+        self,
+        step: int,
+        t: float,
+        wall: float,
+        own: float,
+        coll: float,
+        wait: float,
+        data: float,
+        stall: float,
+    ) -> None:
+        self.buf.append(
+            f'{{"kind":"step","step":{step},"t":{t:.6f},"wall":{wall:.6f},"own":{own:.6f},'
+            f'"coll":{coll:.6f},"wait":{wait:.6f},"data":{data:.6f},"stall":{stall:.6f}}}\n'
+        )
+        if len(self.buf) >= self.watch.every:
+            self.flush()
+
+    def link(self, src: int, dst: int, nbytes: int, seconds: float, t: float) -> None:
+        line = json.dumps(
+            {"kind": "link", "src": src, "dst": dst, "bytes": nbytes, "s": round(seconds, 6), "t": t}
+        )
+        with self.lock:
+            self.buf.append(line + "\n")
+
+    def flush(self) -> None:
+        with self.lock:
+            text, self.buf = "".join(self.buf), []
+        if text:
+            self._write(text)
+
+    def _write(self, text: str) -> None:
+        if self.f is None:
+            return
+        try:
+            if self.size + len(text) > self.max_bytes and self.size > 0:
+                self.f.close()
+                os.replace(self.path, self.path[: -len(".jsonl")] + ".1.jsonl")
+                self.f = open(self.path, "a", encoding="utf-8")
+                self.size = 0
+                self._header()
+            self.f.write(text)
+            self.f.flush()
+            self.size += len(text)
+        except OSError as e:
+            _warn(f"JSON lines stopped: {self.path}: {e.strerror or e}; training goes on")
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            self.f = None
+
+    def close(self) -> None:
+        self.flush()
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            self.f = None
+
+
+def _labels(**kv: str) -> str:
+    def esc(v: str) -> str:
+        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    return ",".join(f'{k}="{esc(v)}"' for k, v in kv.items())
+
+
+def _dist_identity() -> tuple[int, int, int]:
+    rank, world = 0, 1
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    else:
+        if world == 1:
+            rank = int(os.environ.get("RANK", rank))
+            world = int(os.environ.get("WORLD_SIZE", world))
+    local = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    return rank, world, local
+
+
+def _gpu_label(model: Any) -> str:
+    try:
+        import torch
+
+        params = getattr(model, "parameters", None)
+        if params is not None:
+            for p in params():
+                if p.device.type == "cuda":
+                    return str(p.device.index)
+                return p.device.type
+        if torch.cuda.is_available():
+            return str(torch.cuda.current_device())
+    except Exception:
+        pass
+    return "cpu"
+
+
+def _nic_label() -> str | None:
+    for var in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        v = os.environ.get(var)
+        if v:
+            return v
+    return None
+
+
+def install(model: Any = None, **options: Any) -> Watch:
+    """Install the fail-slow probe on this rank (call on every rank, after ``init_process_group``).
+
+    ``model``: a DDP model (its collectives are timed through a communication hook; pass your own
+    hook as ``comm_hook=`` if you use one), or None for FSDP and plain loops (collectives are timed
+    through the ``torch.distributed`` functions). Options (see :class:`Watch`): ``job``, ``every``
+    (steps between exchanges, default 10), ``port`` (``"auto"``: ``$CLUSTERDOCTOR_WATCH_PORT`` or
+    9721, plus the local rank; None: no metrics; 0: any free port), ``jsonl_dir`` (``"auto"``:
+    ``$CLUSTERDOCTOR_WATCH_DIR``), ``exchange``, ``exchange_timeout``, ``link_every``.
+    """
+    return Watch(model, **options)

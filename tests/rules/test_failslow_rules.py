@@ -1,0 +1,58 @@
+"""The fail-slow rules on real probe files: findings name rank, host, GPU and NIC (the NIC joined to a
+real topology when one is given), onset, slowdown and cost."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from clusterdoctor.analyze.failslow import table_from_records
+from clusterdoctor.observe.detect import load_path
+from clusterdoctor.observe.watch.records import load_watch_dir
+from clusterdoctor.rules.failslow import run_failslow_rules
+from clusterdoctor.rules.registry import Observations
+from tests.conftest import TEST_DATA, shared_fixture
+
+DATA = TEST_DATA / "failslow"
+
+
+def _obs(folder: str, gpu_of=None) -> Observations:
+    wf = load_watch_dir(str(DATA / folder))
+    ids = wf.identities
+    if gpu_of is not None:
+        ids = {r: [dataclasses.replace(i, gpu=gpu_of(r), nic=None) for i in v] for r, v in ids.items()}
+    obs = Observations()
+    obs.put("watch", table_from_records(wf.steps, ids, wf.links, wf.warnings))
+    return obs
+
+
+def test_each_fault_one_finding_with_its_facts():
+    for folder, rule in (("quota-rank2", "FS001"), ("slowloader-rank1", "FS003"), ("slowlink-rank3", "FS002"),
+                         ("periodic-quota-rank2", "FS005"), ("jobwide-quota", "FS004")):  # fmt: skip
+        findings, skipped, ran = run_failslow_rules(_obs(folder))
+        assert [f.rule for f in findings] == [rule], folder
+        f = findings[0]
+        text = " ".join(f"{e.description}={e.value}" for e in f.evidence)
+        assert "onset" in text and "slowdown factor" in text and "steps the job lost" in text
+        assert f.fix and f.verify and 0 < f.confidence <= 1
+        assert set(ran) == {"FS001", "FS002", "FS003", "FS004", "FS005", "FS006"} and not skipped
+
+
+def test_gpu_and_nic_joined_to_the_topology():
+    topo_file = shared_fixture("numa/nvidia-smi-topo-m_dgx-a100_epyc-nps4_8gpu-12nic.txt")
+    _, data = load_path(topo_file)
+    obs = _obs("quota-rank2", gpu_of=lambda r: str(r))
+    obs.put("topology", data["topology"])
+    (f,) = run_failslow_rules(obs)[0]
+    ev = {e.description: e.value for e in f.evidence}
+    assert f.subject == "rank 2, host vm, GPU 2"
+    assert (
+        ev["GPU"] == "2"
+        and ev["NIC"].startswith("mlx5")
+        and ev["GPU-NIC path"] in ("PIX", "PXB", "PHB", "NODE", "SYS")
+    )
+
+
+def test_no_probe_data_is_skipped_with_the_reason():
+    findings, skipped, ran = run_failslow_rules(Observations())
+    assert not findings and not ran
+    assert all("fail-slow probe" in s.reason for s in skipped)
