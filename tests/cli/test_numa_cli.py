@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -109,8 +111,9 @@ def test_check_expect_nodes_and_env(sleeper):
 def test_check_is_ok_only_when_something_was_checked(sleeper, tmp_path):
     """Exit 0 needs at least one checked process, all consistent; nothing checked is exit 1, never OK."""
     bound = sleeper({0})
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()  # a --pid that exited before the check
+    # a --pid with no process: the kernel never hands out pid_max itself, so unlike the pid of a
+    # process that just exited it cannot be reused by a test running beside this one
+    dead = SimpleNamespace(pid=int(Path("/proc/sys/kernel/pid_max").read_text()))
     r = run_cli("numa", "check", "--pid", str(bound), "--json")
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["processes"][0]["code"] == 0
