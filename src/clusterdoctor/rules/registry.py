@@ -51,6 +51,7 @@ INPUT_HINTS: dict[str, str] = {
     "rdma": "no RDMA/NIC counters (/sys/class/infiniband, rdma statistic, ethtool -S, DPDK xstats)",
     "app": "no application data (Flink checkpoints, Kafka lag, pod phases)",
     "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
+    "pod_resources": "no kubelet pod-resources API reading (run in the agent pod, or pass --pod-resources-socket)",
 }
 
 
