@@ -109,4 +109,7 @@ def test_numa_finding_names_the_pod(procs, tmp_path):
     findings, _, _ = run_rules(obs)
     numa2 = [f for f in findings if f.rule == "NUMA002"]
     assert numa2 and numa2[0].subject.startswith("scraper/e2e-statefulset-1/compute-pi-digits (pid ")
-    assert any(v.startswith("kubectl exec -n scraper e2e-statefulset-1 -c compute-pi-digits") for v in numa2[0].verify)
+    assert any(
+        v.startswith("kubectl exec -n scraper e2e-statefulset-1 -c compute-pi-digits")
+        for v in numa2[0].verify
+    )
