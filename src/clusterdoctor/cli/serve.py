@@ -36,12 +36,28 @@ def agent(
     source_timeout: float = typer.Option(
         5.0, "--source-timeout", help="Seconds each source may take per scrape."
     ),
+    proc_root: str = typer.Option(
+        None,
+        "--proc-root",
+        help="Audit GPU/NIC processes' NUMA placement from this procfs (/host/proc in a pod).",
+    ),
+    pod_resources_socket: str = typer.Option(
+        None,
+        "--pod-resources-socket",
+        help="Kubelet pod-resources socket: name pods and their GPUs (needs the k8s extra).",
+    ),
+    node_name: str = typer.Option(
+        None, "--node-name", help="This node's name, to list its pods from the API server (in a pod)."
+    ),
 ) -> None:
     """Expose this node's findings and derived gauges on /metrics for Prometheus."""
     from clusterdoctor.serve.agent import Agent, default_sources, serve
 
     host, port = _hostport(listen, 9877)
-    a = Agent(default_sources(sysfs_root, list(log), source_timeout))
+    a = Agent(
+        default_sources(sysfs_root, list(log), source_timeout, proc_root, pod_resources_socket, node_name),
+        pod_resources=bool(pod_resources_socket),
+    )
     typer.echo(f"clusterdoctor agent on http://{host}:{port}/metrics", err=True)
     try:
         serve(a, host, port)
