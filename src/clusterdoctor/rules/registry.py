@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Skipped, Threshold
+from clusterdoctor.rules.alerts import Alert
 
 # Modules that hold rules, in catalog order. Importing one registers its rules.
 RULE_MODULES = (
@@ -104,6 +105,9 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     fn: RuleFn
     severity: Severity
+    # Prometheus alerts over the rule's own evidence (rules/alerts.py); none: the rule alerts through
+    # the agent's clusterdoctor_finding series.
+    alerts: tuple[Alert, ...] = ()
 
     @property
     def doc(self) -> str:
@@ -183,13 +187,19 @@ def rule(
     requires: tuple[str, ...],
     thresholds: tuple[Threshold, ...] = (),
     severity: Severity = Severity.WARNING,
+    alerts: tuple[Alert, ...] = (),
 ) -> Callable[[RuleFn], Rule]:
-    """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``)."""
+    """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``).
+
+    ``alerts``: PromQL alerts over the same evidence where it lives in Prometheus (etcd, scheduler,
+    apiserver, kubelet, node exporter, dcgm-exporter, the fail-slow probe); `clusterdoctor rules
+    --format prometheus` turns them, and a finding alert for every other rule, into rule groups.
+    """
 
     def deco(fn: RuleFn) -> Rule:
         if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"duplicate rule id {id}")
-        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity)
+        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity, tuple(alerts))
         _REGISTRY[id] = r
         return r
 
