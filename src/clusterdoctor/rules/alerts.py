@@ -99,3 +99,12 @@ def p99_above(metric: str, by: str, threshold: float, window: str = "5m", select
     return (
         f"histogram_quantile(0.99, sum by ({by}, le) (rate({metric}_bucket{sel}[{window}]))) > {threshold:g}"
     )
+
+
+def counter_rates(metric_names: tuple[str, ...], window: str = "5m", label: str = "counter") -> str:
+    """``rate()`` of several counters that share their other labels, each tagged ``label=<name>``.
+
+    ``rate({__name__=~"a|b"})`` drops the metric name and then holds two series with one label set,
+    which Prometheus refuses ("vector cannot contain metrics with the same labelset").
+    """
+    return " or ".join(f'label_replace(rate({m}[{window}]), "{label}", "{m}", "", "")' for m in metric_names)

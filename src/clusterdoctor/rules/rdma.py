@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
-from clusterdoctor.rules.alerts import Alert, Example
+from clusterdoctor.rules.alerts import Alert, Example, counter_rates
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input(
@@ -184,10 +184,10 @@ def _agent_rate(names: tuple[str, ...], what: str, rid_counter: str, quiet_count
 
 
 def _node_exporter(names: tuple[str, ...], what: str, fires_metric: str, name: str) -> Alert:
-    metric_re = "node_infiniband_(" + "|".join(names) + ")_total"
+    rates = counter_rates(tuple(f"node_infiniband_{n}_total" for n in names))
     return Alert(
         name=name,
-        expr=f'max by (job, instance, device, port) (rate({{__name__=~"{metric_re}"}}[5m])) > 0',
+        expr=f"max by (job, instance, device, port) ({rates}) > 0",
         severity="warning",
         for_="10m",
         source="node-exporter",
@@ -196,18 +196,18 @@ def _node_exporter(names: tuple[str, ...], what: str, fires_metric: str, name: s
             f"node exporter's InfiniBand counters for this port grew for 10 minutes: {what}. "
             f"{ANY_INCREASE.meaning} ({ANY_INCREASE.source})."
         ),
+        # every counter of the alert present on the same port, as node exporter exports them
         fires=Example(
-            (
-                (f"node_infiniband_{fires_metric}_total{{{_N}}}", "0+12x30"),
-                (f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),
-            ),
+            tuple(
+                (f"node_infiniband_{n}_total{{{_N}}}", "0+12x30" if n == fires_metric else "2x30")
+                for n in names
+            )
+            + ((f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),),
             _NL,
         ),
         healthy=Example(
-            (
-                (f"node_infiniband_{fires_metric}_total{{{_N}}}", "7x30"),  # old errors, none new
-                (f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),
-            )
+            tuple((f"node_infiniband_{n}_total{{{_N}}}", "7x30") for n in names)  # old errors, none new
+            + ((f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),)
         ),
     )
 
