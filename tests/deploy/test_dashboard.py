@@ -26,7 +26,9 @@ def test_one_row_per_layer_and_every_panel_queries():
     panels = [p for p in doc["panels"] if p["type"] != "row"]
     assert len(panels) >= 20
     for p in panels:
-        assert p["targets"] and all(t["expr"] and t["datasource"]["uid"] == "${datasource}" for t in p["targets"])
+        assert p["targets"] and all(
+            t["expr"] and t["datasource"]["uid"] == "${datasource}" for t in p["targets"]
+        )
         assert p.get("description")
     # panels do not overlap on Grafana's 24-column grid
     cells = set()
