@@ -72,6 +72,12 @@ def extender(
     policy: str = typer.Option(
         "", "--policy", help="Placement policy to score nodes with (default: the extender's first policy)."
     ),
+    prometheus: str = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus URL with the agents' series: filter nodes with a critical GPU or straggler finding, "
+        "score down warned ones, use the agents' free-GPU counts.",
+    ),
 ) -> None:
     """Run the kube-scheduler extender (filter/prioritize over HTTP)."""
     try:
@@ -94,4 +100,9 @@ def extender(
     if policies and policy not in policies:
         raise CliExit(EXIT_BAD_INPUT, f"error: --policy {policy!r}: expected one of {', '.join(policies)}")
     host, port = _hostport(listen, 8888)
-    run(host, port, policy)
+    if prometheus:
+        from clusterdoctor.serve.signals import PrometheusSignals
+
+        run(host, port, policy, signals=PrometheusSignals(prometheus))
+    else:
+        run(host, port, policy)
