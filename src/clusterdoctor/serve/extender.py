@@ -249,7 +249,12 @@ class Extender:
         n = NodeView(raw)
         sig = self.signals.get(n.name) if self.signals is not None else None
         ann = ((raw.get("metadata") or {}).get("annotations") or {}) if isinstance(raw, dict) else {}
-        if sig is not None and sig.free_gpus is not None and ANNO + "gpu-free-milli" not in ann and n.gpu_free:
+        if (
+            sig is not None
+            and sig.free_gpus is not None
+            and ANNO + "gpu-free-milli" not in ann
+            and n.gpu_free
+        ):
             # a count, not which GPUs: the free ones are taken to be the lowest indices
             free = max(0, min(sig.free_gpus, len(n.gpu_free)))
             n.gpu_free = [MILLI] * free + [0] * (len(n.gpu_free) - free)

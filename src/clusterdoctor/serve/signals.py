@@ -29,7 +29,9 @@ __all__ = ["NodeSignal", "PrometheusSignals", "SICK_LAYERS", "SICK_RULES"]
 
 SICK_LAYERS = frozenset({"gpu", "failslow"})
 SICK_RULES = frozenset({"COMM007"})  # straggler-rank
-FINDINGS_QUERY = 'max by (node, rule, subject, severity, layer) (clusterdoctor_finding{severity=~"warning|critical"})'
+FINDINGS_QUERY = (
+    'max by (node, rule, subject, severity, layer) (clusterdoctor_finding{severity=~"warning|critical"})'
+)
 GPUS_QUERY = "max by (node, state) (clusterdoctor_node_gpus)"
 WARNING_SCORE_FACTOR = Threshold(
     "sick_node_score_factor",
