@@ -5,6 +5,7 @@ CLI accepts; the agent has the access the issue asks for and nothing more; the D
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,14 @@ def kubectl() -> str:
     exe = shutil.which("kubectl")
     if not exe:
         pytest.skip("kubectl not installed (it bundles kustomize; see .ci/run)")
+    out = subprocess.run([exe, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60)
+    try:
+        kv = json.loads(out.stdout).get("kustomizeVersion", "v0")
+        major = int(kv.lstrip("v").split(".")[0])
+    except (ValueError, AttributeError):
+        major = 0
+    if major < 4:
+        pytest.skip(f"kubectl's kustomize is too old for components ({out.stdout.strip()[:80]!r}); need v4+")
     return exe
 
 
