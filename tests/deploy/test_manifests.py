@@ -25,7 +25,9 @@ def kubectl() -> str:
     exe = shutil.which("kubectl")
     if not exe:
         pytest.skip("kubectl not installed (it bundles kustomize; see .ci/run)")
-    out = subprocess.run([exe, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [exe, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60
+    )
     try:
         kv = json.loads(out.stdout).get("kustomizeVersion", "v0")
         major = int(kv.lstrip("v").split(".")[0])
