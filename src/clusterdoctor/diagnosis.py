@@ -252,7 +252,17 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
         placement=obs.get("processes") or [],
         heatmaps=latency_heatmaps(obs),
         timeline=events[:MAX_TIMELINE_EVENTS],
+        gpu_grid=gpu_grid(obs, findings),
     )
+
+
+def gpu_grid(obs: Observations, findings: list[Any]) -> list[dict[str, Any]]:
+    """The per-GPU health grid when GPU sources were given (see analyze.gpu_health.health_grid)."""
+    if not (obs.get("gpu_reports") or obs.get("metrics") is not None):
+        return []
+    from clusterdoctor.analyze.gpu_health import gpu_fleet, health_grid
+
+    return health_grid(gpu_fleet(obs), findings)
 
 
 def diagnose_local(
@@ -282,6 +292,11 @@ def diagnose_local(
     if kube is not None:
         add_kube_context(obs, kube, sources)
     _add_live_rdma(obs, sysfs_root, sources)
+    add_live_gpu(obs, sysfs_root, sources)
+    if kube is not None:
+        from clusterdoctor.observe.node.kube_context import name_gpu_pods
+
+        name_gpu_pods(obs)  # GPU-health findings name the pod holding the GPU
     return run(obs, sources, host=topo.hostname or socket.gethostname())
 
 
@@ -301,6 +316,21 @@ def add_kube_context(obs: Observations, kube: Any, sources: list[SourceRef]) -> 
         )
     if kube.pods is not None:
         sources.append(SourceRef("kubernetes-pods", kube.pods.source, f"{len(kube.pods)} pods"))
+
+
+def add_live_gpu(obs: Observations, sysfs_root: str, sources: list[SourceRef]) -> None:
+    """This node's GPUs, live (NVML / nvidia-smi, kernel log, sysfs); what could not be read becomes the
+    reason the GPU rules give when skipped."""
+    from clusterdoctor.observe.gpu.live import collect_live_gpu
+
+    live = collect_live_gpu(sysfs_root)
+    if live.reports:
+        merge_into(obs, {"gpu_reports": live.reports})
+        sources.append(SourceRef("gpu", "live", ", ".join(live.used)))
+    if live.skipped and not live.reports:
+        obs.absent_reasons.setdefault("gpu_health", "no GPU source on this node: " + "; ".join(live.skipped))
+    elif live.skipped:
+        obs.data.setdefault("warnings_list", []).extend(f"GPU source not read: {s}" for s in live.skipped)
 
 
 def _add_live_rdma(obs: Observations, sysfs_root: str, sources: list[SourceRef]) -> None:

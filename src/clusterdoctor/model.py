@@ -12,9 +12,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from clusterdoctor.topology.gpu import GpuEvent, GpuReport, GpuState
     from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology
 
 _TOPOLOGY_TYPES = ("Device", "NumaNode", "PathInfo", "Topology")
+# the GPU health model (clusterdoctor.topology.gpu), re-exported the same way
+_GPU_TYPES = ("GpuEvent", "GpuReport", "GpuState", "NvLinkState", "PcieLink", "Reading")
 
 
 def __getattr__(name: str) -> Any:
@@ -23,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from clusterdoctor.topology import model as topology_model
 
         return getattr(topology_model, name)
+    if name in _GPU_TYPES:
+        from clusterdoctor.topology import gpu as gpu_model
+
+        return getattr(gpu_model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -32,6 +39,9 @@ __all__ = [
     "Event",
     "Evidence",
     "Finding",
+    "GpuEvent",
+    "GpuReport",
+    "GpuState",
     "Histogram",
     "NumaNode",
     "PathInfo",
@@ -214,6 +224,8 @@ class Diagnosis:
     # [{"title", "times", "bounds", "counts"}] and the timeline of correlated events.
     heatmaps: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
+    # per-GPU health grid (GPUs x checks, analyze.gpu_health.health_grid); empty without GPU sources
+    gpu_grid: list[dict[str, Any]] = field(default_factory=list)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -228,4 +240,5 @@ class Diagnosis:
             "findings": [f.as_dict() for f in self.findings],
             "skipped": [s.as_dict() for s in self.skipped],
             "warnings": list(self.warnings),
+            **({"gpu_health": list(self.gpu_grid)} if self.gpu_grid else {}),
         }

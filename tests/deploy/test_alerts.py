@@ -70,6 +70,10 @@ def test_every_rule_has_an_alert_with_the_required_fields():
     for rid in ("ETCD001", "ETCD005", "CP001", "CP002", "CP003", "KUBELET003", "RDMA004"):
         assert all("clusterdoctor_finding" not in a["expr"] for a in seen[rid]), rid
     assert any("node_infiniband_" in a["expr"] for a in seen["RDMA004"])
+    # GPU health (issue 12) on dcgm-exporter's series where it exports the evidence
+    for rid in ("GPU001", "GPU004", "GPU005", "GPU006", "GPU007", "GPU008", "GPU012", "GPU014"):
+        assert all("DCGM_FI_DEV_" in a["expr"] for a in seen[rid]), rid
+    assert "clusterdoctor_finding" in seen["GPU002"][0]["expr"]
     for rid in ("NUMA002", "ETCD008", "COMM007"):
         assert "clusterdoctor_finding" in seen[rid][0]["expr"]
 

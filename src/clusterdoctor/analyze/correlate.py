@@ -26,6 +26,8 @@ from clusterdoctor.model import Event
 
 __all__ = [
     "STAGES",
+    "GpuCauseChain",
+    "gpu_cause_chain",
     "CauseRank",
     "Chain",
     "ChainLink",
@@ -326,3 +328,65 @@ def cron_periods(owners: Iterable[str | None]) -> dict[str, float]:
             s = sorted(ms)
             out[f"cronjob {name}"] = 60.0 * statistics.median(b - a for a, b in zip(s, s[1:]))
     return out
+
+
+# -- a sick GPU as the cause of a straggling rank ------------------------------------------------------
+
+
+@dataclass
+class GpuCauseChain:
+    """Cause → symptom across layers: a GPU fault on the node (or GPU) of the rank the communication
+    analysis names as the straggler → that rank enters collectives late → every other rank waits.
+
+    ``match`` says how the rank was tied to the GPU: ``"gpu"`` (the rank runs on that GPU: placement
+    audit, NVML/nvidia-smi pids, NCCL ``Init COMPLETE`` bus ids) or ``"node"`` (only the node is known).
+    """
+
+    rank: int
+    late_count: int
+    matched: int
+    mean_late_us: float
+    match: str
+    causes: list[tuple[str, str, str, float | None]]  # (subject, rule, title, first time)
+
+    def describe(self) -> str:
+        import datetime as _dt
+
+        def t(x: float | None) -> str:
+            if x is None:
+                return "time unknown"
+            return _dt.datetime.fromtimestamp(x, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        cause = "; ".join(f"{rule} {title} on {subj} ({t(when)})" for subj, title, rule, when in self.causes)
+        where = "its GPU" if self.match == "gpu" else "a GPU of its node"
+        return (
+            f"cause: {cause} → rank {self.rank} ({where}) starts {self.late_count} of {self.matched} collectives last, "
+            f"{self.mean_late_us / 1000:.2f} ms late on average → every other rank waits in those collectives"
+        )
+
+
+def gpu_cause_chain(
+    straggler: object, gpu_findings: Sequence[object], rank_gpus: Sequence[str], node_gpus: Sequence[str]
+) -> GpuCauseChain | None:
+    """Tie GPU findings to a straggler (``analyze.comm.Straggler``): findings about the rank's own GPUs
+    (labels in ``rank_gpus``) first, else about any GPU of its node (``node_gpus``). None when no GPU
+    finding is on that rank's GPU or node. Findings carry ``subject``, ``rule``, ``title``, ``evidence``."""
+    mine = [f for f in gpu_findings if getattr(f, "subject", None) in set(rank_gpus)]
+    match = "gpu"
+    if not mine:
+        mine = [f for f in gpu_findings if getattr(f, "subject", None) in set(node_gpus)]
+        match = "node"
+    if not mine:
+        return None
+    causes = []
+    for f in mine:
+        times = [e.time for e in getattr(f, "evidence", []) if getattr(e, "time", None) is not None]
+        causes.append((str(f.subject), str(f.title), str(f.rule), min(times) if times else None))  # type: ignore[attr-defined]
+    return GpuCauseChain(
+        rank=int(straggler.rank),  # type: ignore[attr-defined]
+        late_count=int(straggler.late_count),  # type: ignore[attr-defined]
+        matched=int(straggler.matched),  # type: ignore[attr-defined]
+        mean_late_us=float(straggler.mean_late_us),  # type: ignore[attr-defined]
+        match=match,
+        causes=causes,
+    )

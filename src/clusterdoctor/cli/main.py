@@ -36,6 +36,7 @@ GROUPS: tuple[tuple[str, str | None], ...] = (
     ("clusterdoctor.cli.qat", "qat"),
     ("clusterdoctor.cli.sim", "sim"),
     ("clusterdoctor.cli.serve", "serve"),
+    ("clusterdoctor.cli.gpu", "gpu"),
 )
 
 

@@ -47,6 +47,9 @@ LOADERS: list[Loader] = [
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
     Loader("numa probe result", "clusterdoctor.topology.probe", "sniff_probe", "load_probe"),
     Loader("comm", "clusterdoctor.observe.comm.sources", "sniff_comm", "load_comm_observations"),
+    # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
+    # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
+    Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader(
         "etcdctl status/health",
         "clusterdoctor.observe.control.etcd",
@@ -93,6 +96,11 @@ def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
     ports = read_sysfs_infiniband(base)
     if ports:
         out["rdma"] = ports
+    from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
+
+    gpu = sysfs_gpu_report(base, source)
+    if gpu is not None:
+        out["gpu_reports"] = [gpu]
     return out
 
 
@@ -141,7 +149,7 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
         return "sysfs tarball", _load_sysfs_tarball(p)
     raise InputError(
         "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
-        "NCCL log, nccl-tests output or trace",
+        "NCCL log, nccl-tests output, trace or GPU tool output",
         str(p),
     )
 

@@ -188,6 +188,47 @@ def _file(w: BundleWriter, o: CollectOptions, path: str) -> list[str]:
     return [w.add(f"files/{_safe(p.name)}", data, redact=not metrics)]
 
 
+# GPU health sources gathered when their tool exists (read-only commands; dcgmi diag is not run: it
+# loads the GPUs). Each lands under gpu/ and is read back by content like any other file.
+GPU_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("nvidia-smi-q.xml", ("nvidia-smi", "-q", "-x")),
+    ("nvidia-smi-nvlink-s.txt", ("nvidia-smi", "nvlink", "-s")),
+    ("nvidia-smi-nvlink-e.txt", ("nvidia-smi", "nvlink", "-e")),
+    ("lspci-vv-nvidia.txt", ("lspci", "-vv", "-D", "-d", "10de:")),
+    ("dcgmi-discovery-l.txt", ("dcgmi", "discovery", "-l")),
+    ("dcgmi-health-c.txt", ("dcgmi", "health", "-c")),
+)
+
+
+def _gpu_tool(w: BundleWriter, o: CollectOptions, name: str, args: tuple[str, ...]) -> list[str]:
+    if not shutil.which(args[0]):
+        return []
+    try:
+        p = subprocess.run(list(args), capture_output=True, timeout=o.timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"{' '.join(args)} exceeded {o.timeout_s:g} s") from None
+    if p.returncode != 0 or not p.stdout.strip():
+        err = p.stderr.decode("utf-8", "replace").strip()[:300]
+        if p.returncode != 0:
+            raise RuntimeError(err or f"{args[0]} exit {p.returncode}")
+        return []
+    if name == "lspci-vv-nvidia.txt" and b"10de" not in p.stdout and b"NVIDIA" not in p.stdout:
+        return []
+    return [w.add(f"gpu/{name}", p.stdout, redact=True)]
+
+
+def _gpu_kernel_log(w: BundleWriter, o: CollectOptions) -> list[str]:
+    """The NVIDIA driver lines of the kernel log (dmesg, else journalctl -k), for Xid/SXid."""
+    from clusterdoctor.observe.gpu.live import kernel_log_bytes
+
+    data, how, why = kernel_log_bytes(o.timeout_s)
+    if data is None:
+        raise RuntimeError(why or "kernel log not readable")
+    if b"NVRM" not in data and b"SXid" not in data:
+        return []
+    return [w.add("gpu/kernel-nvidia.log", data, redact=True)]
+
+
 def collect_bundle(out: str | Path, opts: CollectOptions | None = None) -> dict:
     """Collect every source of ``opts`` into the bundle ``out``; returns the manifest."""
     o = opts or CollectOptions()
@@ -201,4 +242,9 @@ def collect_bundle(out: str | Path, opts: CollectOptions | None = None) -> dict:
         w.sources.append(run_source(f"journal {unit}", lambda unit=unit: _journal(w, o, unit), o.timeout_s))
     for f in o.files:
         w.sources.append(run_source(f"file {f}", lambda f=f: _file(w, o, f), o.timeout_s))
+    for name, args in GPU_COMMANDS:
+        w.sources.append(
+            run_source(f"gpu {' '.join(args)}", lambda n=name, a=args: _gpu_tool(w, o, n, a), o.timeout_s)
+        )
+    w.sources.append(run_source("gpu kernel log (NVRM/SXid)", lambda: _gpu_kernel_log(w, o), o.timeout_s))
     return w.write(out)

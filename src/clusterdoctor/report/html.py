@@ -19,6 +19,8 @@ th{background:#f4f4f4} .critical{color:#b00020;font-weight:bold} .warning{color:
 .info{color:#00638a} .finding{border-left:4px solid #ccc;padding:.3em .8em;margin:.8em 0}
 .finding.critical{border-color:#b00020} .finding.warning{border-color:#e0a000} code{background:#f4f4f4;padding:0 .2em}
 .muted{color:#777} svg text{font-family:sans-serif}
+td.g-ok{background:#e3f4e3} td.g-critical{background:#f8d0d4} td.g-warning{background:#fde9c4}
+td.g-info{background:#dcedf7} td.g-unknown{background:#eee;color:#777} td.g-na{color:#999}
 """
 
 
@@ -192,6 +194,50 @@ def timeline_svg(events: list[Any], width: int = 900) -> str:
     return "".join(out)
 
 
+GRID_LABEL = {"ok": "ok", "critical": "CRIT", "warning": "WARN", "info": "info", "unknown": "?", "n/a": "n/a"}
+
+
+def gpu_health_grid(rows: list[dict[str, Any]]) -> str:
+    """GPUs x checks: each cell the worst finding's severity, ok, n/a, or ? (not exported), with the
+    detail as a tooltip. Rows come from analyze.gpu_health.health_grid (the pipeline computed them)."""
+    if not rows:
+        return ""
+    checks = list(rows[0]["checks"])
+    head = (
+        "<tr><th>node</th><th>GPU</th><th>bus id</th><th>UUID</th><th>model</th><th>NUMA</th><th>rank / pod</th>"
+        + "".join(f"<th>{escape(c)}</th>" for c in checks)
+        + "</tr>"
+    )
+    body = []
+    for r in rows:
+        cells = []
+        for c in checks:
+            st = r["checks"][c]["status"]
+            cls = "g-na" if st == "n/a" else f"g-{st}"
+            cells.append(
+                f"<td class='{cls}' title='{escape(r['checks'][c].get('detail') or '')}'>{escape(GRID_LABEL.get(st, st))}</td>"
+            )
+        who = ", ".join(
+            filter(None, [("rank " + ",".join(r["ranks"])) if r.get("ranks") else "", r.get("pod") or ""])
+        )
+        body.append(
+            "<tr>"
+            f"<td>{escape(r.get('node') or '-')}</td>"
+            f"<td>{escape('' if r.get('index') is None else str(r['index']))}</td>"
+            f"<td>{escape(r.get('bus_id') or '-')}</td><td>{escape(r.get('uuid') or '-')}</td>"
+            f"<td>{escape(r.get('model') or '-')}</td>"
+            f"<td>{escape('' if r.get('numa_node') is None else str(r['numa_node']))}</td>"
+            f"<td>{escape(who or '-')}</td>" + "".join(cells) + "</tr>"
+        )
+    return (
+        "<table class='gpu-grid'>"
+        + head
+        + "".join(body)
+        + "</table><p class='muted'>? = the sources do not export what this check needs (not checked, not healthy); "
+        "n/a = not applicable by design (e.g. no NVLink). Hover a cell for the detail.</p>"
+    )
+
+
 def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extra_sections: str = "") -> str:
     """The whole report as one HTML document."""
     parts = [
@@ -228,6 +274,9 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
             f"<p>{escape(f.summary)}</p><ul>{ev}</ul>"
             f"<p><b>Fix:</b> {escape(f.fix)}</p><p><b>Verify:</b></p><ul>{verify}</ul></div>"
         )
+    if diag.gpu_grid:
+        parts.append("<h2>GPU health</h2>")
+        parts.append(gpu_health_grid(diag.gpu_grid))
     if diag.topology is not None:
         parts.append("<h2>NUMA topology</h2>")
         parts.append(

@@ -32,6 +32,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
+    "clusterdoctor.rules.gpu",
 )
 
 # What each observation kind is and how a user provides it (shown when a rule is skipped).
@@ -54,6 +55,30 @@ INPUT_HINTS: dict[str, str] = {
     "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
     "pod_resources": "no kubelet pod-resources API reading (run in the agent pod, or pass --pod-resources-socket)",
 }
+
+
+# Kinds computed from other observations just before the rules run (e.g. "which GPUs state ECC
+# counters"): kind -> fn(obs) returning (value or None, reason when absent).
+_DERIVED: dict[str, Callable[[Observations], tuple[Any, str | None]]] = {}
+
+
+def register_derived(kind: str, fn: Callable[[Observations], tuple[Any, str | None]], hint: str) -> None:
+    """Declare a kind derived from other observations; ``fn`` returns ``(value, reason)`` and runs
+    once per diagnosis, before the rules (its reason is what a skipped rule shows)."""
+    _DERIVED[kind] = fn
+    INPUT_HINTS.setdefault(kind, hint)
+
+
+def derive(obs: Observations) -> None:
+    """Fill the derived kinds not already present (see :func:`register_derived`)."""
+    for kind, fn in _DERIVED.items():
+        if kind in obs.data or kind in obs.absent_reasons:
+            continue
+        value, reason = fn(obs)
+        if value is not None and (not isinstance(value, (list, dict, set, tuple)) or value):
+            obs.put(kind, value)
+        elif reason:
+            obs.absent_reasons[kind] = reason
 
 
 def register_input(kind: str, hint: str) -> None:
@@ -238,7 +263,9 @@ def run_rules(
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     ran: list[str] = []
-    for r in rules if rules is not None else load_all():
+    catalog = list(rules) if rules is not None else load_all()
+    derive(obs)
+    for r in catalog:
         missing = [k for k in r.requires if not obs.has(k)]
         if missing:
             skipped.append(Skipped(r.id, "; ".join(obs.missing_reason(k) for k in missing)))

@@ -173,6 +173,10 @@ def _add_node_observations(obs: Any, data: dict[str, Any]) -> None:
         diagnosis.add_topology(obs, data["topology"])
     if "processes" in data:
         diagnosis.add_processes(obs, data["processes"])
+    if data.get("gpu_reports"):
+        from clusterdoctor.observe.node.kube_context import name_gpu_pods
+
+        name_gpu_pods(obs)  # GPU-health findings name the pod holding the GPU
 
 
 def default_sources(
@@ -209,6 +213,15 @@ def default_sources(
 
         # placement needs the pod context first: one source, both readings, one timeout
         srcs.append(Source("node-placement" if proc_root else "kubernetes", node, timeout_s))
+
+        def gpu() -> dict[str, Any]:
+            from clusterdoctor.observe.gpu.live import collect_live_gpu
+
+            live = collect_live_gpu(sysfs_root, timeout=timeout_s)
+            return {"gpu_reports": live.reports}
+
+        # GPU health (NVML, nvidia-smi, kernel log, sysfs) on the node the agent is deployed to
+        srcs.append(Source("gpu", gpu, timeout_s))
     for path in logs or []:
 
         def load(path: str = path) -> dict[str, Any]:

@@ -251,3 +251,33 @@ def test_list_node_pods_asks_for_this_node_with_the_token(tmp_path):
     assert seen["path"] == "/api/v1/pods?fieldSelector=spec.nodeName%3Ddatagen-1-35"
     assert seen["auth"] == "Bearer t0k"
     assert len(idx) == 24 and "datagen-1-35" in idx.source
+
+
+def test_gpu_health_states_named_by_pod_resources():
+    """A real dcgm-exporter scrape without Kubernetes labels: the pod-resources API names the GPU's pod."""
+    from clusterdoctor.observe.gpu.dcgm_exporter import parse_dcgm_exporter
+    from clusterdoctor.observe.node.kube_context import name_gpu_pods
+    from clusterdoctor.observe.node.podresources import ContainerAlloc, DeviceAlloc, PodResources
+    from clusterdoctor.rules.registry import Observations
+
+    rel = "gpu/dcgm-exporter_l4_kops-aws_580.105.08_remap-fields-healthy.prom"
+    reports = parse_dcgm_exporter(shared_fixture(rel).read_bytes(), rel)
+    g = reports[0].gpus[0]
+    assert g.uuid and g.pod is None
+    pr = PodResources(
+        socket="/var/lib/kubelet/pod-resources/kubelet.sock",
+        api="v1",
+        containers=[
+            ContainerAlloc("vision", "resnet-7", "trainer", (DeviceAlloc("nvidia.com/gpu", (g.uuid,)),))
+        ],
+    )
+    obs = Observations()
+    obs.put("gpu_reports", reports)
+    assert name_gpu_pods(obs) == 0  # no pod resources observed: nothing to name
+    obs.put("pod_resources", pr)
+    assert name_gpu_pods(obs) == 1
+    assert (g.namespace, g.pod, g.container) == ("vision", "resnet-7", "trainer")
+    assert g.field_sources["pod"].startswith("kubelet pod-resources")
+    from clusterdoctor.rules.gpu import _extra_ident
+
+    assert any(e.description == "pod" and e.value == "vision/resnet-7 container trainer" for e in _extra_ident(g))

@@ -138,3 +138,28 @@ def collect_kube_context(
         except PodResourcesUnavailable as e:
             ctx.warnings.append(f"pod resources: {e}")
     return ctx
+
+
+def name_gpu_pods(obs: Any) -> int:
+    """Fill the pod of each GPU in ``obs["gpu_reports"]`` from ``obs["pod_resources"]`` (by UUID).
+
+    The GPU-health rules name the pod of a GPU when its state says it (dcgm-exporter's Kubernetes
+    mapping does); on a node the kubelet's pod-resources API says it for every source (NVML,
+    nvidia-smi, kernel log). A pod the source already names is kept. Returns how many GPUs were named.
+    """
+    pr = obs.get("pod_resources")
+    if pr is None:
+        return 0
+    owners = pr.gpu_owners()
+    n = 0
+    for rep in obs.get("gpu_reports") or []:
+        for g in getattr(rep, "gpus", None) or []:
+            owner = owners.get(g.uuid) if getattr(g, "uuid", None) else None
+            if owner is None or g.pod:
+                continue
+            src = f"kubelet pod-resources ({pr.socket})"
+            g.set("namespace", owner.namespace, src)
+            g.set("pod", owner.pod, src)
+            g.set("container", owner.container, src)
+            n += 1
+    return n

@@ -1,0 +1,261 @@
+"""``clusterdoctor gpu health``: the sick GPUs of a node, a set of files, or the whole fleet via Prometheus."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+
+app = typer.Typer(
+    help="GPU health: Xid, ECC and row remapping, throttling, NVLink and PCIe faults.", no_args_is_help=True
+)
+
+SCHEMA = "clusterdoctor.gpu_health/1"
+FORMATS = ("text", "json", "html")
+
+
+@app.command("health")
+def health(
+    paths: list[Path] = typer.Argument(
+        None,
+        help="Files, sysfs trees or bundles: nvidia-smi -q / -q -x / --query-gpu CSV, dmesg or journalctl -k "
+        "with NVRM Xid lines, nvidia-smi nvlink -s/-e, lspci -vv, dcgmi diag/discovery/health, dcgm-exporter "
+        "/metrics dumps, sysfs trees, clusterdoctor bundles. Detected by content. None: this node, live.",
+        show_default=False,
+    ),
+    prometheus: str = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus URL holding dcgm-exporter series: check every GPU of the fleet.",
+    ),
+    window: str = typer.Option(
+        "10m", "--window", help="With --prometheus: window for counter increases (90s, 10m, 1h)."
+    ),
+    scrape: list[str] = typer.Option(
+        None, "--scrape", help="A dcgm-exporter /metrics URL to scrape (repeatable)."
+    ),
+    scrape_interval: float = typer.Option(
+        10.0, "--scrape-interval", help="Seconds between the two scrapes (counter rates; 0: one scrape)."
+    ),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | html"),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
+    fail_on: str = typer.Option(
+        "critical", "--fail-on", help="Exit 1 at or above: info | warning | critical."
+    ),
+    sysfs_root: str = typer.Option("/", "--sysfs-root", help="Live: read PCIe links from this sysfs root."),
+) -> None:
+    """Check GPUs for Xid/SXid errors, uncorrectable ECC and row-remap state, throttle reasons under load,
+    NVLinks down, PCIe links below capability while busy, and DCGM diag/health failures; one finding per
+    sick GPU with its node, rank/pod, cost, fix and verify commands.
+
+    Facts a source does not export are reported as not checked, never as healthy.
+
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+
+    Examples:
+
+      clusterdoctor gpu health
+
+      clusterdoctor gpu health nvidia-smi-q.txt dmesg.log lspci.txt
+
+      clusterdoctor gpu health --prometheus http://prometheus:9090 --format json
+    """
+    from clusterdoctor import diagnosis
+    from clusterdoctor.model import Severity, SourceRef
+
+    if fmt not in FORMATS:
+        raise CliExit(2, f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    try:
+        threshold = Severity.parse(fail_on)
+    except ValueError as e:
+        raise CliExit(2, f"error: --fail-on: {e}") from None
+    obs = diagnosis.new_observations()
+    refs: list[SourceRef] = []
+    queries: list[tuple[str, str, int]] = []
+    if prometheus:
+        from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
+
+        tty = sys.stderr.isatty()
+        res = collect_fleet(
+            prometheus,
+            diagnosis.parse_since(window),
+            progress=(lambda m: print(f"querying {m}", file=sys.stderr)) if tty else None,
+        )
+        diagnosis.merge_into(obs, {"gpu_reports": res.reports})
+        obs.get("warnings_list").extend(f"prometheus {prometheus}: {e}" for e in res.errors)
+        queries = res.queries
+        refs.append(
+            SourceRef(
+                "prometheus",
+                res.url,
+                f"{len(res.queries)} queries, {sum(len(r.gpus) for r in res.reports)} GPUs",
+            )
+        )
+    if scrape:
+        refs.append(diagnosis.add_scrapes(obs, scrape, scrape_interval))
+    if paths:
+        refs += diagnosis.load_sources(obs, paths)
+    if not refs:
+        from clusterdoctor.topology.build import from_sysfs
+
+        try:
+            diagnosis.add_topology(obs, from_sysfs(sysfs_root))
+        except Exception as e:  # a container without /sys/devices/system still has GPUs to check
+            obs.get("warnings_list").append(f"topology not read: {e}")
+        diagnosis.add_live_gpu(obs, sysfs_root, refs)
+        if not refs:
+            refs.append(SourceRef("gpu", "live", "nothing readable"))
+    diag = run_gpu_rules(obs, refs)
+    _emit(diag, fmt, output, queries)
+    worst = diag.worst()
+    raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
+
+
+def run_gpu_rules(obs: Any, refs: list[Any]) -> Any:
+    """Run the GPU rules only (and the GPU/comm join) over ``obs``: a Diagnosis with the health grid."""
+    import datetime as _dt
+
+    from clusterdoctor.diagnosis import gpu_grid
+    from clusterdoctor.model import Diagnosis
+    from clusterdoctor.rules.registry import load_all, run_rules
+
+    rules = [r for r in load_all() if r.layer == "gpu"]
+    findings, skipped, ran = run_rules(obs, rules)
+    topo = obs.get("topology")
+    return Diagnosis(
+        host=(topo.hostname if topo is not None and topo.hostname else "fleet / offline sources"),
+        generated_at=_dt.datetime.fromtimestamp(obs.get("now"), _dt.timezone.utc)
+        .replace(microsecond=0)
+        .isoformat(),
+        sources=refs,
+        findings=findings,
+        skipped=skipped,
+        warnings=list(obs.get("warnings_list") or []),
+        rules_run=ran,
+        gpu_grid=gpu_grid(obs, findings),
+    )
+
+
+def _emit(diag: Any, fmt: str, output: Path | None, queries: list[tuple[str, str, int]]) -> None:
+    from clusterdoctor.cli.common import write_output
+
+    if fmt == "json":
+        import json
+
+        doc = {**diag.as_dict(), "schema": SCHEMA}
+        doc["gpus"] = doc.pop("gpu_health", [])
+        doc["sick_gpus"] = sick_table(diag)
+        if queries:
+            doc["queries"] = [{"rule": r, "expr": e, "series": n} for r, e, n in queries]
+        write_output(json.dumps(doc, indent=2, default=str), output)
+    elif fmt == "html":
+        from clusterdoctor.report.html import render_html
+
+        write_output(render_html(diag, title="clusterdoctor GPU health"), output)
+    else:
+        write_output(render_text(diag), output)
+
+
+def sick_table(diag: Any) -> list[dict[str, Any]]:
+    """Sick GPUs (or nodes) ranked by their worst finding: severity, then score."""
+    by_subject: dict[str, list[Any]] = {}
+    for f in diag.findings:
+        by_subject.setdefault(f.subject or "?", []).append(f)
+    rows = []
+    for subject, fs in by_subject.items():
+        worst = max(fs, key=lambda f: (int(f.severity), f.score))
+        rows.append(
+            {
+                "subject": subject,
+                "severity": str(worst.severity),
+                "rules": sorted({f.rule for f in fs}),
+                "worst": worst.summary,
+                "findings": len(fs),
+                "_key": (-int(worst.severity), -worst.score, subject),
+            }
+        )
+    rows.sort(key=lambda r: r["_key"])
+    for r in rows:
+        del r["_key"]
+    return rows
+
+
+def _width() -> int:
+    try:
+        return max(60, int(os.environ.get("COLUMNS", "80")))
+    except ValueError:
+        return 80
+
+
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
+
+
+def render_text(diag: Any) -> str:
+    """The sick GPUs ranked by severity, fitted to the terminal width (COLUMNS, default 80)."""
+    w = _width()
+    lines = [_cut(f"clusterdoctor gpu health — {diag.generated_at}", w)]
+    lines.append(_cut("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources), w))
+    n_gpus = len(diag.gpu_grid)
+    table = sick_table(diag)
+    lines.append(
+        f"GPUs seen: {n_gpus}; sick: {len(table)}; rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}"
+    )
+    lines.append("")
+    if not table:
+        lines.append("No sick GPU found by the checks that ran (skipped checks below were NOT made).")
+    else:
+        lines.append(_cut(f"{'SEV':<8} {'GPU / NODE':<34} {'RULES':<14} WORST", w))
+        for r in table:
+            head = f"{r['severity'].upper():<8} {_cut(r['subject'], 34):<34} {_cut(','.join(r['rules']), 14):<14} "
+            worst = r["worst"].split(": ", 1)[1] if r["worst"].startswith(r["subject"] + ": ") else r["worst"]
+            lines.append(head + _cut(worst, max(10, w - len(head))))
+    if diag.gpu_grid:
+        unknown: dict[str, int] = {}
+        for row in diag.gpu_grid:
+            for cid, c in row["checks"].items():
+                if c["status"] == "unknown":
+                    unknown[cid] = unknown.get(cid, 0) + 1
+        if unknown:
+            lines.append("")
+            lines.append(
+                _cut(
+                    "not exported (not checked) on: "
+                    + ", ".join(f"{k} {v} GPU(s)" for k, v in unknown.items()),
+                    w,
+                )
+            )
+    lines.append("")
+    for i, f in enumerate(diag.findings, 1):
+        lines.append(_cut(f"{i}. {str(f.severity).upper()} {f.rule} {f.title} [{f.subject}]", w))
+        import textwrap
+
+        lines.extend(textwrap.wrap(f.summary, w - 3, initial_indent="   ", subsequent_indent="   "))
+        if f.fix:
+            lines.extend(
+                textwrap.wrap("fix: " + f.fix, w - 3, initial_indent="   ", subsequent_indent="     ")
+            )
+        for v in f.verify:
+            lines.append(_cut("   verify: " + v, w))
+    if diag.skipped:
+        lines.append("")
+        lines.append("skipped (not checked — missing input):")
+        import textwrap
+
+        by_reason: dict[str, list[str]] = {}
+        for s in diag.skipped:
+            by_reason.setdefault(s.reason, []).append(s.rule)
+        for reason, rules in by_reason.items():
+            lines.extend(
+                textwrap.wrap(
+                    f"{', '.join(rules)}: {reason}", w - 3, initial_indent="   ", subsequent_indent="     "
+                )
+            )
+    for wmsg in diag.warnings:
+        lines.append(_cut(f"warning: {wmsg}", w))
+    return "\n".join(lines) + "\n"
