@@ -220,7 +220,11 @@ def test_alert_expressions_run(prometheus):
         res = _query(prometheus, expr)
         assert res.get("status") == "success", f"{expr}: {res.get('error')}"
     # the dcgm-exporter fields the GPU alerts use exist in a real dcgm-exporter scrape
-    for metric in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"):
+    for metric in (
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ):
         assert any(metric in e for e in exprs) and _query(prometheus, metric)["data"]["result"], metric
     # the node exporter series the RDMA alerts name exist under those names
     for metric in ("node_infiniband_link_downed_total", "node_infiniband_port_transmit_wait_total"):

@@ -280,4 +280,6 @@ def test_gpu_health_states_named_by_pod_resources():
     assert g.field_sources["pod"].startswith("kubelet pod-resources")
     from clusterdoctor.rules.gpu import _extra_ident
 
-    assert any(e.description == "pod" and e.value == "vision/resnet-7 container trainer" for e in _extra_ident(g))
+    assert any(
+        e.description == "pod" and e.value == "vision/resnet-7 container trainer" for e in _extra_ident(g)
+    )
