@@ -94,14 +94,64 @@ def test_check_exit_codes_with_real_processes(sleeper, tmp_path):
     assert run_cli("numa", "check", "--from", xml, "--pid", str(spans), "--pid", str(wrong)).code == 3
 
 
-def test_check_expect_nodes_and_env(tmp_path):
+def test_check_expect_nodes_and_env(sleeper):
     live_nodes = len(
         [d for d in os.listdir("/sys/devices/system/node") if d.startswith("node") and d[4:].isdigit()]
     )
-    assert run_cli("numa", "check", "--expect-nodes", str(live_nodes)).code == 0
-    r = run_cli("numa", "check", "--expect-nodes", str(live_nodes + 1))
+    bound = str(sleeper({0}))  # bound to CPU 0: one node, no device, so consistent on any machine
+    assert run_cli("numa", "check", "--expect-nodes", str(live_nodes), "--pid", bound).code == 0
+    r = run_cli("numa", "check", "--expect-nodes", str(live_nodes + 1), "--pid", bound)
     assert r.code == 1 and "expected" in r.out
-    assert run_cli("numa", "check", env={"NUMA_NODE_COUNT": str(live_nodes + 1)}).code == 1
+    r = run_cli("numa", "check", "--pid", bound, env={"NUMA_NODE_COUNT": str(live_nodes + 1)})
+    assert r.code == 1
+
+
+def test_check_is_ok_only_when_something_was_checked(sleeper, tmp_path):
+    """Exit 0 needs at least one checked process, all consistent; nothing checked is exit 1, never OK."""
+    bound = sleeper({0})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a --pid that exited before the check
+    r = run_cli("numa", "check", "--pid", str(bound), "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["processes"][0]["code"] == 0
+    r = run_cli("numa", "check", "--pid", str(dead.pid))
+    assert r.code == 1 and "could not be checked" in r.out and "OK" not in r.out
+    r = run_cli("numa", "check", "--pid", str(bound), "--pid", str(dead.pid), "--json")
+    assert r.code == 1, r.out
+    doc = json.loads(r.out)
+    assert {p["pid"]: p["code"] for p in doc["processes"]} == {bound: 0, dead.pid: 1}
+    junit = tmp_path / "numa.xml"
+    r = run_cli("numa", "check", "--match", "no-process-has-this-command-line-3f9c2", "--junit", str(junit))
+    assert r.code == 1 and "matched nothing" in r.out
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot()}
+    assert cases["processes-checked"].find("failure") is not None  # CI sees the failed gate
+    assert cases["numa-information"].find("failure") is None
+    # this suite's machines run no GPU/RDMA process: the default selection checks nothing
+    r = run_cli("numa", "check")
+    if "no process uses a GPU" in r.out:
+        assert r.code == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--no-such-option"],
+        ["--pid", "not-a-pid"],
+        ["--expect-nodes", "two"],
+        ["--match", "("],
+        ["--from", "/no/such/dir/topo.xml"],
+    ],
+)
+def test_check_usage_errors_exit_4(args):
+    """Click's usage code 2 means "not bound" for numa check: its usage errors give 4, in one line."""
+    r = run_cli("numa", "check", *args)
+    assert r.code == 4, (args, r.out, r.err)
+    assert r.err.count("\n") == 1 and "Traceback" not in r.err and r.out == ""
+
+
+def test_check_unwritable_junit_exits_4_before_checking(tmp_path):
+    r = run_cli("numa", "check", "--pid", "1", "--junit", str(tmp_path / "missing" / "numa.xml"))
+    assert r.code == 4 and "missing" in r.err and r.out == ""
 
 
 def test_check_bad_input_exits_4(tmp_path):

@@ -220,7 +220,7 @@ def test_ncu_dram_throttle() -> None:
 
 def test_every_comm_rule_is_documented() -> None:
     rules = [r for r in load_all() if r.layer == "comm"]
-    assert len(rules) == 11
+    assert len(rules) == 12
     for r in rules:
         sec = parse_sections(r.doc)
         assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id
@@ -237,3 +237,173 @@ def test_busid_conversion() -> None:
     assert C.nccl_busid_to_pci("f5000") == "0000:f5:00.0"
     assert C.nccl_busid_to_pci("1b000") == "0000:1b:00.0"
     assert C.nccl_busid_to_pci("zz") is None
+
+
+PUBLIC = TEST_DATA / "comm" / "public"
+TORCHRUN = TEST_DATA / "comm" / "torchrun_gloo"
+
+
+def _by_rule(findings, rule: str) -> list:
+    return [f for f in findings if f.rule == rule]
+
+
+def test_first_collective_never_completed_real_4_rank_log() -> None:
+    f = _run(load_comm_observations(PUBLIC / "unige_hpc_4301_allgather_seq1_4rank.log"))
+    (first,) = _by_rule(f, "COMM012")
+    assert not _by_rule(f, "COMM009")  # one finding for the instance, not a hang and a first-collective one
+    assert first.severity == Severity.CRITICAL and first.subject == "ranks 0-3"
+    assert "very first collective never completed" in first.summary
+    assert "every rank arrived" in first.summary  # all 4 ranks of the ALLGATHER (1 -> 4 elements) reported it
+    ev = {e.description: e.value for e in first.evidence}
+    assert ev["collective"] == "ALLGATHER" and ev["group / sequence"] == "0 / 1"
+    assert ev["NumelIn / NumelOut"] == "1 / 4" and ev["timeout"] == 600000
+    assert ev["last enqueued / last completed work"] == "1 / -1" and ev["ranks reporting it"] == [0, 1, 2, 3]
+    text = " ".join([first.fix, *first.verify])
+    for needed in ("TORCH_NCCL_TRACE_BUFFER_SIZE", "NCCL_DEBUG=INFO", "torchfrtrace"):
+        assert needed in text
+
+
+def test_timeout_mid_training_is_a_hang_not_a_first_collective() -> None:
+    f = _run(load_comm_observations(PUBLIC / "basicsr_737_allreduce_seq808.log"))
+    assert not _by_rule(f, "COMM012")
+    (h,) = _by_rule(f, "COMM009")
+    assert h.subject == "ranks 0-2" and "SeqNum=808" in h.summary and "NumelIn=9801523" in h.summary
+    assert "last enqueued work 811, last completed 807" in h.summary
+
+
+def test_op_mismatch_at_one_seqnum_names_both_ranks() -> None:
+    (h,) = _by_rule(_run(load_comm_observations(PUBLIC / "nccl_1409_indented_op_mismatch.log")), "COMM009")
+    assert h.subject == "ranks 3, 7" and "BROADCAST" in h.summary and "ALLREDUCE" in h.summary
+    assert h.severity == Severity.WARNING  # two ranks: which one diverged is not known, nor their groups
+
+
+def test_gloo_timeout_seen_in_console_and_tee_file_is_one_finding() -> None:
+    data = load_comm_observations(TORCHRUN / "stuck_rank_tee")
+    (h,) = _by_rule(_run(data), "COMM009")
+    assert h.subject == "rank 0" and "gloo recv" in h.summary
+    sources = [e.source for e in h.evidence if e.description == "log line"]
+    assert (
+        len(sources) == 2
+        and any("console.log" in s for s in sources)
+        and any("stderr.log" in s for s in sources)
+    )
+    assert any("TORCH_DISTRIBUTED_DEBUG=DETAIL" in v for v in h.verify)
+
+
+def test_gloo_debug_detail_names_the_culprit() -> None:
+    f = _by_rule(_run(load_comm_observations(TORCHRUN / "stuck_rank_detail.log")), "COMM009")
+    assert [x.subject for x in f] == ["rank 1"] and "did not reach gloo's monitoredBarrier" in f[0].summary
+
+
+def test_rank_that_never_reached_init_process_group() -> None:
+    (h,) = _by_rule(_run(load_comm_observations(TORCHRUN / "late_rank_plain.log")), "COMM012")
+    assert h.subject == "rank 1" and "process group never formed" in h.summary
+
+
+@pytest.mark.parametrize(
+    "path,scope,matched",
+    [
+        # Expectations from fixtures/comm/SOURCES.md (what each run is) and the files' busbw columns.
+        ("comm/nccl_tests_dgxh100_4gpu_nvswitch.txt", "intra-node", "nvswitch"),
+        ("comm/nccl_tests_dgxa100_4gpu_nvswitch.txt", "intra-node", "nvswitch"),
+        ("comm/nccl_tests_a40_2gpu_nvlink.txt", "intra-node", "nvlink"),
+        ("comm/nccl_tests_a40_2gpu_p2pdisabled_node.txt", "intra-node", "pcie"),
+        ("comm/nccl_tests_dgxa100_4gpu_p2pdisabled.txt", "intra-node", "pcie"),
+        ("comm/nccl_efa_2node_t4_init_and_allreduce_perf.log", "inter-node", "efa"),
+        ("comm/nccl_tests_2node_efa.log", "unknown", "efa"),
+        ("comm/nccl_tests_2node_socket_no_efa.log", "unknown", "socket"),
+    ],
+)
+def test_link_class_the_busbw_matches(path: str, scope: str, matched: str) -> None:
+    obs = Observations(load_comm_observations(shared_fixture(path)))
+    a = C.nccl_tests_link(obs, obs.get("nccl_tests")[0])
+    assert (a.scope, a.match.cls) == (scope, matched)
+
+
+@pytest.mark.parametrize(
+    "name", ["nccl_tests_a40_2gpu_p2pdisabled_node.txt", "nccl_tests_dgxa100_4gpu_p2pdisabled.txt"]
+)
+def test_degraded_class_flagged_without_link(name: str) -> None:
+    (f,) = _by_rule(_fixture(name), "COMM004")
+    assert f.severity == Severity.WARNING and "'pcie' class" in f.summary and "degraded" in f.summary
+    assert "host memory" in f.summary and "--link" in f.summary
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nccl_tests_dgxh100_4gpu_nvswitch.txt",
+        "nccl_tests_dgxa100_4gpu_nvswitch.txt",
+        "nccl_tests_a40_2gpu_nvlink.txt",
+        "nccl_tests_2node_efa.log",
+        "nccl_efa_2node_t4_init_and_allreduce_perf.log",
+    ],
+)
+def test_healthy_runs_are_not_flagged(name: str) -> None:
+    assert "COMM004" not in _ids(_fixture(name))
+
+
+def test_gpu_model_gives_the_expected_class() -> None:
+    # NVIDIA/nccl-tests#290: 8x "NVIDIA H100 80GB HBM3" on one host, busbw ~465 GB/s (NVLS): NVSwitch, healthy.
+    obs = Observations(load_comm_observations(PUBLIC / "nccl_tests_290_h100_1node_8gpu.txt"))
+    a = C.nccl_tests_link(obs, obs.get("nccl_tests")[0])
+    assert (a.scope, a.match.cls, a.expected) == ("intra-node", "nvswitch", "nvswitch")
+    assert a.baseline is C.BASELINES["nvswitch_h100"] and "COMM004" not in _ids(_run(dict(obs.data)))
+    # The same job on two hosts (srun -l " 0: " prefixes): inter-node, above every network reference.
+    obs = Observations(load_comm_observations(PUBLIC / "nccl_tests_290_h100_2node_16gpu_srun.txt"))
+    a = C.nccl_tests_link(obs, obs.get("nccl_tests")[0])
+    assert a.scope == "inter-node" and a.match.cls is None and "COMM004" not in _ids(_run(dict(obs.data)))
+
+
+def test_sxm_part_on_host_memory_is_critical() -> None:
+    """Composed from two real outputs (not one run): the rank lines of nccl-tests#290's H100 node and the
+    rows of the DGX A100 run with NCCL_P2P_DISABLE=1 — what an H100 node with P2P off prints."""
+    from clusterdoctor.observe.comm.nccl_tests import parse_nccl_tests
+
+    header = [
+        ln for ln in (PUBLIC / "nccl_tests_290_h100_1node_8gpu.txt").read_text().splitlines() if "Rank" in ln
+    ]
+    rows = shared_fixture("comm/nccl_tests_dgxa100_4gpu_p2pdisabled.txt").read_text()
+    run = parse_nccl_tests("\n".join(header) + "\n" + rows, "composed.txt")
+    (f,) = _by_rule(_run({"nccl_tests": [run], "comm": ["composed.txt"]}), "COMM004")
+    assert f.severity == Severity.CRITICAL and f.subject == "host node005"
+    assert "nvswitch baseline (369.9 GB/s" in f.summary and "'pcie' class" in f.summary
+    assert {e.description: e.value for e in f.evidence}["GPU model"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_same_instance_in_two_files_is_one_finding_with_both(tmp_path) -> None:
+    """A log kept twice (console capture and a copy), an nccl-tests table pasted twice: one finding each,
+    naming what it is about, with both files as evidence."""
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copy(PUBLIC / "deepspeed_pdsh_accelerate_1317_socket.log", tmp_path / f"{name}.log")
+        shutil.copy(shared_fixture("comm/nccl_tests_a40_2gpu_p2pdisabled_node.txt"), tmp_path / f"{name}.txt")
+    f = _run(load_comm_observations(tmp_path))
+    (sock,) = _by_rule(f, "COMM001")
+    assert sock.subject == "hosts lambda-scalar02, lambda-scalar03" and sock.severity == Severity.CRITICAL
+    assert {e.source for e in sock.evidence if e.description == "NCCL network"} == {
+        str(tmp_path / "a.log"),
+        str(tmp_path / "b.log"),
+    }
+    (bw,) = _by_rule(f, "COMM004")
+    assert {e.source for e in bw.evidence if e.description.startswith("median busbw")} == {
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "b.txt"),
+    }
+
+
+def test_every_comm_finding_names_its_subject() -> None:
+    paths = [
+        PUBLIC,
+        TORCHRUN,
+        TEST_DATA / "comm" / "gloo_2rank",
+        TEST_DATA / "comm" / "fr_gloo_2rank",
+        shared_fixture("comm"),
+    ]
+    findings = _run(load_comm_observations(paths))
+    assert len(findings) > 10
+    for f in findings:
+        assert f.subject and "None" not in f.subject, (f.rule, f.summary)
+    keys = [(f.rule, f.subject, f.summary) for f in findings]
+    assert len(keys) == len(set(keys))  # never two identical findings

@@ -18,6 +18,9 @@ def test_fresh_node_all_six_pods_in_45_60s_bucket():
     (f,) = _findings("ctrl/kubelet_pod_start_sli_aks_before.prom")
     assert f.severity == Severity.CRITICAL
     assert abs(f.evidence[0].value - 59.85) < 0.01
+    # one threshold, stated once: 30 s (not also "the SLO is 5 s")
+    assert "30 s" in f.summary and "5 s" not in f.summary and "SLO" not in f.summary
+    assert {e.threshold for e in f.evidence if e.threshold is not None} == {30.0}
 
 
 def test_after_110_pods_tail_and_negative_sum_flagged():

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
+
+from clusterdoctor.cli.common import check_writable
+from clusterdoctor.errors import UsageError
+
+
+def _check_options(out: Path, files: list[str], sysfs_root: str, scrape: list[str]) -> None:
+    """Refuse, before collecting for seconds, what would make the bundle useless or unwritable."""
+    check_writable(out, "-o/--output")
+    for f in files:
+        if not os.path.isfile(f):
+            why = "is a directory" if os.path.isdir(f) else "no such file"
+            raise UsageError(f"--file {f}: {why}")
+        if not os.access(f, os.R_OK):
+            raise UsageError(f"--file {f}: permission denied")
+    if not os.path.isdir(os.path.join(sysfs_root, "sys")):
+        raise UsageError(f"--sysfs-root {sysfs_root}: no sys/ under this directory (not a sysfs root)")
+    for url in scrape:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--scrape {url!r}: not an http(s) URL of a /metrics endpoint")
 
 
 def register(app: typer.Typer) -> None:
@@ -15,7 +35,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "-o", "--output", help="Bundle to write (a zstd-compressed tar)."),
         scrape: list[str] = typer.Option([], "--scrape", help="A /metrics URL to scrape twice (repeatable)."),
         scrape_interval: float = typer.Option(
-            5.0, "--scrape-interval", help="Seconds between the two scrapes."
+            5.0, "--scrape-interval", min=0, help="Seconds between the two scrapes."
         ),
         unit: list[str] = typer.Option(
             [],
@@ -27,9 +47,9 @@ def register(app: typer.Typer) -> None:
             [], "--file", help="Extra file to include, redacted (logs, pods JSON, kubeconfig)."
         ),
         sysfs_root: str = typer.Option("/", "--sysfs-root", help="Root holding sys/ (for saved trees)."),
-        timeout: float = typer.Option(10.0, "--timeout", help="Seconds each source may take."),
+        timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds each source may take."),
         rdma_interval: float = typer.Option(
-            2.0, "--rdma-interval", help="Seconds between the two RDMA counter reads."
+            2.0, "--rdma-interval", min=0, help="Seconds between the two RDMA counter reads."
         ),
     ) -> None:
         """Capture topology, placement, RDMA counters, metrics scrapes and logs into one bundle.
@@ -40,6 +60,7 @@ def register(app: typer.Typer) -> None:
         """
         from clusterdoctor.observe.node_collect import CollectOptions, collect_bundle
 
+        _check_options(out, file, sysfs_root, scrape)
         opts = CollectOptions(
             sysfs_root=sysfs_root,
             scrape=list(scrape),

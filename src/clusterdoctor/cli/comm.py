@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit, check_writable
 
 app = typer.Typer(help="Communication: exposed time, bandwidth, transports and hangs.", no_args_is_help=True)
 
@@ -49,6 +49,7 @@ def analyze(
     from clusterdoctor.rules.comm import LINK_CLASSES, comm_analysis, run_comm_rules
     from clusterdoctor.rules.registry import Observations
 
+    check_writable(output, "--output")
     if fmt not in ("text", "json", "html"):
         raise CliExit(2, f"error: unknown format {fmt!r}; choose text, json or html")
     if link is not None and link not in LINK_CLASSES:
@@ -63,7 +64,8 @@ def analyze(
         obs.put("comm_link_class", link)
     findings, skipped = run_comm_rules(obs)
     analysis = comm_analysis(obs)
-    report = build_report(data, analysis, findings, skipped)
+    report = build_report(data, analysis, findings, skipped, obs)
+    report["inputs"] = [str(p) for p in paths]
     if fmt == "json":
         import json
 
@@ -73,7 +75,9 @@ def analyze(
 
         text = render_comm_html(report, [r.timeline for r in analysis.ranks])
     else:
-        text = render_text(report)
+        from clusterdoctor.report.comm_text import render_text
+
+        text = render_text(report, inputs=report["inputs"])
     from clusterdoctor.cli.common import write_output
 
     write_output(text, output)
@@ -82,10 +86,19 @@ def analyze(
 
 
 def build_report(
-    data: dict[str, Any], analysis: Any, findings: list[Any], skipped: list[Any]
+    data: dict[str, Any], analysis: Any, findings: list[Any], skipped: list[Any], obs: Any = None
 ) -> dict[str, Any]:
-    """The JSON document: ranks, collectives, nccl-tests runs, hangs, findings (diagnosis format)."""
-    doc = {"schema": SCHEMA, "sources": list(data.get("comm", []))}
+    """The JSON document: ranks, collectives, nccl-tests runs (and the link class they match), hangs,
+    jobs, findings (diagnosis format), the files skipped and why."""
+    from clusterdoctor.rules.comm import nccl_tests_link
+    from clusterdoctor.rules.registry import Observations
+
+    obs = obs if obs is not None else Observations(dict(data))
+    doc: dict[str, Any] = {"schema": SCHEMA, "sources": list(data.get("comm", []))}
+    doc["read_counts"] = {
+        k: len(data.get(k, [])) for k in ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu")
+    }
+    doc["unrecognised"] = [{"path": p, "reason": r} for p, r in data.get("unrecognised", [])]
     doc.update(analysis.as_dict())
     doc["nccl_tests"] = [
         {
@@ -93,6 +106,9 @@ def build_report(
             "collective": run.collective,
             "peak_busbw_gbs": run.peak_busbw(),
             "avg_busbw_gbs": run.avg_busbw_gbs,
+            "hosts": sorted(run.hosts),
+            "gpu_models": sorted(run.gpu_models),
+            "link": nccl_tests_link(obs, run).as_dict() if run.collective in (None, "all_reduce") else None,
             "rows": [
                 {
                     "size": r.size_bytes,
@@ -106,6 +122,9 @@ def build_report(
         }
         for run in data.get("nccl_tests", [])
     ]
+    jobs = {t.path: (j.label, r) for j in analysis.jobs for r, t in j.ranks.items()}
+    unmatched = {t.path: j.label for j in analysis.jobs for t in j.unmatched}
+    copies = {c: kept for j in analysis.jobs for c, kept in j.copies.items()}
     doc["traces"] = [
         {
             "path": t.path,
@@ -113,6 +132,9 @@ def build_report(
             "events": t.events_read,
             "skipped": t.skipped_summary(),
             "truncated": t.truncated,
+            "job": jobs[t.path][0] if t.path in jobs else unmatched.get(t.path),
+            "compared": t.path in jobs,
+            "copy_of": copies.get(t.path),
         }
         for t in data.get("kineto", [])
     ]
@@ -120,63 +142,3 @@ def build_report(
     doc["skipped"] = [s.as_dict() for s in skipped]
     doc["warnings"] = list(data.get("warnings", [])) + list(analysis.warnings)
     return doc
-
-
-def render_text(report: dict[str, Any]) -> str:
-    """A plain-text report (no colour): rank table, collectives, findings."""
-    lines = [f"clusterdoctor comm analyze — {len(report['sources'])} source(s)"]
-    for t in report["traces"]:
-        cut = " (truncated)" if t["truncated"] else ""
-        lines.append(f"trace {t['path']}: rank {t['rank']}, {t['events']} events{cut}; {t['skipped']}")
-    if report["ranks"]:
-        lines.append("")
-        lines.append(
-            f"{'rank':>6} {'span ms':>10} {'compute %':>10} {'comm ms':>10} {'exposed %':>10} {'overlap %':>10} {'idle %':>8}"
-        )
-        for r in report["ranks"]:
-            tb = r["temporal_breakdown_pct"]
-            lines.append(
-                f"{r['rank']!s:>6} {r['span_us'] / 1000:>10.1f} {tb['compute']:>10.2f} {r['comm_time_us'] / 1000:>10.1f} "
-                f"{tb['exposed_comm']:>10.2f} {r['comm_comp_overlap_pct']:>10.2f} {tb['idle']:>8.2f}"
-            )
-    if report["collectives"]:
-        lines.append("")
-        lines.append(
-            f"{'collective':<16} {'bytes':>12} {'count':>6} {'true µs':>10} {'skew µs':>10} {'busbw GB/s':>11}"
-        )
-        for c in report["collectives"][:40]:
-            bus = f"{c['busbw_gbs']:.3f}" if c["busbw_gbs"] is not None else "-"
-            lines.append(
-                f"{c['op']:<16} {c['nbytes'] if c['nbytes'] is not None else '-':>12} {c['count']:>6} "
-                f"{c['true_us_mean']:>10.1f} {c['skew_us_mean']:>10.1f} {bus:>11}"
-            )
-    for run in report["nccl_tests"]:
-        peak = run["peak_busbw_gbs"]
-        lines.append("")
-        lines.append(
-            f"nccl-tests {run['path']}: {run['collective']}, bandwidth-bound busbw "
-            f"{peak if peak is None else round(peak, 2)} GB/s (printed average {run['avg_busbw_gbs']})"
-        )
-    lines.append("")
-    if report["findings"]:
-        for f in report["findings"]:
-            lines.append(f"[{f['severity'].upper()}] {f['rule']} {f['title']}")
-            lines.append(f"  {f['summary']}")
-            for ev in f["evidence"][:4]:
-                val = f" = {ev['value']}" if "value" in ev else ""
-                thr = f" (threshold {ev['threshold']})" if "threshold" in ev else ""
-                lines.append(f"    - {ev['description']}{val}{thr}")
-            if f["fix"]:
-                lines.append(f"  fix: {f['fix']}")
-            for v in f["verify"]:
-                lines.append(f"  verify: {v}")
-    else:
-        lines.append("No communication finding.")
-    if report["skipped"]:
-        lines.append("")
-        lines.append("Not checked:")
-        for s in report["skipped"]:
-            lines.append(f"  {s['rule']}: {s['reason']}")
-    for w in report["warnings"]:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines) + "\n"

@@ -1,8 +1,18 @@
-"""What every command shares: turning errors into one line and an exit code, writing output."""
+"""What every command shares: turning errors into one line and an exit code, writing output.
+
+Exit codes are a contract (README "Exit codes"): 0 success; 1 findings at or above ``--fail-on``
+(diagnose, comm analyze); 2 bad input or usage — unless the command documents another code for it
+(``numa check`` uses 2 for "not bound", so its bad input or usage is 4: :data:`ERROR_EXIT_CODES`).
+Whatever goes wrong, the user sees one line on stderr, never a traceback (``CLUSTERDOCTOR_DEBUG=1``
+shows the traceback of an internal error).
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -12,6 +22,15 @@ from clusterdoctor.errors import ClusterDoctorError, CollectError, InputError, U
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug in clusterdoctor, not in the input
+
+# Commands whose "bad input or usage" code is not 2, by command path below ``clusterdoctor``.
+ERROR_EXIT_CODES: dict[str, int] = {"numa check": 4}
+
+
+def error_exit_code(command_path: str) -> int:
+    """The documented exit code for bad input or usage of ``command_path`` (e.g. ``"numa check"``)."""
+    return ERROR_EXIT_CODES.get(command_path.strip(), EXIT_BAD_INPUT)
 
 
 class CliExit(Exception):
@@ -23,32 +42,122 @@ class CliExit(Exception):
         self.message = message
 
 
-def run_app(app: typer.Typer) -> int:
-    """Run ``app`` and map our errors to one stderr line and an exit code.
-
-    Typer (standalone mode) already turns usage errors into a message and exit code 2.
-    """
+def _click():
+    """The click that typer runs on (typer >= 0.2x vendors it as ``typer._click``)."""
     try:
-        app(prog_name="clusterdoctor")
-        return 0
+        from typer import _click  # type: ignore[attr-defined]
+
+        return _click
+    except ImportError:  # pragma: no cover - older typer depends on click itself
+        import click
+
+        return click
+
+
+def command_path(cmd: object, args: Sequence[str]) -> str:
+    """The sub-command path ``args`` selects in the Click command ``cmd`` (``"numa check"``; ``""`` for
+    the root), without running it."""
+    path: list[str] = []
+    for a in args:
+        sub = getattr(cmd, "commands", None)
+        if not sub:
+            break
+        if a.startswith("-"):
+            continue
+        if a not in sub:
+            break
+        cmd = sub[a]
+        path.append(a)
+    return " ".join(path)
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def run_app(app: typer.Typer, args: Sequence[str] | None = None) -> int:
+    """Run ``app`` on ``args`` (default ``sys.argv[1:]``) and map every error to one stderr line and an exit code.
+
+    Usage errors (unknown option, bad value, missing argument) give the command's documented code
+    (:func:`error_exit_code`) and one line naming the problem and where ``--help`` is; our errors
+    (:class:`InputError` …) and OS errors (a missing directory, a refused port) the same code; a bug
+    gives :data:`EXIT_INTERNAL` and one line (the traceback with ``CLUSTERDOCTOR_DEBUG=1``).
+    """
+    import typer.main
+
+    argv = list(sys.argv[1:] if args is None else args)
+    root = typer.main.get_command(app)  # built once: the path lookup and the run share it
+    path = command_path(root, argv)
+    bad = error_exit_code(path)
+    prog = f"clusterdoctor {path}".strip()
+    exc = _click().exceptions
+    no_args_is_help = getattr(exc, "NoArgsIsHelpError", ())  # click >= 8.2
+    try:
+        rv = root.main(args=argv, prog_name="clusterdoctor", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
     except SystemExit as e:
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except CliExit as e:
         if e.message:
-            print(f"clusterdoctor: {e.message}", file=sys.stderr)
+            _err(f"clusterdoctor: {e.message}")
         return e.code
+    except no_args_is_help as e:  # a group without a command: its help, as Click does
+        e.show()
+        return bad
+    except exc.UsageError as e:
+        where = e.ctx.command_path if e.ctx is not None else prog
+        _err(f"{where}: error: {_one_line(e.format_message())} (see `{where} --help`)")
+        return error_exit_code(where.removeprefix("clusterdoctor"))
+    except typer.Abort:
+        _err("clusterdoctor: aborted")
+        return 1
+    except exc.ClickException as e:
+        _err(f"{prog}: error: {_one_line(e.format_message())}")
+        return bad
     except InputError as e:
-        print(f"clusterdoctor: error: {e.one_line()}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        _err(f"clusterdoctor: error: {_one_line(e.one_line())}")
+        return bad
     except (UsageError, CollectError, ClusterDoctorError) as e:
-        print(f"clusterdoctor: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        _err(f"clusterdoctor: error: {_one_line(str(e))}")
+        return bad
     except KeyboardInterrupt:
-        print("clusterdoctor: interrupted", file=sys.stderr)
+        _err("clusterdoctor: interrupted")
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a path, a port or a device the environment refused
+        what = f"{e.filename}: " if e.filename else ""
+        _err(f"clusterdoctor: error: {what}{_one_line(e.strerror or str(e))}")
+        return bad
+    except Exception as e:  # a bug: one line, not a traceback, unless asked for
+        if os.environ.get("CLUSTERDOCTOR_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        _err(
+            f"clusterdoctor: internal error in `{prog}`: {type(e).__name__}: {_one_line(str(e))} "
+            "(a bug: please report it; CLUSTERDOCTOR_DEBUG=1 shows the traceback)"
+        )
+        return EXIT_INTERNAL
+
+
+def check_writable(out: Path | None, what: str = "output") -> None:
+    """Refuse early (one line, bad-input code) when ``out`` cannot be written: its folder is missing
+    or is not a folder, or ``out`` is a folder — before a long run whose result would be lost."""
+    if out is None:
+        return
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise UsageError(f"{what} {out}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{what} {out}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{what} {out}: folder {parent} is not writable")
 
 
 def write_output(text: str, out: Path | None) -> None:
@@ -63,4 +172,4 @@ def write_output(text: str, out: Path | None) -> None:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out)
     except OSError as e:
-        raise CliExit(EXIT_BAD_INPUT, f"error: cannot write {out}: {e.strerror or e}") from None
+        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None

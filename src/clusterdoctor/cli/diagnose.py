@@ -89,9 +89,10 @@ def diagnose(
       clusterdoctor diagnose --scrape http://127.0.0.1:2379/metrics --etcd-endpoints 127.0.0.1:2379
     """
     from clusterdoctor import diagnosis
-    from clusterdoctor.cli.report_choice import emit
+    from clusterdoctor.cli.report_choice import check_choice, emit
     from clusterdoctor.model import Severity
 
+    check_choice(fmt, output)
     try:
         threshold = Severity.parse(fail_on)
     except ValueError as e:

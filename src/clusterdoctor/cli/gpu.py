@@ -74,6 +74,8 @@ def health(
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
+    if not Path(sysfs_root).is_dir():
+        raise CliExit(2, f"{sysfs_root}: --sysfs-root is not a directory")
     obs = diagnosis.new_observations()
     refs: list[SourceRef] = []
     queries: list[tuple[str, str, int]] = []

@@ -17,7 +17,10 @@ app = typer.Typer(
     name="clusterdoctor",
     help=(
         "Find out why a GPU training cluster got slow, prove it with evidence, and fix it.\n\n"
-        "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked."
+        "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked.\n\n"
+        "Exit codes: 0 success; 1 findings at or above --fail-on (diagnose, comm analyze); 2 bad input "
+        "or usage, in one line on stderr; numa check has its own (4 for bad usage: see its --help); "
+        "70 an internal error (a bug; CLUSTERDOCTOR_DEBUG=1 shows the traceback)."
     ),
     no_args_is_help=True,
     add_completion=False,

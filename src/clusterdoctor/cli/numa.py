@@ -8,8 +8,7 @@ from pathlib import Path
 
 import typer
 
-from clusterdoctor.cli.common import CliExit, write_output
-from clusterdoctor.errors import ClusterDoctorError, InputError
+from clusterdoctor.cli.common import ERROR_EXIT_CODES, CliExit, write_output
 
 app = typer.Typer(
     help=(
@@ -24,8 +23,9 @@ app = typer.Typer(
 FROM_HELP = "Topology dump to use instead of this machine (detected by content)."
 ROOT_HELP = "Read the topology from this sysfs root (a directory holding sys/)."
 
-# numa check exit codes (DESIGN.md "Interfaces users and scripts rely on")
+# numa check exit codes (DESIGN.md "Interfaces users and scripts rely on"; README "numa check")
 CHECK_OK, CHECK_NO_NUMA, CHECK_UNBOUND, CHECK_MISPLACED, CHECK_BAD = 0, 1, 2, 3, 4
+ERROR_EXIT_CODES["numa check"] = CHECK_BAD  # 2 means "not bound" there: usage errors and bad input give 4
 
 
 def _topology(from_file: str | None, sysfs_root: str | None):
@@ -48,50 +48,26 @@ def topology(
     if as_json:
         typer.echo(json.dumps(topo.as_dict(), indent=2))
         return
-    from clusterdoctor.topology.cpuset import format_cpulist
+    from clusterdoctor.report.text import terminal_width
+    from clusterdoctor.topology.text import render_topology_text
 
-    typer.echo(
-        f"source: {topo.source} ({topo.source_kind})" + (f", host {topo.hostname}" if topo.hostname else "")
-    )
-    if not topo.nodes:
-        typer.echo("NUMA nodes: none stated")
-    for n in topo.nodes:
-        mem = f"{n.memory_bytes / (1 << 30):.1f} GiB" if n.memory_bytes is not None else "memory unknown"
-        typer.echo(f"node {n.id}: cpus {format_cpulist(n.cpus) or '(none)'}; {mem}")
-    if topo.distances:
-        ids = topo.node_ids
-        typer.echo("distances:\n      " + " ".join(f"{i:>4}" for i in ids))
-        for i, row in zip(ids, topo.distances):
-            typer.echo(f"  {i:>3} " + " ".join(f"{v:>4}" for v in row))
-    else:
-        typer.echo("distances: not stated by the source")
-    smt = topo.smt_info()
-    if smt:
-        typer.echo(
-            f"cpus: {smt['logical_cpus']} logical, {smt['physical_cores']} cores, {smt['l3_groups']} L3 groups"
-        )
-    for kind, devs in (("GPU", topo.gpus), ("NIC", topo.nics)):
-        for d in devs:
-            node = d.numa_node if d.numa_node is not None else "unknown"
-            via = f" (via {d.numa_source})" if d.numa_source not in ("source", "numa_node", "unknown") else ""
-            typer.echo(
-                f"{kind} {d.name}: pci {d.pci or 'unknown'}, NUMA node {node}{via}"
-                + (f", {d.model}" if d.model else "")
-            )
-    if not topo.gpus:
-        typer.echo("GPUs: none")
-    for p in topo.as_dict()["paths"]:
-        typer.echo(
-            f"path {p['gpu']} <-> {p['nic']}: {p['type']}"
-            + (" (derived from PCI tree)" if p["source"] == "derived" else "")
-        )
+    typer.echo(render_topology_text(topo, terminal_width()))
     for w in topo.warnings:
         typer.echo(f"warning: {w}", err=True)
+
+
+def check_proc_root(proc_root: str) -> None:
+    """--proc-root must be a directory (a procfs mount or a copy of one)."""
+    if not os.path.isdir(proc_root):
+        from clusterdoctor.errors import UsageError
+
+        raise UsageError(f"--proc-root {proc_root}: no such directory (a procfs root such as /proc)")
 
 
 def _audit(from_file, sysfs_root, pids, match, proc_root):
     from clusterdoctor import diagnosis
 
+    check_proc_root(proc_root)
     topo = _topology(from_file, sysfs_root)
     placements = diagnosis.audit_processes(
         topo, pids=pids or None, match=match, proc_root=proc_root, sysfs_root=sysfs_root or "/"
@@ -128,17 +104,22 @@ def audit(
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
         return
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    # 7+1+15+1+9+1+20+1+10+1+6 = 72 columns; flags that do not fit continue on the next line
     typer.echo(
-        f"{'pid':>7}  {'comm':<16} {'cpu nodes':<10} {'memory by node':<28} {'gpus':<12} remote  flags"
+        f"{'pid':>7} {'comm':<15} {'cpu nodes':<9} {'memory by node':<20} {'gpus':<10} {'remote':>6} flags"
     )
     for p in placements:
         row = placement_row(p)
-        fl = ",".join(raised_flags(p))
+        fl = ",".join(raised_flags(p)) or "-"
         if p.get("error"):
             fl = f"error: {p['error']}"
-        typer.echo(
-            f"{row[0]:>7}  {row[1][:16]:<16} {row[2]:<10} {row[3][:28]:<28} {row[4][:12]:<12} {row[5]:>6}  {fl}"
+        head = (
+            f"{row[0]:>7} {row[1][:15]:<15} {row[2][:9]:<9} {row[3][:20]:<20} {row[4][:10]:<10} {row[5]:>6} "
         )
+        typer.echo("\n".join(wrap(fl.replace(",", ", "), width, first=head, rest=" " * 8)))
         if threads:
             for t in p.get("threads") or []:
                 mark = "  MISMATCH" if t.get("mismatch") else ""
@@ -146,6 +127,15 @@ def audit(
                 typer.echo(
                     f"{'':9}tid {t.get('tid')} {str(t.get('name'))[:16]:<16} cpus {cpus:<14} nodes {t.get('cpu_nodes')}{mark}"
                 )
+
+
+def _check_plan_options(gpus: str | None, policy: str) -> list[str] | None:
+    """Check --policy and --gpus before reading any topology, so a wrong value is what the user hears."""
+    from clusterdoctor.topology.plan import POLICIES, parse_gpu_list
+
+    if policy not in POLICIES:
+        raise CliExit(2, f"error: --policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    return parse_gpu_list(gpus) if gpus else None
 
 
 @app.command()
@@ -166,33 +156,42 @@ def plan(
     Respects the cgroup cpuset (for a dump: that machine's CPUs) and CUDA_VISIBLE_DEVICES remapping.
     Refuses with a clear message when a plan is impossible (unknown GPU node, too few cores).
     """
-    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+    from clusterdoctor.topology.plan import make_plan
 
+    gpu_keys = _check_plan_options(gpus, policy)
     topo = _topology(from_file, sysfs_root)
     live = not from_file and (sysfs_root in (None, "/"))
     allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
-    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    p = make_plan(topo, gpu_keys, policy, allowed_cpus=allowed)
     if as_json:
         typer.echo(json.dumps(p.as_dict(), indent=2))
         return
-    typer.echo(f"plan ({p.policy} policy) for {topo.source}")
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    lines = wrap(f"plan ({p.policy} policy) for {topo.source}", width, rest="  ")
     for r in p.ranks:
         d = r.as_dict()
-        typer.echo(
+        lines += wrap(
             f"local rank {r.local_rank}: {r.gpu} on node {r.numa_node}; compute cpus {d['compute_cpulist']}; "
             f"comm cpus {d['comm_cpulist']}; memory node {r.memory_node if r.memory_node is not None else 'unset'}"
-            + (f"; NIC {r.nic} ({r.nic_path or 'path unknown'})" if r.nic else "")
+            + (f"; NIC {r.nic} ({r.nic_path or 'path unknown'})" if r.nic else ""),
+            width,
+            rest="  ",
         )
         for n in r.notes:
-            typer.echo(f"  note: {n}")
+            lines += wrap(n, width, first="  note: ")
     for w in p.warnings:
-        typer.echo(f"warning: {w}")
+        lines += wrap(w, width, first="warning: ", rest="  ")
+    typer.echo("\n".join(lines))
 
 
-@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("exec", context_settings={"allow_extra_args": True})
 def exec_(
     ctx: typer.Context,
-    local_rank: int = typer.Option(None, "--local-rank", help="Local rank to bind (default: $LOCAL_RANK)."),
+    local_rank: int = typer.Option(
+        None, "--local-rank", min=0, help="Local rank to bind (default: $LOCAL_RANK)."
+    ),
     gpus: str = typer.Option(None, "--gpus", help="GPUs of all local ranks, as for `plan`."),
     policy: str = typer.Option("node", "--policy", help="node | socket | exclusive | core-complex"),
     mem: str = typer.Option(
@@ -209,9 +208,12 @@ def exec_(
     warning is printed and only CPUs are bound. The command sees CLUSTERDOCTOR_COMPUTE_CPUS,
     CLUSTERDOCTOR_COMM_CPUS and CLUSTERDOCTOR_NUMA_NODE in its environment.
     """
-    from clusterdoctor.topology.bind import exec_bound
-    from clusterdoctor.topology.plan import make_plan, parse_gpu_list
+    from clusterdoctor.topology.bind import MEM_MODES, exec_bound
+    from clusterdoctor.topology.plan import make_plan
 
+    gpu_keys = _check_plan_options(gpus, policy)
+    if mem not in MEM_MODES:
+        raise CliExit(2, f"error: --mem {mem!r}: choose one of {', '.join(MEM_MODES)}")
     argv = list(ctx.args)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -225,7 +227,7 @@ def exec_(
     topo = _topology(from_file, sysfs_root)
     live = not from_file and (sysfs_root in (None, "/"))
     allowed = tuple(sorted(os.sched_getaffinity(0))) if live else None
-    p = make_plan(topo, parse_gpu_list(gpus) if gpus else None, policy, allowed_cpus=allowed)
+    p = make_plan(topo, gpu_keys, policy, allowed_cpus=allowed)
     exec_bound(p.for_rank(local_rank), argv, mem)
 
 
@@ -237,6 +239,7 @@ def check(
         None,
         "--expect-nodes",
         envvar="NUMA_NODE_COUNT",
+        min=1,
         help="Exit 1 unless the machine shows this many NUMA nodes.",
     ),
     junit: Path = typer.Option(None, "--junit", help="Write a JUnit XML report here."),
@@ -250,29 +253,29 @@ def check(
 ) -> None:
     """The one-command CI gate for NUMA placement.
 
-    Exit codes: 0 consistent; 1 no NUMA information (or not --expect-nodes nodes); 2 a checked
-    process is not bound; 3 a process is bound to CPUs or memory not local to its GPU/NIC;
-    4 bad usage or input.
+    Exit codes: 0 at least one process checked and every checked process consistent; 1 nothing
+    could be judged: no NUMA information, not --expect-nodes nodes, no process selected (--match
+    matched nothing; no GPU/NIC process), or a selected process could not be read (a --pid that
+    exited); 2 a checked process is not bound to one node; 3 a process is bound to CPUs or memory
+    not local to its GPU/NIC; 4 bad usage or input (unknown option, bad value, unreadable --from).
+    The worst code wins.
 
     Without --pid/--match it checks every process that uses a GPU or RDMA NIC.
     """
     from clusterdoctor.cli.numa_check import run_check
 
-    try:
-        code, text = run_check(
-            pids=pid or None,
-            match=match,
-            expect_nodes=expect_nodes,
-            junit=junit,
-            archive=archive,
-            from_file=from_file,
-            sysfs_root=sysfs_root,
-            proc_root=proc_root,
-            as_json=as_json,
-        )
-    except (ClusterDoctorError, OSError) as e:  # the gate's documented code for bad usage/input is 4
-        msg = e.one_line() if isinstance(e, InputError) else str(e)
-        raise CliExit(CHECK_BAD, f"error: {msg}") from None
+    # errors raised here (bad --from, unwritable --junit) become one line and exit 4 in run_app
+    code, text = run_check(
+        pids=pid or None,
+        match=match,
+        expect_nodes=expect_nodes,
+        junit=junit,
+        archive=archive,
+        from_file=from_file,
+        sysfs_root=sysfs_root,
+        proc_root=proc_root,
+        as_json=as_json,
+    )
     write_output(text, None)
     raise typer.Exit(code)
 
@@ -280,8 +283,8 @@ def check(
 @app.command()
 def probe(
     as_json: bool = typer.Option(False, "--json", help="Print the measurements as JSON."),
-    size_mb: int = typer.Option(256, "--size-mb", help="Bytes per bandwidth copy, in MiB."),
-    repeats: int = typer.Option(10, "--repeats", help="Copies per measurement."),
+    size_mb: int = typer.Option(256, "--size-mb", min=1, help="Bytes per bandwidth copy, in MiB."),
+    repeats: int = typer.Option(10, "--repeats", min=1, help="Copies per measurement."),
     from_file: str = typer.Option(None, "--from", help=FROM_HELP),
     sysfs_root: str = typer.Option(None, "--sysfs-root", help=ROOT_HELP),
 ) -> None:

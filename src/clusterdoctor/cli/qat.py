@@ -19,13 +19,14 @@ def report(
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
 ) -> None:
     """Per-layer drift table (score, KL, Δkurtosis, thresholds, action, reason) of a saved state."""
-    from clusterdoctor.cli.common import EXIT_BAD_INPUT, CliExit, write_output
+    from clusterdoctor.cli.common import EXIT_BAD_INPUT, CliExit, check_writable, write_output
     from clusterdoctor.errors import InputError
     from clusterdoctor.training.qat import render
     from clusterdoctor.training.qat.state import load_state
 
     if json_out and html_out:
         raise CliExit(EXIT_BAD_INPUT, "error: choose one of --json and --html")
+    check_writable(output, "--output")
     try:
         state = load_state(state_file)
     except InputError as e:

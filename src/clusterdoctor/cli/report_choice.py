@@ -5,10 +5,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from clusterdoctor.cli.common import CliExit, write_output
+from clusterdoctor.cli.common import CliExit, check_writable, write_output
 from clusterdoctor.model import Diagnosis
 
 FORMATS = ("text", "json", "html", "junit")
+
+
+def check_choice(fmt: str, out: Path | None) -> None:
+    """Refuse a bad ``--format`` or an unwritable ``-o`` before the (possibly long) diagnosis runs."""
+    if fmt not in FORMATS:
+        raise CliExit(2, f"error: --format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    check_writable(out, "--output")
 
 
 def emit(diag: Diagnosis, fmt: str, out: Path | None, *, verbose: bool = False) -> None:

@@ -27,6 +27,7 @@ def rules(
 
     `--format prometheus` prints the catalogue as Prometheus alerting rules (deploy/ holds the output).
     """
+    from clusterdoctor.report.text import terminal_width
     from clusterdoctor.rules.registry import get_rule, load_all
 
     if fmt in ("prometheus", "prometheus-operator", "promtool-tests"):
@@ -64,17 +65,13 @@ def rules(
                 )
             )
             return
-        typer.echo(f"{r.id} {r.name} — {r.title}  [layer {r.layer}, default severity {r.severity}]")
-        typer.echo(f"needs: {', '.join(r.requires)}")
-        for name in ("Symptom", "Why", "Fix", "Verify"):
-            typer.echo(f"\n{name}:\n  " + sec.get(name, "(missing)").replace("\n", "\n  "))
-        if r.thresholds:
-            typer.echo("\nThresholds:")
-            for t in r.thresholds:
-                typer.echo(f"  {t.name} = {t.display()}" + (f" — {t.meaning}" if t.meaning else ""))
-                typer.echo(f"    source: {t.source}")
+        typer.echo(explain_text(r, terminal_width()))
         return
-    catalog = [r for r in load_all() if layer is None or r.layer == layer]
+    everything = load_all()
+    layers = sorted({r.layer for r in everything})
+    if layer is not None and layer not in layers:
+        raise CliExit(2, f"error: --layer {layer!r}: no such layer; choose one of {', '.join(layers)}")
+    catalog = [r for r in everything if layer is None or r.layer == layer]
     if as_json:
         typer.echo(
             json.dumps(
@@ -92,9 +89,67 @@ def rules(
             )
         )
         return
-    for r in catalog:
-        typer.echo(f"{r.id:<9} {r.layer:<14} {r.name:<36} {r.title}")
-    typer.echo(f"\n{len(catalog)} rules. `clusterdoctor rules ID` explains one.")
+    typer.echo(catalog_text(catalog, terminal_width()))
+
+
+def catalog_text(catalog: list, width: int) -> str:
+    """The catalog grouped by layer, one rule a line: the id column, then title and (name), wrapped
+    under the title column so the columns stay aligned at any width."""
+    from clusterdoctor.report.text import wrap
+
+    idw = max((len(r.id) for r in catalog), default=7)
+    lines: list[str] = []
+    for layer in dict.fromkeys(r.layer for r in catalog):
+        rules_of = [r for r in catalog if r.layer == layer]
+        if lines:
+            lines.append("")
+        lines.append(f"{layer} ({len(rules_of)})")
+        for r in rules_of:
+            lines += wrap(f"{r.title} ({r.name})", width, first=f"  {r.id:<{idw}}  ", rest=" " * (idw + 4))
+    lines.append("")
+    lines += wrap(
+        f"{len(catalog)} rules. `clusterdoctor rules ID` explains one; --json lists them all.", width
+    )
+    return "\n".join(lines)
+
+
+def _paragraphs(text: str) -> list[str]:
+    """A docstring section as paragraphs (its hard line breaks joined)."""
+    paras, cur = [], []
+    for line in text.splitlines():
+        if line.strip():
+            cur.append(line.strip())
+        elif cur:
+            paras.append(" ".join(cur))
+            cur = []
+    if cur:
+        paras.append(" ".join(cur))
+    return paras
+
+
+def explain_text(r, width: int) -> str:
+    """One rule: identity, inputs, Symptom/Why/Fix/Verify and every threshold with its source."""
+    from clusterdoctor.report.text import wrap
+
+    sec = r.sections()
+    lines = wrap(f"{r.id} {r.name} — {r.title}", width, rest="  ")
+    lines += wrap(f"layer {r.layer}, default severity {r.severity}", width, first="  ")
+    lines += wrap(f"needs: {', '.join(r.requires)}", width, rest="  ")
+    for name in ("Symptom", "Why", "Fix", "Verify"):
+        lines += ["", f"{name}:"]
+        for para in _paragraphs(sec.get(name, "(missing)")) or ["(missing)"]:
+            lines += wrap(para, width, first="  ")
+    if r.thresholds:
+        lines += ["", "Thresholds:"]
+        for t in r.thresholds:
+            lines += wrap(
+                f"{t.name} = {t.display()}" + (f" — {t.meaning}" if t.meaning else ""),
+                width,
+                first="  ",
+                rest="    ",
+            )
+            lines += wrap(f"source: {t.source}", width, first="    ", rest="      ")
+    return "\n".join(lines)
 
 
 def register(app: typer.Typer) -> None:

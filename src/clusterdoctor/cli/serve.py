@@ -1,15 +1,25 @@
-"""``clusterdoctor serve``: long-running services (node agent; scheduler extender)."""
+"""``clusterdoctor serve``: long-running services (node agent; scheduler extender).
+
+The CLI owns the boundary: it checks the options, binds (through the service's ``make_server``),
+prints the URL only once the socket listens, and turns a refused bind (port in use, address not
+here, port out of range) into one line and exit 2. The servers themselves live in ``serve/``.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+from typing import Any
 
 import typer
 
 from clusterdoctor.cli.common import EXIT_BAD_INPUT, CliExit
 
 app = typer.Typer(
-    help="Long-running services: the node agent (Prometheus exporter) and the scheduler extender.",
+    help=(
+        "Long-running services: the node agent (Prometheus exporter) and the scheduler extender.\n\n"
+        "Exit codes: 0 stopped (Ctrl-C); 2 bad usage, or the address cannot be listened on."
+    ),
     no_args_is_help=True,
 )
 
@@ -17,24 +27,51 @@ app = typer.Typer(
 def _hostport(listen: str, default_port: int) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep:
-        return listen, default_port
+        host, port = listen, str(default_port)
     try:
-        return host.strip("[]") or "127.0.0.1", int(port)
+        n = int(port)
     except ValueError:
         raise CliExit(EXIT_BAD_INPUT, f"error: --listen {listen!r}: port is not a number") from None
+    if not 0 <= n <= 65535:
+        raise CliExit(EXIT_BAD_INPUT, f"error: --listen {listen!r}: port {n} is not in 0-65535")
+    return host.strip("[]") or "127.0.0.1", n
+
+
+def _bind(make: Any, host: str, port: int, *args: Any) -> Any:
+    """``make(..., host, port)`` — a bound, listening server — or one line and exit 2."""
+    try:
+        return make(*args, host, port)
+    except (OSError, OverflowError) as e:  # EADDRINUSE, EADDRNOTAVAIL, unknown host name
+        why = getattr(e, "strerror", None) or str(e)
+        raise CliExit(EXIT_BAD_INPUT, f"error: cannot listen on {host}:{port}: {why}") from None
+
+
+def _url(srv: Any, path: str) -> str:
+    host, port = srv.server_address[:2]
+    host = f"[{host}]" if ":" in str(host) else host
+    return f"http://{host}:{port}{path}"
+
+
+def _serve(srv: Any) -> None:
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a foreground service stops
+    finally:
+        srv.server_close()
 
 
 @app.command("agent")
 def agent(
     listen: str = typer.Option(
-        "127.0.0.1:9877", "--listen", help="HOST:PORT to bind (default loopback only)."
+        "127.0.0.1:9877", "--listen", help="HOST:PORT to bind (default loopback only; port 0: any free port)."
     ),
     sysfs_root: str = typer.Option("/", "--sysfs-root", help="Root holding sys/class/infiniband."),
     log: list[str] = typer.Option(
         [], "--log", help="Log (or pods/Flink/Kafka file) to read on every scrape (repeatable)."
     ),
     source_timeout: float = typer.Option(
-        5.0, "--source-timeout", help="Seconds each source may take per scrape."
+        5.0, "--source-timeout", min=0.1, help="Seconds each source may take per scrape."
     ),
     proc_root: str = typer.Option(
         None,
@@ -50,25 +87,39 @@ def agent(
         None, "--node-name", help="This node's name, to list its pods from the API server (in a pod)."
     ),
 ) -> None:
-    """Expose this node's findings and derived gauges on /metrics for Prometheus."""
-    from clusterdoctor.serve.agent import Agent, default_sources, serve
+    """Expose this node's findings and derived gauges on /metrics for Prometheus.
 
+    Prints its URL on stderr once it listens.
+    """
     host, port = _hostport(listen, 9877)
+    if not os.path.isdir(os.path.join(sysfs_root, "sys")):
+        raise CliExit(
+            EXIT_BAD_INPUT,
+            f"error: --sysfs-root {sysfs_root}: no sys/ under this directory (not a sysfs root)",
+        )
+    for f in log:
+        if not os.path.isfile(f):
+            why = "is a directory" if os.path.isdir(f) else "no such file"
+            raise CliExit(EXIT_BAD_INPUT, f"error: --log {f}: {why}")
+    from clusterdoctor.serve.agent import Agent, default_sources, make_server
+
     a = Agent(
         default_sources(sysfs_root, list(log), source_timeout, proc_root, pod_resources_socket, node_name),
         pod_resources=bool(pod_resources_socket),
     )
-    typer.echo(f"clusterdoctor agent on http://{host}:{port}/metrics", err=True)
     try:
-        serve(a, host, port)
-    except OSError as e:
-        raise CliExit(EXIT_BAD_INPUT, f"error: cannot listen on {host}:{port}: {e.strerror or e}") from None
+        srv = _bind(make_server, host, port, a)
+        typer.echo(f"clusterdoctor agent on {_url(srv, '/metrics')}", err=True)
+        _serve(srv)
+    finally:
+        a.close()
 
 
-# --- scheduler extender: implemented by the simulator work in clusterdoctor.serve.extender -------------
 @app.command("extender")
 def extender(
-    listen: str = typer.Option("127.0.0.1:8888", "--listen", help="HOST:PORT to bind."),
+    listen: str = typer.Option(
+        "127.0.0.1:8888", "--listen", help="HOST:PORT to bind (port 0: any free port)."
+    ),
     policy: str = typer.Option(
         "", "--policy", help="Placement policy to score nodes with (default: the extender's first policy)."
     ),
@@ -79,7 +130,11 @@ def extender(
         "score down warned ones, use the agents' free-GPU counts.",
     ),
 ) -> None:
-    """Run the kube-scheduler extender (filter/prioritize over HTTP)."""
+    """Run the kube-scheduler extender (filter/prioritize over HTTP).
+
+    Prints its URL on stderr once it listens (examples/kube-scheduler-extender.yaml points
+    kube-scheduler at it).
+    """
     try:
         mod = importlib.import_module("clusterdoctor.serve.extender")
     except ModuleNotFoundError as e:
@@ -89,20 +144,20 @@ def extender(
             EXIT_BAD_INPUT,
             "error: the scheduler extender is not part of this build (clusterdoctor.serve.extender missing)",
         ) from None
-    run = getattr(mod, "run_extender", None)
-    if run is None:
-        raise CliExit(
-            EXIT_BAD_INPUT, "error: clusterdoctor.serve.extender has no run_extender(host, port, policy)"
-        )
     policies = tuple(getattr(mod, "POLICIES", ()))
     if not policy:
         policy = policies[0] if policies else ""
     if policies and policy not in policies:
         raise CliExit(EXIT_BAD_INPUT, f"error: --policy {policy!r}: expected one of {', '.join(policies)}")
     host, port = _hostport(listen, 8888)
+    signals = None
     if prometheus:
         from clusterdoctor.serve.signals import PrometheusSignals
 
-        run(host, port, policy, signals=PrometheusSignals(prometheus))
-    else:
-        run(host, port, policy)
+        signals = PrometheusSignals(prometheus)
+    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals), host, port)
+    typer.echo(
+        f"clusterdoctor scheduler extender ({policy}) on {_url(srv, '/scheduler')} (urlPrefix; verbs filter, prioritize)",
+        err=True,
+    )
+    _serve(srv)

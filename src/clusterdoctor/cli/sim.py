@@ -120,7 +120,9 @@ def run(
     timed: bool = typer.Option(
         False, "--timed", help="Timed run (trace arrival/deletion times): queueing, JCT, energy, cost."
     ),
-    limit: int = typer.Option(None, "--limit", help="Stop after this many arriving pods (FGD protocol)."),
+    limit: int = typer.Option(
+        None, "--limit", min=1, help="Stop after this many arriving pods (FGD protocol)."
+    ),
     time_scale: float = typer.Option(
         1.0,
         "--time-scale",
@@ -131,16 +133,26 @@ def run(
     output: Path = typer.Option(None, "-o", "--output", help="Write the report to this file."),
 ) -> None:
     """Run one policy on one trace (default: the FGD paper's protocol at 130 % load)."""
+    from clusterdoctor.cli.common import check_writable
+    from clusterdoctor.sim.policies import get_policy
     from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
 
+    # options first (cheap, and a wrong value is named before anything is loaded), then the inputs
     if as_json and as_html:
         raise UsageError("choose one of --json and --html")
+    try:
+        pol = get_policy(policy)
+    except UsageError as e:
+        raise UsageError(f"--policy: {e}") from None
+    if tune <= 0:
+        raise UsageError(f"--tune {tune}: must be positive (1.3 is the FGD paper's 130 % load)")
+    if time_scale <= 0:
+        raise UsageError(f"--time-scale {time_scale}: must be positive")
+    check_writable(output, "--output")
+    nodes_path = resolve_nodes(nodes) if nodes else None  # the user's paths before the built-in ones
     pods_path, _ = resolve_trace(trace)
-    cluster = load_openb_nodes(resolve_nodes(nodes))
+    cluster = load_openb_nodes(nodes_path or resolve_nodes(None))
     pods = load_openb_pods(pods_path)
-    from clusterdoctor.sim.policies import get_policy
-
-    pol = get_policy(policy)
     with _progress() as prog:
         task = prog.add_task(f"{pol.name} seed {seed}", total=None)
 
@@ -150,8 +162,6 @@ def run(
         if timed:
             from clusterdoctor.sim.engine import job_times, run_timed
 
-            if time_scale <= 0:
-                raise UsageError("--time-scale must be positive")
             arr, dur = job_times(pods)
             res = run_timed(cluster, pods, pol, seed, arrivals=arr * time_scale, durations=dur, progress=tick)
         else:
@@ -189,7 +199,10 @@ def run(
             f"final allocation: {res.final_allocation:.2f} %",
         ]
     lines += [f"note: {n}" for n in res.notes]
-    _emit("\n".join(lines), output)
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    width = terminal_width()
+    _emit("\n".join(w for ln in lines for w in wrap(ln, width, rest="  ")), output)
 
 
 def _sweep(
@@ -249,9 +262,17 @@ def compare(
         raise UsageError("no policies given")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
+    if tune <= 0:
+        raise UsageError(f"--tune {tune}: must be positive (1.3 is the FGD paper's 130 % load)")
     seed_list = parse_seeds(seeds)
+    from clusterdoctor.cli.common import check_writable
+
+    check_writable(output, "--output")
+    if published not in ("auto", "none") and not Path(published).is_file():
+        raise InputError("no such file" if not Path(published).exists() else "not a file", published)
+    user_nodes = resolve_nodes(nodes) if nodes else None  # the user's paths before the built-in ones
     pods_path, builtin = resolve_trace(trace)
-    nodes_path = resolve_nodes(nodes)
+    nodes_path = user_nodes or resolve_nodes(None)
     pub_curves: dict = {}
     workload = pods_path.stem
     if published != "none":
@@ -259,8 +280,6 @@ def compare(
 
         pub_path = Path(published) if published != "auto" else fixture_path(PUBLISHED)
         if pub_path is not None:
-            if not pub_path.exists():
-                raise InputError("no such file", str(pub_path))
             pub_curves = parse_published(pub_path.read_bytes(), str(pub_path)).get(workload, {})
     sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers)
     comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)

@@ -42,6 +42,7 @@ _TOPO_GLOBS = (
     "sys/bus/pci/devices/*/current_link_width",
     "sys/bus/pci/devices/*/max_link_speed",
     "sys/bus/pci/devices/*/max_link_width",
+    "proc/cpuinfo",  # the CPU's vendor and model (topology.cpu); the first 64 KiB hold it
 )
 _LINK_GLOBS = ("sys/bus/pci/devices/*", "sys/class/net/*", "sys/class/infiniband/*")
 

@@ -145,8 +145,23 @@ def render_comm_html(report: dict[str, Any], timelines: list[dict[str, list[tupl
         parts.append(
             f"<h2>nccl-tests: {escape(run['path'])}</h2><p>collective {escape(str(run.get('collective')))}, "
             f"bandwidth-bound busbw {_fmt(run.get('peak_busbw_gbs'))} GB/s, printed average "
-            f"{_fmt(run.get('avg_busbw_gbs'))} GB/s</p><table><tr><th>size (B)</th><th>time (µs)</th>"
-            "<th>algbw</th><th>busbw</th><th>in-place busbw</th></tr>"
+            f"{_fmt(run.get('avg_busbw_gbs'))} GB/s</p>"
+        )
+        link = run.get("link")
+        if link:
+            expected = (
+                f"{escape(link['expected'])} ({escape(link['expected_why'])})"
+                if link.get("expected")
+                else "unknown (pass --link to compare)"
+            )
+            parts.append(
+                f"<p>matches: {escape(link.get('matches_name') or 'no reference class within a factor of 2')}"
+                + (" — <b>a degraded path</b>" if link.get("degraded") else "")
+                + f" <span class='muted'>[{escape(link['scope'])}: {escape(link['scope_why'])}]</span>"
+                + f"; expected: {expected}</p>"
+            )
+        parts.append(
+            "<table><tr><th>size (B)</th><th>time (µs)</th><th>algbw</th><th>busbw</th><th>in-place busbw</th></tr>"
         )
         for row in run.get("rows", []):
             parts.append(
@@ -168,7 +183,14 @@ def render_comm_html(report: dict[str, Any], timelines: list[dict[str, list[tupl
         for s in skipped:
             parts.append(f"<li><code>{escape(s['rule'])}</code>: {escape(s['reason'])}</li>")
         parts.append("</ul>")
-    warnings = report.get("warnings", [])
+    unrec = report.get("unrecognised", [])
+    if unrec:
+        parts.append(
+            f"<h2>Skipped files ({len(unrec)})</h2><ul>"
+            + "".join(f"<li><code>{escape(u['path'])}</code>: {escape(u['reason'])}</li>" for u in unrec)
+            + "</ul>"
+        )
+    warnings = [w for w in report.get("warnings", []) if not (unrec and w.endswith("; skipped"))]
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in warnings) + "</ul>")
     parts.append("</body></html>")

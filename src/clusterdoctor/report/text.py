@@ -1,80 +1,222 @@
-"""The terminal report (rich): findings first, ranked, with evidence, fix and verify commands."""
+"""The terminal report: findings first, ranked, with evidence, fix and verify commands.
+
+It fits the terminal: lines wrap at the width (``COLUMNS`` honoured; 80 when the output is not a
+terminal) with a hanging indent, a verify command is broken only between shell words (with a ``\\``
+continuation, so it still pastes), and paths under the inputs' common folder are shown relative to
+it (the folder is named once, in the header). Only a single token longer than a line (a path, a
+URL) may stick out. JSON and HTML carry the full detail.
+"""
 
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import textwrap
+from collections.abc import Iterable
 
 from clusterdoctor.model import Diagnosis, Severity
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+DEFAULT_WIDTH = 80
+MIN_WIDTH = 40
+KEEP = "\u00a0"  # a space :func:`wrap` never breaks at (textwrap splits only at ASCII whitespace)
 
 
-def render_text(diag: Diagnosis, *, color: bool = False, width: int = 110, verbose: bool = False) -> str:
-    """Render ``diag`` for a terminal. ``color=False`` gives plain text (files, pipes, tests)."""
+def terminal_width() -> int:
+    """``COLUMNS`` when set, else the terminal's width, else 80 (a pipe or a file)."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> list[str]:
+    """``text`` wrapped at ``width`` after the prefix ``first`` (continuation lines after ``rest``,
+    default: spaces as wide as ``first``). Words are never split; a word longer than a line keeps
+    its own line; a :data:`KEEP` space joins two words into one and is printed as a space."""
+    rest = " " * len(first) if rest is None else rest
+    w = textwrap.TextWrapper(
+        width=width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    out: list[str] = []
+    for i, para in enumerate(str(text).splitlines() or [""]):
+        w.initial_indent = first if i == 0 else rest
+        out.extend(w.wrap(para) or [w.initial_indent.rstrip()])
+    return [ln.replace(KEEP, " ") for ln in out] if KEEP in text else out
+
+
+def shell_words(cmd: str) -> list[str]:
+    """Split ``cmd`` at the spaces a shell would split at (quotes and backslashes kept as written)."""
+    words: list[str] = []
+    cur: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote:
+            cur.append(c)
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(cmd):
+                cur.append(cmd[i + 1])
+                i += 1
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c == "\\" and i + 1 < len(cmd):
+            cur.extend((c, cmd[i + 1]))
+            i += 1
+        elif c.isspace():
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if cur:
+        words.append("".join(cur))
+    return words
+
+
+def wrap_command(cmd: str, width: int, first: str, rest: str) -> list[str]:
+    """A shell command at ``width``: broken only between shell words, each broken line ending in
+    `` \\`` so that the lines pasted into a shell are still the one command."""
+    if len(first) + len(cmd) <= width:
+        return [first + cmd]
+    lines: list[str] = []
+    line = first
+    has_word = False
+    for word in shell_words(cmd):
+        if has_word and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line, has_word = rest + word, True
+        else:
+            line = line + (" " if has_word else "") + word
+            has_word = True
+    lines.append(line)
+    return lines
+
+
+def common_folder(locations: Iterable[str]) -> str | None:
+    """The folder every path-like input lives in, when that says something (not ``/``)."""
+    paths = [
+        loc for loc in locations if loc and "://" not in loc and (os.sep in loc or os.path.splitext(loc)[1])
+    ]
+    if not paths:
+        return None
+    if len({os.path.isabs(p) for p in paths}) > 1:
+        paths = [os.path.abspath(p) for p in paths]
+    try:
+        base = os.path.commonpath(paths)
+    except ValueError:
+        return None
+    if base == paths[0] and not os.path.isdir(base):  # one file (or a file and its folder): the folder
+        base = os.path.dirname(base)
+    if base in ("", ".", os.sep) or base == os.path.dirname(os.sep):
+        return None
+    return base
+
+
+def render_text(
+    diag: Diagnosis, *, color: bool = False, width: int | None = None, verbose: bool = False
+) -> str:
+    """Render ``diag`` for a terminal ``width`` columns wide (default :func:`terminal_width`).
+    ``color=False`` gives plain text (files, pipes, tests)."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    width = max(MIN_WIDTH, width or terminal_width())
+    base = common_folder(s.location for s in diag.sources)
+    prefix = (base.rstrip(os.sep) + os.sep) if base else None
+
+    def rel(s: object) -> str:
+        text = str(s)
+        return text.replace(prefix, "") if prefix else text
 
     buf = io.StringIO()
     con = Console(
-        file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=not color
+        file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=True
     )
-    con.print(f"[bold]clusterdoctor diagnosis[/bold] — host {escape(diag.host)} — {diag.generated_at}")
+
+    def out(lines: Iterable[str], style: str | None = None, span: int | None = None) -> None:
+        for ln in lines:
+            t = Text(ln)
+            if style:
+                t.stylize(style, 0, span if span is not None else len(ln))
+            con.print(t)
+            span = None if span is None else 0  # style only the first line's span
+
+    out(wrap(f"clusterdoctor diagnosis — host {diag.host} — {diag.generated_at}", width, rest="   "))
     if diag.sources:
-        con.print("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources), markup=False)
+        by_kind: dict[str, list[str]] = {}
+        for s in diag.sources:
+            by_kind.setdefault(s.kind, []).append(rel(s.location))
+        if base:
+            out(wrap(f"sources in {base}{os.sep} (paths below are relative to it):", width, rest="   "))
+        else:
+            out(["sources:"])
+        for kind, locs in by_kind.items():
+            out(wrap(f"{kind}: {', '.join(locs)}", width, first="   ", rest="      "))
     if diag.topology is not None:
         t = diag.topology
-        con.print(
-            f"machine: {len(t.nodes)} NUMA node(s), {len(t.all_cpus())} CPUs, {len(t.gpus)} GPU(s), "
-            f"{len(t.nics)} NIC(s) ({sum(1 for n in t.nics if n.is_rdma)} RDMA) — from {t.source}",
-            markup=False,
+        out(
+            wrap(
+                f"machine: {len(t.nodes)} NUMA node(s), {len(t.all_cpus())} CPUs, {len(t.gpus)} GPU(s), "
+                f"{len(t.nics)} NIC(s) ({sum(1 for n in t.nics if n.is_rdma)} RDMA) — from {rel(t.source)}",
+                width,
+                rest="   ",
+            )
         )
-    con.print(
-        f"rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}, findings: {len(diag.findings)}"
-    )
-    con.print()
+    out([f"rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}, findings: {len(diag.findings)}"])
+    out([""])
     if not diag.findings:
-        con.print(
-            "[green]No findings[/green] from the rules that ran (skipped rules below were NOT checked)."
+        out(
+            wrap("No findings from the rules that ran (skipped rules below were NOT checked).", width),
+            "green",
+            len("No findings"),
         )
     for i, f in enumerate(diag.findings, 1):
-        style = SEVERITY_STYLE.get(f.severity, "")
-        subj = escape(f" [{f.subject}]") if f.subject else ""
-        title = escape(f.title)
-        con.print(
-            f"[{style}]{i}. {str(f.severity).upper()}[/{style}] {f.rule} {title}{subj}  (score {f.score:.2f})"
+        head = f"{i}. {str(f.severity).upper()}"
+        subj = f" [{f.subject}]" if f.subject else ""
+        out(
+            wrap(f"{head} {f.rule} {f.title}{subj}  (score{KEEP}{f.score:.2f})", width, rest="   "),
+            SEVERITY_STYLE.get(f.severity),
+            len(head),
         )
-        con.print(f"   {f.summary}", markup=False)
+        out(wrap(rel(f.summary), width, first="   "))
         for e in f.evidence:
-            parts = [e.description]
+            parts = [rel(e.description)]
             if e.value is not None:
-                parts.append(f"= {e.value}{(' ' + e.unit) if e.unit else ''}")
+                parts.append(f"= {rel(e.value)}{(' ' + e.unit) if e.unit else ''}")
             if e.threshold is not None:
                 parts.append(f"(threshold {e.threshold})")
             if e.source:
-                parts.append(f"[{e.source}]")
-            con.print("   - " + " ".join(str(p) for p in parts), markup=False)
+                parts.append(f"[{rel(e.source)}]")
+            out(wrap(" ".join(parts), width, first="   - "))
         if f.fix:
-            con.print(f"   fix: {f.fix}", markup=False)
+            out(wrap(rel(f.fix), width, first="   fix: "))
         for v in f.verify:
-            con.print(f"   verify: {v}", markup=False)
-        con.print()
+            out(wrap_command(rel(v), width, "   verify: ", "       "))
+        out([""])
     if diag.placement and verbose:
-        t = Table(title="process placement", show_lines=False)
+        tbl = Table(title="process placement", show_lines=False)
         for col in ("pid", "comm", "cpu nodes", "memory by node", "gpus", "remote mem"):
-            t.add_column(col)
+            tbl.add_column(col, overflow="fold")
         for p in diag.placement:
-            t.add_row(*placement_row(p))
-        con.print(t)
+            tbl.add_row(*placement_row(p))
+        con.print(tbl, soft_wrap=False)
     if diag.skipped:
-        con.print("[bold]skipped[/bold] (not checked — missing input):")
+        out(["skipped (not checked — missing input):"], "bold", len("skipped"))
         by_reason: dict[str, list[str]] = {}
         for s in diag.skipped:
             by_reason.setdefault(s.reason, []).append(s.rule)
         for reason, rules in by_reason.items():
-            con.print(f"   {', '.join(rules)}: {reason}", markup=False)
+            out(wrap(f"{', '.join(rules)}: {rel(reason)}", width, first="   ", rest="      "))
     for w in diag.warnings:
-        con.print(f"[yellow]warning:[/yellow] {escape(w)}")
+        out(wrap(rel(w), width, first="warning: ", rest="   "), "yellow", len("warning:"))
     return buf.getvalue()
 
 
@@ -85,7 +227,7 @@ def placement_row(p: dict) -> list[str]:
     share = p.get("remote_memory_share")
     return [
         str(p.get("pid", "")),
-        str(p.get("comm", "")),
+        str(p.get("comm") or "?"),
         ",".join(str(n) for n in p.get("cpu_nodes") or []) or "-",
         mem_s,
         ",".join(p.get("gpus") or []) or "-",

@@ -9,7 +9,7 @@ user expects nccl-tests to run over.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
@@ -153,6 +153,32 @@ NCU_THROTTLE_SHARE = Threshold(
 )
 
 
+def _one_per_instance(items: Any) -> Iterator[Finding]:
+    """Findings keyed by the instance they are about, in order; the same instance seen again (the same
+    log in a console capture and a ``--tee`` file, a dump taken twice) adds its evidence to the first."""
+    merged: dict[Any, Finding] = {}
+    for key, f in items:
+        first = merged.get(key)
+        if first is None:
+            merged[key] = f
+            continue
+        seen = {(e.description, e.source) for e in first.evidence}
+        first.evidence.extend(e for e in f.evidence if (e.description, e.source) not in seen)
+        first.confidence = max(first.confidence, f.confidence)
+    yield from merged.values()
+
+
+def _hosts_label(hosts: Any) -> str | None:
+    hs = sorted(h for h in hosts if h)
+    if not hs:
+        return None
+    return (
+        ("host " if len(hs) == 1 else "hosts ")
+        + ", ".join(hs[:4])
+        + (f" and {len(hs) - 4} more" if len(hs) > 4 else "")
+    )
+
+
 def _logs(obs: Observations) -> list[Any]:
     return list(obs.get("nccl_log") or [])
 
@@ -195,12 +221,20 @@ def socket_transport(obs: Observations) -> Iterator[Finding]:
     **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 1G -e 1G` (expect
     "Using network IB" or "AWS Libfabric", and "via NET/IB" per channel) and `ibv_devinfo -v`.
     """
+    yield from _one_per_instance(_socket_findings(obs))
+
+
+def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     for log in _logs(obs):
         socket_procs = log.networks.get("Socket")
         socket_chans = [t for t in log.transports if t.kind == "NET" and (t.net or "").lower() == "socket"]
         if not socket_procs and not socket_chans:
             continue
         nnodes = log.nnodes
+        hosts = {p.host for p in (socket_procs or set()) if p is not None} | {
+            t.proc.host for t in socket_chans if t.proc is not None
+        }
+        subject = _hosts_label(hosts) or log.path
         ev = [
             Evidence(
                 "NCCL network", "Socket", "IB, EFA (AWS Libfabric) or another RDMA plugin", source=log.path
@@ -226,22 +260,29 @@ def socket_transport(obs: Observations) -> Iterator[Finding]:
         multi = (nnodes is not None and nnodes > 1) or bool(socket_chans)
         if nnodes is not None:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
+        key = (frozenset(hosts) or log.path, multi)
         if multi:
-            yield socket_transport.finding(
-                f"NCCL moves inter-node traffic over TCP sockets ({log.path}); expect a fraction of the "
-                "fabric's bandwidth and higher latency.",
-                evidence=ev,
-                confidence=0.9,
-                subject=log.path,
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL moves inter-node traffic over TCP sockets ({subject}); expect a fraction of the "
+                    "fabric's bandwidth and higher latency.",
+                    evidence=ev,
+                    confidence=0.9,
+                    subject=subject,
+                ),
             )
         else:
-            yield socket_transport.finding(
-                f"NCCL selected the Socket network ({log.path}); the log does not show how many nodes the "
-                "job spans — on a multi-node job all inter-node traffic goes over TCP.",
-                evidence=ev,
-                severity=Severity.WARNING,
-                confidence=0.6,
-                subject=log.path,
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL selected the Socket network ({subject}); the log does not show how many nodes the "
+                    "job spans — on a multi-node job all inter-node traffic goes over TCP.",
+                    evidence=ev,
+                    severity=Severity.WARNING,
+                    confidence=0.6,
+                    subject=subject,
+                ),
             )
 
 
@@ -356,21 +397,29 @@ def affinity(obs: Observations) -> Iterator[Finding]:
     **Verify**: `nvidia-smi topo -m` (CPU Affinity column) and
     `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT all_reduce_perf -b 1G -e 1G` (look for "Setting affinity for GPU").
     """
+    yield from _one_per_instance(_affinity_findings(obs))
+
+
+def _affinity_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     topo = obs.get("topology")
     for log in _logs(obs):
         for a in log.affinities:
+            host = a.proc.host if a.proc else None
             if not a.cpus:
-                yield affinity.finding(
-                    f"NCCL set an empty CPU affinity for GPU {a.gpu} ({a.proc.host if a.proc else 'unknown host'}).",
-                    evidence=[
-                        Evidence(
-                            "affinity mask",
-                            a.mask or "(empty)",
-                            "CPUs of the GPU's NUMA node",
-                            source=f"{log.path}:{a.line}",
-                        )
-                    ],
-                    subject=f"GPU {a.gpu}",
+                yield (
+                    (host, a.gpu, a.mask),
+                    affinity.finding(
+                        f"NCCL set an empty CPU affinity for GPU {a.gpu} ({host or 'unknown host'}).",
+                        evidence=[
+                            Evidence(
+                                "affinity mask",
+                                a.mask or "(empty)",
+                                "CPUs of the GPU's NUMA node",
+                                source=f"{log.path}:{a.line}",
+                            )
+                        ],
+                        subject=f"GPU {a.gpu} on {host}" if host else f"GPU {a.gpu} ({log.path})",
+                    ),
                 )
                 continue
             if topo is None or not _host_matches(topo, log, a.proc):
@@ -385,122 +434,247 @@ def affinity(obs: Observations) -> Iterator[Finding]:
             if inside:
                 continue
             nodes = sorted(topo.nodes_of_cpus(a.cpus))
-            yield affinity.finding(
-                f"NCCL threads for {gpu.name} run on NUMA node(s) {nodes}, but the GPU sits on node {gpu.numa_node}.",
-                evidence=[
-                    Evidence("NCCL affinity mask", a.mask, source=f"{log.path}:{a.line}"),
-                    Evidence("nodes of those CPUs", nodes, gpu.numa_node),
-                    Evidence(f"{gpu.name} NUMA node", gpu.numa_node, source=topo.source),
-                ],
-                subject=gpu.name,
-                confidence=0.85,
+            yield (
+                (host, gpu.name, a.mask),
+                affinity.finding(
+                    f"NCCL threads for {gpu.name} run on NUMA node(s) {nodes}, but the GPU sits on node {gpu.numa_node}.",
+                    evidence=[
+                        Evidence("NCCL affinity mask", a.mask, source=f"{log.path}:{a.line}"),
+                        Evidence("nodes of those CPUs", nodes, gpu.numa_node),
+                        Evidence(f"{gpu.name} NUMA node", gpu.numa_node, source=topo.source),
+                    ],
+                    subject=f"{gpu.name} on {host}" if host else gpu.name,
+                    confidence=0.85,
+                ),
             )
 
 
 # -- bandwidth -------------------------------------------------------------------------------------
 
 
-def _link_class_of(obs: Observations, run: Any) -> tuple[str | None, str]:
-    """The link class a run is expected to use and why: user statement, log transports, topology."""
-    stated = obs.get("comm_link_class")
-    if isinstance(stated, str) and stated:
-        return stated, "stated with --link"
-    for log in _logs(obs):
-        if log.path != run.path:
-            continue
-        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
-        if log.net_transports() or (run.hosts and len(run.hosts) > 1):
-            if any("libfabric" in n or "ofi" in n for n in nets):
-                return "efa", "NCCL log: AWS Libfabric network"
-            if "socket" in nets and len(nets) == 1:
-                return "socket", "NCCL log: Socket network"
-            if "ib" in nets:
-                return "ib", "NCCL log: IB network"
-    return None, "unknown (pass --link to compare)"
+MATCH_FACTOR = Threshold(
+    "link_class_match_factor",
+    2.0,
+    "x",
+    "clusterdoctor default: the intra-node reference classes of fixtures/comm are at least 2.8x apart "
+    "(NVSwitch A100 222 / NVLink 47.5 = 4.7; NVLink 47.5 / host memory 3.86 = 12; 3.86 / 1.40 = 2.8), so "
+    "within a factor of 2 a measurement matches one of them; EFA 2.83 and sockets 2.0 are closer and are "
+    "reported as ambiguous when the measurement cannot tell them apart",
+    "a busbw matches a link class when it is within this factor of the class's reference",
+)
 
 
-def _baseline(link: str, run: Any) -> Threshold | None:
+class LinkAssessment(NamedTuple):
+    """What an nccl-tests run's busbw says about its link: where it ran, which class it matches, which
+    class it should have used and why."""
+
+    path: str
+    busbw: float | None
+    scope: str  # "intra-node", "inter-node" or "unknown"
+    scope_why: str
+    match: Any  # analyze.busbw.LinkMatch
+    expected: str | None
+    expected_why: str
+    baseline: Threshold | None  # the expected class's reference, when there is one
+
+    def as_dict(self) -> dict[str, Any]:
+        from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
+        m = self.match
+        return {
+            "scope": self.scope,
+            "scope_why": self.scope_why,
+            "matches": m.cls,
+            "matches_name": CLASS_NAMES.get(m.cls or "", None),
+            "ambiguous_with": m.ambiguous_with,
+            "degraded": m.cls in DEGRADED,
+            "expected": self.expected,
+            "expected_why": self.expected_why,
+            "expected_baseline_gbs": float(self.baseline.value) if self.baseline is not None else None,
+        }
+
+
+def _class_ranges(scope: str) -> dict[str, tuple[float, float]]:
+    from clusterdoctor.analyze.busbw import INTER_NODE, INTRA_NODE
+
+    refs = {
+        "nvswitch": (float(BASELINES["nvswitch_a100"].value), float(BASELINES["nvswitch_h100"].value)),
+        "nvlink": (float(BASELINES["nvlink"].value),) * 2,
+        "pcie": (float(BASELINES["pcie"].value),) * 2,
+        "pcie_sys": (float(BASELINES["pcie_sys"].value),) * 2,
+        "efa": (float(BASELINES["efa"].value),) * 2,
+        "socket": (float(BASELINES["socket"].value),) * 2,
+    }
+    classes = {"inter-node": INTER_NODE, "intra-node": INTRA_NODE}.get(scope, INTRA_NODE + INTER_NODE)
+    return {c: refs[c] for c in classes if c in refs}
+
+
+def _baseline(link: str, models: Any) -> Threshold | None:
     if link == "nvswitch":
-        models = " ".join(run.gpu_models).upper()
-        return (
-            BASELINES["nvswitch_h100"] if "H100" in models or "H200" in models else BASELINES["nvswitch_a100"]
-        )
+        text = " ".join(models).upper()
+        h100 = any(x in text for x in ("H100", "H200", "H800", "B100", "B200", "B300", "GB200", "GB300"))
+        return BASELINES["nvswitch_h100"] if h100 else BASELINES["nvswitch_a100"]
     return BASELINES.get(link)
 
 
-def _closest_class(value: float) -> str:
-    best = min(BASELINES.items(), key=lambda kv: abs(_log_ratio(value, float(kv[1].value))))
-    return best[0]
+def nccl_tests_link(obs: Observations, run: Any) -> LinkAssessment:
+    """Where an nccl-tests run ran (one node or several), the link class its busbw matches and the one
+    it was expected to use: stated with ``--link``, named by the NCCL log in the same file, or inferred
+    from the GPU model on a single node."""
+    from clusterdoctor.analyze.busbw import expected_link_for_gpu, match_link_class
+
+    cache = obs.get("_nccl_tests_link")
+    if cache is None:
+        cache = {}
+        obs.put("_nccl_tests_link", cache)
+    if id(run) in cache:
+        return cache[id(run)]
+    peak = run.peak_busbw()
+    log = next((lg for lg in _logs(obs) if lg.path == run.path), None)
+    nets: set[str] = set()
+    if log is not None:
+        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
+    if len(run.hosts) > 1:
+        scope, scope_why = "inter-node", f"the rank lines name {len(run.hosts)} hosts"
+    elif log is not None and (log.net_transports() or (log.nnodes or 0) > 1):
+        scope, scope_why = "inter-node", "the NCCL log shows network transports"
+    elif len(run.hosts) == 1:
+        scope, scope_why = "intra-node", f"the rank lines name one host ({next(iter(run.hosts))})"
+    elif nets:
+        scope, scope_why = "unknown", "the output names no host; NCCL initialised a network, so any class"
+    else:
+        scope, scope_why = "intra-node", "the output names no host and no network: one node assumed"
+    expected, why = None, "unknown (pass --link to compare)"
+    stated = obs.get("comm_link_class")
+    if isinstance(stated, str) and stated:
+        expected, why = stated, "stated with --link"
+    elif scope != "intra-node" and nets:
+        if any("libfabric" in n or "ofi" in n for n in nets):
+            expected, why = "efa", "NCCL log: AWS Libfabric network"
+        elif nets == {"socket"}:
+            expected, why = "socket", "NCCL log: Socket network"
+        elif "ib" in nets or any(n.startswith("ib") for n in nets):
+            expected, why = "ib", "NCCL log: IB network"
+    elif scope == "intra-node" and len(run.gpu_models) == 1:
+        guess = expected_link_for_gpu(next(iter(run.gpu_models)))
+        if guess is not None:
+            expected, why = guess
+    match = match_link_class(peak or 0.0, _class_ranges(scope), float(MATCH_FACTOR.value))
+    base = None
+    if expected is not None and not (expected == "pcie" and why != "stated with --link"):
+        base = _baseline(expected, run.gpu_models)  # a PCIe card's P2P path has no reference here
+    a = LinkAssessment(run.path, peak, scope, scope_why, match, expected, why, base)
+    cache[id(run)] = a
+    return a
 
 
-def _log_ratio(a: float, b: float) -> float:
-    import math
-
-    return math.log(max(a, 1e-9) / max(b, 1e-9))
+def _run_subject(run: Any) -> str:
+    if run.hosts:
+        hosts = sorted(run.hosts)
+        return (
+            ("host " if len(hosts) == 1 else "hosts ")
+            + ", ".join(hosts[:4])
+            + (" …" if len(hosts) > 4 else "")
+        )
+    return run.path
 
 
 @rule(
     id="COMM004",
     name="busbw-below-link-baseline",
     layer="comm",
-    title="nccl-tests bus bandwidth far below the link class's baseline",
+    title="nccl-tests bus bandwidth below its link class, or on a degraded path",
     requires=("nccl_tests",),
-    thresholds=(FAR_BELOW, *BASELINES.values()),
+    thresholds=(FAR_BELOW, MATCH_FACTOR, *BASELINES.values()),
     severity=Severity.CRITICAL,
 )
 def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
-    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link.
+    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link,
+    or, with no expectation, matches a degraded class (host memory instead of P2P, TCP sockets).
 
     **Symptom**: all_reduce_perf plateaus at a few GB/s on GPUs that should talk over NVLink/NVSwitch, or
     well below the fabric's rate between nodes.
     **Why**: NCCL took a slower path: ``NCCL_P2P_DISABLE=1`` or a P2P-less PCIe topology sends traffic
     through host memory (DGX A100 5.2 GB/s instead of 222 GB/s; A40 3.9 instead of 47.4), GPUs on
-    different sockets, or a socket fallback between nodes.
+    different sockets, or a socket fallback between nodes. The expected class comes from ``--link``, the
+    NCCL log's network, or the GPU model the output names (SXM/HBM parts: NVSwitch; PCIe cards: PCIe).
     **Fix**: remove ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` overrides, check that NVLink/NVSwitch and the
     fabric manager are up (``nvidia-smi nvlink -s``, ``nvidia-smi -q | grep -i fabric``), keep a job's GPUs
-    on one NVSwitch domain, and fix the network plugin for inter-node runs.
+    on one NVSwitch domain, enable PCIe P2P (ACS off, IOMMU passthrough) on PCIe cards, and fix the
+    network plugin for inter-node runs.
     **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -g <ngpus>` and compare the busbw column with the
-    baseline named in the evidence.
+    baseline named in the evidence; `nvidia-smi topo -m` shows the path between the GPUs.
     """
+    yield from _one_per_instance(_busbw_findings(obs))
+
+
+def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
+    from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
     for run in obs.get("nccl_tests") or []:
         if run.collective not in (None, "all_reduce"):
             continue
-        peak = run.peak_busbw()
+        a = nccl_tests_link(obs, run)
+        key = (_run_subject(run) if run.hosts else None, round(a.busbw or 0.0, 2), a.match.cls, a.expected)
+        peak = a.busbw
         if peak is None:
             continue
-        link, why = _link_class_of(obs, run)
-        if link is None:
-            continue
-        base = _baseline(link, run)
-        if base is None:
-            continue
-        ratio = peak / float(base.value)
-        if ratio >= float(FAR_BELOW.value):
-            continue
-        closest = _closest_class(peak)
-        sev = Severity.CRITICAL if ratio < 0.2 else Severity.WARNING
-        yield busbw_below_baseline.finding(
-            f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {link} baseline "
-            f"({float(base.value):.1f} GB/s); it matches the '{closest}' class "
-            f"({float(BASELINES[closest].value):.2f} GB/s) — traffic is not using the expected link.",
-            evidence=[
-                Evidence(
-                    "median busbw of bandwidth-bound rows",
-                    round(peak, 2),
-                    float(base.value),
-                    "GB/s",
-                    run.path,
-                ),
-                Evidence("expected link class", link, source=why),
-                Evidence("baseline source", base.source),
-                Evidence(
-                    "printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path
-                ),
-            ],
-            severity=sev,
-            confidence=0.9 if why.startswith("stated") else 0.7,
-            subject=run.path,
+        m = a.match
+        matched = (
+            f"it matches the '{m.cls}' class ({CLASS_NAMES[m.cls]}"
+            + (f", or '{m.ambiguous_with}'" if m.ambiguous_with else "")
+            + ")"
+            if m.cls
+            else "it matches no reference class within a factor of 2"
         )
+        ev = [
+            Evidence(
+                "median busbw of bandwidth-bound rows",
+                round(peak, 2),
+                float(a.baseline.value) if a.baseline is not None else None,
+                "GB/s",
+                run.path,
+            ),
+            Evidence("matched link class", m.cls or "none", source=f"{a.scope}: {a.scope_why}"),
+            Evidence("expected link class", a.expected or "unknown", source=a.expected_why),
+        ]
+        if run.gpu_models:
+            ev.append(Evidence("GPU model", ", ".join(sorted(run.gpu_models)), source=run.path))
+        ev.append(
+            Evidence("printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path)
+        )
+        if a.baseline is not None:
+            ratio = peak / float(a.baseline.value)
+            if ratio >= float(FAR_BELOW.value):
+                continue
+            ev.append(Evidence("baseline source", a.baseline.source))
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
+                    f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
+                    "the expected link.",
+                    evidence=ev,
+                    severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
+                    confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
+                    subject=_run_subject(run),
+                ),
+            )
+        elif m.cls in DEGRADED and a.expected != m.cls:
+            ref = BASELINES[m.cls]
+            ev.append(Evidence(f"'{m.cls}' reference", float(ref.value), unit="GB/s", source=ref.source))
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
+                    + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
+                    + ". Pass --link to compare with the link these GPUs should use.",
+                    evidence=ev,
+                    severity=Severity.WARNING,
+                    confidence=0.5 if m.ambiguous_with else 0.65,
+                    subject=_run_subject(run),
+                ),
+            )
 
 
 @rule(
@@ -590,10 +764,16 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
         pct = rb.exposed_comm_pct
         if pct <= float(EXPOSED_COMM_MAX.value):
             continue
+        sev = Severity.CRITICAL if pct > 3 * float(EXPOSED_COMM_MAX.value) else Severity.WARNING
+        who = _trace_subject(rb.rank, rb.source, rb.compared)
+        partial = ""
+        if rb.truncated:
+            sev = min(sev, Severity.WARNING)
+            partial = f" From a partial input: the trace is truncated ({rb.events_read} events read)."
         yield exposed_comm.finding(
-            f"rank {rb.rank}: {pct:.1f}% of the traced {rb.device.upper()} time is communication that no compute "
+            f"{who}: {pct:.1f}% of the traced {rb.device.upper()} time is communication that no compute "
             f"hides ({rb.exposed_comm_us / 1000:.1f} ms of {rb.span_us / 1000:.1f} ms; overlap "
-            f"{rb.comm_comp_overlap_pct:.1f}% of communication).",
+            f"{rb.comm_comp_overlap_pct:.1f}% of communication).{partial}",
             evidence=[
                 Evidence(
                     "exposed communication", round(pct, 2), float(EXPOSED_COMM_MAX.value), "%", rb.source
@@ -603,11 +783,23 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
                     "comm/compute overlap", round(rb.comm_comp_overlap_pct, 2), unit="%", source=rb.source
                 ),
                 Evidence("idle", round(rb.pct(rb.idle_us), 2), unit="%", source=rb.source),
+                *(
+                    [Evidence("partial input: events read before the cut", rb.events_read, source=rb.source)]
+                    if rb.truncated
+                    else []
+                ),
             ],
-            severity=Severity.CRITICAL if pct > 3 * float(EXPOSED_COMM_MAX.value) else Severity.WARNING,
-            subject=f"rank {rb.rank}",
-            confidence=0.85,
+            severity=sev,
+            subject=who,
+            confidence=0.6 if rb.truncated else 0.85,
         )
+
+
+def _trace_subject(rank: int | None, path: str, compared: bool = True) -> str:
+    """A trace's subject: its rank; the file too when the rank is unknown or claimed twice."""
+    if rank is None:
+        return path
+    return f"rank {rank}" if compared else f"rank {rank} ({path})"
 
 
 @rule(
@@ -640,16 +832,18 @@ def straggler(obs: Observations) -> Iterator[Finding]:
             continue
         yield straggler.finding(
             f"rank {s.rank} started last in {s.late_count} of {s.matched} matched collectives, "
-            f"{s.mean_late_us / 1000:.2f} ms after the first rank on average.",
+            f"{s.mean_late_us / 1000:.2f} ms after the first rank on average."
+            + (" From a partial input: a trace of this job is truncated." if s.partial else ""),
             evidence=[
                 Evidence("last to start", s.late_count, f">= {STRAGGLER_SHARE.value} of {s.matched}"),
                 Evidence("mean lateness", round(s.mean_late_us, 1), float(STRAGGLER_MIN_LATE.value), "µs"),
                 Evidence(
                     "caveat", "traces from different hosts need synchronised clocks for this comparison"
                 ),
+                *([Evidence("job", s.job)] if s.job else []),
             ],
             subject=f"rank {s.rank}",
-            confidence=0.7,
+            confidence=0.5 if s.partial else 0.7,
         )
 
 
@@ -678,22 +872,78 @@ def init_outlier(obs: Observations) -> Iterator[Finding]:
     compare the "Init timings" lines across ranks.
     """
     a = comm_analysis(obs)
-    for o in a.init_outliers:
-        slowest = max(o.parts.items(), key=lambda kv: kv[1])[0] if o.parts else None
-        yield init_outlier.finding(
-            f"rank {o.rank}: NCCL init took {o.total_s:.2f} s vs a median of {o.median_s:.2f} s"
-            + (f"; the slowest phase is {slowest} ({o.parts[slowest]:.2f} s)." if slowest else "."),
-            evidence=[
-                Evidence(
-                    "Init timings total",
-                    o.total_s,
-                    round(float(INIT_OUTLIER.value) * o.median_s, 3),
-                    "s",
-                    f"{o.source}:{o.line}",
-                )
-            ],
-            subject=f"rank {o.rank}",
-        )
+    yield from _one_per_instance(((o.rank, o.total_s), _init_finding(o)) for o in a.init_outliers)
+
+
+def _init_finding(o: Any) -> Finding:
+    slowest = max(o.parts.items(), key=lambda kv: kv[1])[0] if o.parts else None
+    return init_outlier.finding(
+        f"rank {o.rank}: NCCL init took {o.total_s:.2f} s vs a median of {o.median_s:.2f} s"
+        + (f"; the slowest phase is {slowest} ({o.parts[slowest]:.2f} s)." if slowest else "."),
+        evidence=[
+            Evidence(
+                "Init timings total",
+                o.total_s,
+                round(float(INIT_OUTLIER.value) * o.median_s, 3),
+                "s",
+                f"{o.source}:{o.line}",
+            )
+        ],
+        subject=f"rank {o.rank}",
+    )
+
+
+def _hang_subject(h: Any) -> str:
+    """What a hang finding is about: the culprit ranks, else the reporting ranks, else the file."""
+    from clusterdoctor.analyze.comm.hangs import ranks_label
+
+    if h.culprit_ranks:
+        return ranks_label(h.culprit_ranks)
+    if h.reporters:
+        return ranks_label(h.reporters)
+    return h.source
+
+
+def _sorted_locations(locs: Any) -> list[str]:
+    def key(loc: str) -> tuple[str, int]:
+        path, _, line = loc.rpartition(":")
+        return (path, int(line)) if line.isdigit() else (loc, 0)
+
+    return sorted(dict.fromkeys(locs), key=key)
+
+
+def _hang_evidence(h: Any) -> list[Evidence]:
+    """Every line the hang rests on (one per file that shows it), then its numbers, culprits last."""
+    where = _sorted_locations(h.locations) or [f"{h.source}:{h.line}" if h.line else h.source]
+    ev = [Evidence("log line", source=loc) for loc in where[:6]]
+    if len(where) > 6:
+        ev.append(Evidence("more log lines", len(where) - 6, source=", ".join(where[6:12])))
+    ev.append(Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"))
+    ev.append(Evidence("collective", h.op))
+    if h.numel_in is not None:
+        ev.append(Evidence("NumelIn / NumelOut", f"{h.numel_in} / {h.numel_out}"))
+    if h.timeout_ms is not None:
+        ev.append(Evidence("timeout", h.timeout_ms, unit="ms"))
+    if h.ran_ms is not None:
+        ev.append(Evidence("ran for", h.ran_ms, unit="ms"))
+    if h.last_completed is not None:
+        ev.append(Evidence("last enqueued / last completed work", f"{h.last_enqueued} / {h.last_completed}"))
+    if h.group_size is not None:
+        ev.append(Evidence("ranks in the group", h.group_size))
+    if h.reporters:
+        ev.append(Evidence("ranks reporting it", list(h.reporters)))
+    if h.missing:
+        ev.append(Evidence("ranks of the group not reporting it", list(h.missing)))
+    if h.culprit_ranks:
+        ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
+    return ev
+
+
+_GLOO_VERIFY = [
+    "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: gloo then checks each collective with a monitored barrier "
+    "and names the rank that did not arrive (`Ranks 1 failed to pass monitoredBarrier`)",
+    "`py-spy dump --pid PID` on the suspected rank while the job hangs",
+]
 
 
 @rule(
@@ -708,48 +958,116 @@ def hang(obs: Observations) -> Iterator[Finding]:
     """A collective that not every rank joined, ranks behind on a communicator, or ranks calling different collectives.
 
     **Symptom**: the job stops making progress, then ``Watchdog caught collective operation timeout``
-    after ``Timeout(ms)`` (default 10–30 min) on every rank; or wrong results/crashes after a mismatch.
+    after ``Timeout(ms)`` (default 10–30 min) on every rank, or gloo's ``Timed out waiting …ms for recv
+    operation``; or wrong results/crashes after a mismatch.
     **Why**: a collective completes only when all ranks of its group call it with the same type, size
     and dtype. A rank that crashed, took another code path (an extra ``all_reduce`` on rank 0 only),
     or is stuck in data loading never arrives; the others wait until the watchdog fires. The ranks
-    that report the timeout are the victims; the culprit is the rank missing from the collective.
+    that report the timeout are the victims; the culprit is the rank missing from the collective
+    (torchrun's "Root Cause (first observed failure)" names the first victim, not the culprit).
     **Fix**: look at the culprit rank's log and stack (Flight Recorder ``frames``, ``py-spy dump``) for
     the divergent code path or error; make collectives unconditional across ranks.
     **Verify**: rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=true, and after
     the next hang run `torchfrtrace --prefix nccl_trace_rank_ /tmp/`.
     """
     a = comm_analysis(obs)
-    explained = {(h.source, h.group) for h in a.hangs if h.kind != "pending"} | {
-        h.group for h in a.hangs if h.kind != "pending"
-    }
+    first = {h.group for h in a.hangs if h.first_collective or h.kind == "rendezvous"}
+    explained = {h.group for h in a.hangs if h.kind != "pending"}
     for h in a.hangs:
-        if h.kind == "pending" and h.group in explained:
+        if h.first_collective or h.kind == "rendezvous":
+            continue  # COMM012: the job never communicated
+        if h.kind == "pending" and (h.group in explained or h.group in first):
             continue  # the unfinished work is the stuck collective another finding already names
-        sev = (
-            Severity.CRITICAL
-            if h.kind in ("not_joined", "mismatch", "lagging", "timeout")
-            else Severity.WARNING
-        )
-        culprit = f"rank(s) {list(h.culprit_ranks)}" if h.culprit_ranks else "unknown rank"
+        sev = Severity.CRITICAL if h.kind in ("not_joined", "lagging", "timeout") else Severity.WARNING
+        if h.kind == "mismatch" and h.culprit_ranks:
+            sev = Severity.CRITICAL
+        subject = _hang_subject(h)
         label = {
             "not_joined": "never joined",
             "lagging": "is behind",
-            "mismatch": "called a different collective",
-            "timeout": "timed out",
+            "mismatch": "called a different collective" if h.culprit_ranks else "disagree on the collective",
+            "timeout": "timed out" if not h.culprit_ranks else "never arrived",
             "pending": "left work unfinished",
+            "peer_lost": "lost a peer",
         }.get(h.kind, h.kind)
+        gloo = (h.op or "").startswith("gloo")
+        partial = ""
+        if h.partial:
+            sev = min(sev, Severity.WARNING)
+            partial = ". From a partial input: a trace of this job is truncated."
         yield hang.finding(
-            f"{culprit} {label}: {h.detail}",
-            evidence=[
-                Evidence("kind", h.kind, source=f"{h.source}:{h.line}" if h.line else h.source),
-                Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"),
-                Evidence("collective", h.op),
-                Evidence("culprit ranks", list(h.culprit_ranks)),
-            ],
+            (h.detail if h.detail.startswith(subject) else f"{subject} {label}: {h.detail}") + partial,
+            evidence=_hang_evidence(h),
             severity=sev,
             confidence=0.9 if h.culprit_ranks else 0.6,
-            subject=culprit,
+            subject=subject,
+            verify=_GLOO_VERIFY if gloo and not h.culprit_ranks else None,
         )
+
+
+@rule(
+    id="COMM012",
+    name="first-collective-never-completed",
+    layer="comm",
+    title="The job never communicated: the first collective (or the rendezvous) never completed",
+    requires=("comm",),
+    severity=Severity.CRITICAL,
+)
+def first_collective(obs: Observations) -> Iterator[Finding]:
+    """The watchdog fired on a process group's first collective (``last completed work: -1`` or
+    SeqNum 1), or the process group never formed (TCPStore/rendezvous timeout).
+
+    **Symptom**: the job hangs right after start-up (model loaded, DDP/FSDP being wrapped, the first
+    barrier) and dies after the full collective timeout (10–30 min) with
+    ``WorkNCCL(SeqNum=1, …)`` and ``last completed work: -1``, or with ``wait timeout after …ms, keys: …``
+    / ``clients joined`` while creating the process group.
+    **Why**: no collective ever completed, so this is not a slow step: either a rank never arrived (not
+    started, crashed, stuck before its first collective, cannot reach the store), or every rank arrived
+    and the transport never moved data — rendezvous, topology or network: NCCL picked a broken path
+    (P2P/CUMEM across PCIe roots, an IB port or fabric that drops RDMA, the wrong socket interface), or
+    the store address (MASTER_ADDR/MASTER_PORT) is unreachable from some hosts.
+    **Fix**: if ranks are missing, look at their hosts and logs first. If every rank reported the timeout,
+    debug the transport: rerun with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P`` and check that every
+    rank printed ``Init COMPLETE`` and which ``via …`` paths it chose; test the path with nccl-tests on the
+    same hosts; try ``NCCL_P2P_DISABLE=1`` (intra-node) or ``NCCL_IB_DISABLE=1`` (inter-node) to confirm
+    which layer is broken, then fix it (ACS/IOMMU for P2P, the IB port, ``NCCL_SOCKET_IFNAME``). Enable the
+    Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000``, ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``) so the next
+    hang names the ranks, and lower the timeout while debugging.
+    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...`
+    then `torchfrtrace --prefix nccl_trace_rank_ /tmp/`, and `all_reduce_perf -b 8 -e 128M -f 2 -g 1` across
+    the same hosts (every rank must reach "Init COMPLETE").
+    """
+    a = comm_analysis(obs)
+    for h in a.hangs:
+        if not (h.first_collective or h.kind == "rendezvous"):
+            continue
+        subject = _hang_subject(h)
+        if h.kind == "rendezvous":
+            what = "the process group never formed"
+        elif h.last_completed is not None and h.last_completed < 0:
+            what = "the very first collective never completed (last completed work: -1)"
+        else:
+            what = "the first collective of the group (SeqNum 1) never completed"
+        if h.culprit_ranks:
+            cause = f"{ranks_label_of(h.culprit_ranks)} never arrived"
+        elif h.missing:
+            cause = f"{ranks_label_of(h.missing)} did not report it: check that they started and reached it"
+        elif h.group_size and len(h.reporters) == h.group_size:
+            cause = "every rank arrived, so the transport did not move data: rendezvous, topology or network"
+        else:
+            cause = "rendezvous, topology, network or a rank that never arrived — not a slow step"
+        yield first_collective.finding(
+            f"{subject}: {what}; {cause}. {h.detail}.",
+            evidence=_hang_evidence(h),
+            confidence=0.9 if (h.culprit_ranks or h.last_completed is not None) else 0.75,
+            subject=subject,
+        )
+
+
+def ranks_label_of(ranks: Any) -> str:
+    from clusterdoctor.analyze.comm.hangs import ranks_label
+
+    return ranks_label(ranks)
 
 
 # -- ncu -------------------------------------------------------------------------------------------

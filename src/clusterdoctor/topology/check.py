@@ -1,8 +1,11 @@
 """``numa check``: the CI gate's decision, from a topology and the placement audit.
 
-Exit codes (stable, documented in DESIGN.md): 0 consistent; 1 no NUMA information or not the
-expected node count; 2 a checked process is not bound; 3 bound to CPUs or memory not local to its
-GPU/NIC; 4 bad usage or input (raised by the caller).
+Exit codes (stable; README "numa check", DESIGN.md): 0 at least one process was checked and every
+checked process is consistent; 1 nothing could be judged — no NUMA information, not the expected
+node count, no process selected (``--match`` matched nothing, no GPU/NIC process), or a selected
+process could not be read (``--pid`` of a process that exited, permission denied); 2 a checked
+process is not bound to one node; 3 bound to CPUs or memory not local to its GPU/NIC; 4 bad usage or
+input (raised by the caller). The worst code wins (3 over 2 over 1).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from clusterdoctor.topology.model import Topology
 
 OK, NO_NUMA, UNBOUND, MISPLACED, BAD_INPUT = 0, 1, 2, 3, 4
+NOT_CHECKED = NO_NUMA  # "could not judge": nothing to check, or a selected process unreadable
 REMOTE_MEMORY_LIMIT = 0.30  # same threshold as rules/numa.py REMOTE_MEMORY_STRONG (issue #2)
 
 
@@ -39,6 +43,12 @@ class CheckResult:
     verdicts: list[ProcessVerdict] = field(default_factory=list)
     placements: list[dict[str, Any]] = field(default_factory=list)
     archived_to: str | None = None
+    numa_ok: bool = True  # False: no NUMA information, or not the expected node count
+
+    @property
+    def checked(self) -> int:
+        """How many processes were judged (read and given a verdict other than "not checked")."""
+        return sum(1 for v in self.verdicts if v.code != NOT_CHECKED)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +56,7 @@ class CheckResult:
             "code": self.code,
             "message": self.message,
             "numa_nodes": self.node_count,
+            "processes_checked": self.checked,
             "processes": [v.as_dict() for v in self.verdicts],
             "archived_to": self.archived_to,
         }
@@ -53,9 +64,9 @@ class CheckResult:
 
 def judge_process(p: dict[str, Any], multi_node: bool) -> ProcessVerdict:
     """The verdict for one placement record (Placement.as_dict())."""
-    pid, comm = p.get("pid"), str(p.get("comm", "?"))
+    pid, comm = p.get("pid"), str(p.get("comm") or "?")
     if p.get("error"):
-        return ProcessVerdict(pid, comm, OK, f"not checked: {p['error']}")
+        return ProcessVerdict(pid, comm, NOT_CHECKED, f"not checked: {p['error']}")
     if not multi_node:
         return ProcessVerdict(pid, comm, OK, "single NUMA node: placement cannot be remote")
     cpu_nodes = set(p.get("cpu_nodes") or [])
@@ -83,24 +94,44 @@ def judge_process(p: dict[str, Any], multi_node: bool) -> ProcessVerdict:
     return ProcessVerdict(pid, comm, OK, f"bound to node(s) {sorted(cpu_nodes)}, local to its devices")
 
 
-def decide(topo: Topology, placements: list[dict[str, Any]], expect_nodes: int | None) -> CheckResult:
+def decide(
+    topo: Topology,
+    placements: list[dict[str, Any]],
+    expect_nodes: int | None,
+    selection: str = "every process that uses a GPU or RDMA NIC",
+) -> CheckResult:
+    """The gate's verdict; ``selection`` says in words which processes were asked for (for the message)."""
     n = len(topo.nodes)
     if n == 0:
-        return CheckResult(NO_NUMA, f"no NUMA information in {topo.source}", 0, placements=placements)
+        return CheckResult(
+            NO_NUMA, f"no NUMA information in {topo.source}", 0, placements=placements, numa_ok=False
+        )
     if expect_nodes is not None and n != expect_nodes:
         return CheckResult(
-            NO_NUMA, f"expected {expect_nodes} NUMA nodes, {topo.source} shows {n}", n, placements=placements
+            NO_NUMA,
+            f"expected {expect_nodes} NUMA nodes, {topo.source} shows {n}",
+            n,
+            placements=placements,
+            numa_ok=False,
         )
     multi = len([x for x in topo.nodes if x.cpus]) > 1
     verdicts = [judge_process(p, multi) for p in placements]
-    code = max((v.code for v in verdicts), default=OK)
+    code = max((v.code for v in verdicts), default=NOT_CHECKED)
+    checked = sum(1 for v in verdicts if v.code != NOT_CHECKED)
+    unread = len(verdicts) - checked
     if not verdicts:
-        msg = f"{n} NUMA node(s); no GPU/NIC process to check"
+        msg = f"{n} NUMA node(s); nothing checked: no process selected ({selection})"
     elif code == OK:
         msg = f"{n} NUMA node(s); {len(verdicts)} process(es) consistent"
+    elif code == NOT_CHECKED:
+        msg = f"{n} NUMA node(s); {unread} selected process(es) could not be checked" + (
+            f", {checked} consistent" if checked else "; nothing checked"
+        )
     else:
-        bad = sum(1 for v in verdicts if v.code != OK)
-        msg = f"{n} NUMA node(s); {bad} of {len(verdicts)} process(es) misplaced or unbound"
+        bad = sum(1 for v in verdicts if v.code in (UNBOUND, MISPLACED))
+        msg = f"{n} NUMA node(s); {bad} of {len(verdicts)} process(es) misplaced or unbound" + (
+            f", {unread} could not be checked" if unread else ""
+        )
     return CheckResult(code, msg, n, verdicts, placements)
 
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterdoctor.topology.cpu import CpuId
+
 # NVIDIA's path classes, best to worst (nvidia-smi topo -m legend; NCCL src/include/graph.h orders
 # PIX < PXB < PHB < SYS with NODE between PHB and SYS on newer drivers).
 PATH_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -142,6 +144,7 @@ class Topology:
     hostname: str | None = None
     allowed_cpus: tuple[int, ...] | None = None  # the cgroup cpuset of the described machine, if known
     warnings: list[str] = field(default_factory=list)
+    cpu: CpuId | None = None  # vendor/model as the source states it (None: the source does not say)
 
     # -- lookups ---------------------------------------------------------------------------
     @property
@@ -267,6 +270,7 @@ class Topology:
             "gpu_links": gpu_gpu,
             "allowed_cpus": list(self.allowed_cpus) if self.allowed_cpus is not None else None,
             "smt": self.smt_info(),
+            "cpu": self.cpu.as_dict() if self.cpu is not None else None,
             "warnings": list(self.warnings),
         }
 

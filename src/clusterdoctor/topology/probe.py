@@ -15,17 +15,6 @@ from typing import Any
 from clusterdoctor.topology.model import Topology
 
 
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
-
-
 def cannot_run(reason: str) -> dict[str, Any]:
     return {"schema": "clusterdoctor.numa-probe/1", "ran": False, "reason": reason, "gpus": []}
 
@@ -41,13 +30,16 @@ def run_probe(
     if not torch.cuda.is_available():
         return cannot_run("no CUDA GPU is available to torch on this machine; nothing measured")
     from clusterdoctor.topology.bind import MPOL_BIND, MPOL_DEFAULT, set_mempolicy
+    from clusterdoctor.topology.cpu import read_cpuinfo
 
     nodes = [n.id for n in topo.nodes if n.memory_bytes is None or n.memory_bytes > 0] or [None]
+    cpu = topo.cpu or read_cpuinfo("/")
     result: dict[str, Any] = {
         "schema": "clusterdoctor.numa-probe/1",
         "ran": True,
         "host": platform.node(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu.model_name if cpu else None,
+        "cpu": cpu.as_dict() if cpu else None,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -96,6 +88,10 @@ def run_probe(
         if local and others:
             worst = min(o["h2d_gbps"] for o in others)
             entry["remote_local_ratio"] = worst / local["h2d_gbps"] if local["h2d_gbps"] else None
+            slowest = max(o["small_copy_latency_us"] for o in others)
+            entry["remote_latency_us"] = slowest
+            if local["small_copy_latency_us"]:
+                entry["remote_local_latency_ratio"] = slowest / local["small_copy_latency_us"]
         result["gpus"].append(entry)
         del gpu_buf
         torch.cuda.empty_cache()
@@ -149,6 +145,8 @@ def format_probe(result: dict[str, Any]) -> str:
             )
         if g.get("remote_local_ratio") is not None:
             lines.append(f"  remote/local H2D ratio {g['remote_local_ratio']:.2f}")
+        if g.get("remote_local_latency_ratio") is not None:
+            lines.append(f"  remote/local small-copy latency ratio {g['remote_local_latency_ratio']:.2f}")
     return "\n".join(lines)
 
 

@@ -137,3 +137,24 @@ def test_fuzz_mutated_real_pickle(data) -> None:
         parse_flight_recorder(raw[:i] + junk + raw[j:])
     except InputError:
         pass
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["", "  ", "[rank0]: ", "[default0]:[rank0]: ", "[1,0]<stdout>:"]),
+    st.text(alphabet="abc `", max_size=20),
+)
+def test_report_behind_a_prefix_but_not_in_prose(prefix: str, prose: str) -> None:
+    """The real torchfrtrace report behind a launcher prefix is read; the same phrase quoted in the middle
+    of a sentence (a README describing a report) is not a report."""
+    from clusterdoctor.observe.comm.flight_recorder import parse_frtrace_report, sniff_flight_recorder
+
+    text = shared_fixture("comm/torchfrtrace_not_all_ranks_joining_2rank.txt").read_text()
+    prefixed = "\n".join(prefix + ln.strip() for ln in text.splitlines())
+    rep = parse_frtrace_report(prefixed)
+    assert [(m.collective_seq_id, m.missing_ranks) for m in rep.mismatches] == [(5, (1,))]
+    assert sniff_flight_recorder(prefixed.encode())
+    quoted = (
+        f"The report says{prose} `Not all ranks joining collective 5 at entry 4` when a rank is missing.\n"
+    )
+    assert not sniff_flight_recorder(quoted.encode())

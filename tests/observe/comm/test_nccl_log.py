@@ -213,3 +213,41 @@ def test_fuzz_mutated_fixture(data) -> None:
     j = data.draw(st.integers(i, min(len(text), i + 200)))
     junk = data.draw(st.text(max_size=40))
     parse_nccl_log(text[:i] + junk + text[j:])
+
+
+STACKED = st.lists(
+    st.sampled_from(
+        [
+            "[rank0]:",
+            "[default0]:",
+            "[default-r0-l0]:",
+            "localhost: ",
+            "worker-0: ",
+            " 0: ",
+            "[80746] ",
+            "2024/04/30 23:29:35 ",
+            "[2024-05-01 10:00:00,123] [INFO] ",
+        ]
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STACKED, st.integers(0, 40))
+def test_launcher_prefixes_stacked_before_real_lines(prefixes: list[str], cut: int) -> None:
+    """The real EFA log (already MPI-tagged) behind any stack of launcher prefixes, cut after any line:
+    the lines that are whole give the same transports, affinities and communicators as without them."""
+    lines = shared_fixture(EFA).read_text().splitlines()
+    keep = lines[: len(lines) - cut]
+    pre = "".join(prefixes)
+    got = parse_nccl_log("\n".join(pre + ln for ln in keep) + "\n")
+    ref = parse_nccl_log("\n".join(keep) + "\n")
+    assert [(t.src, t.dst, t.via, t.proc) for t in got.transports] == [
+        (t.src, t.dst, t.via, t.proc) for t in ref.transports
+    ]
+    assert [(a.proc, a.cpus) for a in got.affinities] == [(a.proc, a.cpus) for a in ref.affinities]
+    assert {(c.rank, c.nranks, c.bus_id) for c in got.comms.values()} == {
+        (c.rank, c.nranks, c.bus_id) for c in ref.comms.values()
+    }
+    assert set(got.networks) == set(ref.networks)

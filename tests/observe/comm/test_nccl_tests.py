@@ -144,3 +144,37 @@ def test_fuzz_random_bytes(data: bytes) -> None:
         parse_nccl_tests(data.decode("utf-8", "replace"))
     except InputError:
         pass
+
+
+LAUNCHER_PREFIXES = st.sampled_from(
+    [
+        "",
+        " 0: ",
+        "[1,0]<stdout>:",
+        "[default0]:",
+        "[default0]:[rank0]:",
+        "worker-0: ",
+        "10.0.0.1: ",
+        "3:",
+        "    ",
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LAUNCHER_PREFIXES, st.integers(1, 23))
+def test_launcher_prefixes_and_truncation_keep_the_rows(prefix: str, keep_lines: int) -> None:
+    """Every line of a real run behind any launcher prefix, cut after any line: the rows that are whole
+    are read with their values (fixture nccl_tests_dgxh100_4gpu_nvswitch.txt: 4 rows, 1-8 GiB)."""
+    lines = shared_fixture("comm/nccl_tests_dgxh100_4gpu_nvswitch.txt").read_text().splitlines()
+    part = lines[:keep_lines]
+    text = "\n".join(prefix + ln for ln in part) + "\n"
+    expect = [ln.split() for ln in part if ln.strip() and not ln.lstrip().startswith("#")]
+    if not expect:
+        with pytest.raises(InputError):
+            parse_nccl_tests(text)
+        return
+    run = parse_nccl_tests(text)
+    assert [r.size_bytes for r in run.rows] == [int(x[0]) for x in expect]
+    assert [r.out_of_place.busbw_gbs for r in run.rows] == [float(x[7]) for x in expect]
+    assert [r.in_place.busbw_gbs for r in run.rows] == [float(x[11]) for x in expect]

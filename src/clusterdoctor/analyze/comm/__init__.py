@@ -41,6 +41,7 @@ from clusterdoctor.analyze.comm.hangs import (
     hangs_from_nccl_logs,
 )
 from clusterdoctor.analyze.comm.init_timings import InitOutlier, init_outliers
+from clusterdoctor.analyze.comm.jobs import TraceJob, group_traces
 from clusterdoctor.observe.comm.kineto import KinetoTrace
 
 if TYPE_CHECKING:  # parsers of the other sources are imported only when their data is analysed
@@ -61,9 +62,11 @@ __all__ = [
     "SMALL_TRACE_EVENTS",
     "StepBreakdown",
     "Straggler",
+    "TraceJob",
     "analyze_comm",
     "collectives_of",
     "dtype_bytes",
+    "group_traces",
     "hangs_from_flight_recorder",
     "hangs_from_nccl_logs",
     "init_outliers",
@@ -85,6 +88,7 @@ class CommAnalysis(msgspec.Struct):
     hangs: list[Hang] = msgspec.field(default_factory=list)
     init_outliers: list[InitOutlier] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
+    jobs: list[TraceJob] = msgspec.field(default_factory=list)
 
     def mismatches(self) -> list[CollectiveGroup]:
         return [g for g in self.groups if g.mismatch]
@@ -98,6 +102,17 @@ class CommAnalysis(msgspec.Struct):
             ],
             "stragglers": [s.as_dict() for s in self.stragglers],
             "hangs": [h.as_dict() for h in self.hangs],
+            "jobs": [
+                {
+                    "job": j.label,
+                    "ranks": {str(r): t.path for r, t in j.ranks.items()},
+                    "not_compared": [t.path for t in j.unmatched],
+                    "duplicate_ranks": {str(r): ps for r, ps in j.duplicate_ranks.items()},
+                    "copies": dict(j.copies),
+                    "partial": j.partial,
+                }
+                for j in self.jobs
+            ],
         }
 
 
@@ -106,29 +121,50 @@ def analyze_comm(
     nccl_logs: Sequence[NcclLog] = (),
     flight_recorder: Sequence[FrDump | FrTraceReport] = (),
 ) -> CommAnalysis:
-    """Run every analysis the given sources allow."""
+    """Run every analysis the given sources allow. Traces are compared across ranks only within their
+    job (:func:`~clusterdoctor.analyze.comm.jobs.group_traces`)."""
     a = CommAnalysis()
-    per_rank: dict[int, list[CollectiveCall]] = {}
-    seen: set[int] = set()
+    jobs, a.warnings = group_traces(traces)
+    a.jobs = jobs
     total = sum(_list_cost(t) for t in traces)
-    for i, t in enumerate(sorted(traces, key=lambda t: (t.rank is None, t.rank or 0, t.path))):
-        rb = rank_breakdown(t, vectorized=_vectorize(_list_cost(t), total))
-        rank = t.rank if t.rank is not None else -(i + 1)
-        if rank in seen:
-            rank = -(i + 1)
-            a.warnings.append(
-                f"{t.path}: a second trace for rank {t.rank}; kept apart (key {rank}) and not matched with the others"
-            )
-        seen.add(rank)
-        a.ranks.append(rb)
-        per_rank.setdefault(rank, []).extend(collectives_of(t))
-    a.groups = match_collectives(per_rank)
+    for job in jobs:
+        per_rank: dict[int, list[CollectiveCall]] = {}
+        for rank, t in job.ranks.items():
+            a.ranks.append(_breakdown(t, total, job, compared=True))
+            per_rank[rank] = collectives_of(t)
+        for t in job.unmatched:
+            a.ranks.append(_breakdown(t, total, job, compared=False))
+        groups = match_collectives(per_rank)
+        a.groups.extend(groups)
+        if len(per_rank) > 1:
+            for s in stragglers(groups):
+                s.partial, s.job = job.partial, job.label
+                a.stragglers.append(s)
+        source = ", ".join(t.path for t in job.ranks.values())
+        for g in groups:
+            if g.mismatch:
+                ranks = _odd_ranks({r: (c.op, c.nbytes, c.dtype) for r, c in g.calls.items()})
+                a.hangs.append(
+                    Hang(
+                        "mismatch",
+                        source,
+                        g.pg,
+                        g.seq,
+                        g.op,
+                        ranks,
+                        "; ".join(g.mismatch),
+                        partial=job.partial,
+                    )
+                )
+    a.ranks.sort(key=lambda rb: (rb.rank is None, rb.rank if rb.rank is not None else 0, rb.source))
+    a.stragglers.sort(key=lambda s: (-s.late_count, s.rank))
     a.collectives = summarize_collectives(a.groups)
-    if len(per_rank) > 1:
-        a.stragglers = stragglers(a.groups)
-    a.hangs = hangs_from_nccl_logs(nccl_logs) + hangs_from_flight_recorder(flight_recorder)
-    for g in a.mismatches():
-        ranks = _odd_ranks({r: (c.op, c.nbytes, c.dtype) for r, c in g.calls.items()})
-        a.hangs.append(Hang("mismatch", "traces", g.pg, g.seq, g.op, ranks, "; ".join(g.mismatch)))
+    a.hangs = hangs_from_nccl_logs(nccl_logs) + hangs_from_flight_recorder(flight_recorder) + a.hangs
     a.init_outliers = init_outliers(nccl_logs)
     return a
+
+
+def _breakdown(t: KinetoTrace, total: int, job: TraceJob, compared: bool) -> RankBreakdown:
+    rb = rank_breakdown(t, vectorized=_vectorize(_list_cost(t), total))
+    rb.truncated, rb.events_read, rb.job, rb.compared = t.truncated, t.events_read, job.label, compared
+    return rb

@@ -71,6 +71,10 @@ class RankBreakdown(msgspec.Struct):
         default_factory=dict
     )  # for plots (µs from t0)
     notes: list[str] = msgspec.field(default_factory=list)
+    truncated: bool = False  # the trace file ends early: a partial input
+    events_read: int = 0
+    job: str = ""  # the job it belongs to (analyze.comm.jobs)
+    compared: bool = True  # matched with the other ranks of its job (False: duplicate or unknown rank)
 
     def pct(self, part: float) -> float:
         return 100.0 * part / self.span_us if self.span_us > 0 else 0.0
@@ -108,6 +112,10 @@ class RankBreakdown(msgspec.Struct):
             "kernel_type_breakdown_pct": {k: round(v, 2) for k, v in self.kernel_types_pct().items()},
             "steps": [s.as_dict() for s in self.steps],
             "events_used": self.events_used,
+            "events_read": self.events_read,
+            "truncated": self.truncated,
+            "job": self.job,
+            "compared_across_ranks": self.compared,
             "notes": list(self.notes),
         }
 

@@ -217,6 +217,8 @@ class Straggler(msgspec.Struct):
     late_count: int
     matched: int
     mean_late_us: float  # mean of (its start − earliest start) where it was last
+    partial: bool = False  # a trace of its job is truncated
+    job: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -224,6 +226,8 @@ class Straggler(msgspec.Struct):
             "late_count": self.late_count,
             "matched": self.matched,
             "mean_late_us": round(self.mean_late_us, 3),
+            "partial": self.partial,
+            "job": self.job,
         }
 
 

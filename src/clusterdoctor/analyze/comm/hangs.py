@@ -18,9 +18,20 @@ if TYPE_CHECKING:  # parsers of the other sources are imported only when their d
 
 
 class Hang(msgspec.Struct):
-    """A stuck or mismatched collective and the ranks that caused it."""
+    """A stuck or mismatched collective and the ranks that caused it.
 
-    kind: str  # "not_joined", "lagging", "mismatch", "timeout", "pending"
+    ``kind``: ``not_joined`` (ranks missing from a collective), ``lagging`` (ranks behind on a
+    communicator), ``mismatch`` (ranks called different collectives), ``timeout`` (a watchdog or gloo
+    timeout), ``rendezvous`` (the process group never formed: TCPStore/rendezvous timeouts),
+    ``peer_lost`` (a peer closed its connection), ``pending`` (work enqueued but not completed).
+    ``reporters`` are the ranks whose logs report it (victims, for a timeout); ``culprit_ranks`` the
+    ranks that caused it, when the inputs say; ``missing`` ranks of the group that did not report it.
+    ``first_collective``: no collective of the group ever completed (``last completed work: -1``, or
+    SeqNum 1): the job never communicated, so the cause is rendezvous, topology, the network or a rank
+    that never arrived, not a slow step. ``locations`` are ``path:line`` of every line it rests on.
+    """
+
+    kind: str
     source: str
     group: str | None
     seq: int | None
@@ -28,6 +39,18 @@ class Hang(msgspec.Struct):
     culprit_ranks: tuple[int, ...]
     detail: str
     line: int | None = None
+    reporters: tuple[int, ...] = ()
+    missing: tuple[int, ...] = ()
+    group_size: int | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    first_collective: bool = False
+    locations: tuple[str, ...] = ()
+    partial: bool = False  # built from a truncated input
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in msgspec.structs.asdict(self).items()}
@@ -98,8 +121,8 @@ def hangs_from_nccl_logs(logs: Iterable[NcclLog]) -> list[Hang]:
                     f"collective differs at opCount 0x{opc:x}: {detail}",
                 )
             )
-    for log in logs:
-        out.extend(_watchdog_hangs(log))
+    out.extend(watchdog_hangs(logs))
+    out.extend(dist_error_hangs(logs))
     return out
 
 
@@ -110,44 +133,385 @@ def _fmt_counts(ranks: dict[int, int]) -> str:
     return ", ".join(f"{r}:0x{v:x}" for r, v in items) + (" …" if len(ranks) > 16 else "")
 
 
-def _watchdog_hangs(log: NcclLog) -> list[Hang]:
-    out = []
-    if log.watchdog_timeouts:
-        seqs = defaultdict(list)
+def ranks_label(ranks: Iterable[int]) -> str:
+    """``rank 3``, ``ranks 0, 2, 5`` or ``ranks 0-127`` (runs of consecutive ranks joined)."""
+    rs = sorted(set(ranks))
+    if not rs:
+        return "unknown rank"
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    parts: list[str] = []
+    start = prev = rs[0]
+    for r in [*rs[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(
+            str(start) if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}-{prev}")
+        )
+        if r is not None:
+            start = prev = r
+    return "ranks " + ", ".join(parts)
+
+
+# Collectives whose element counts give the group size: all-gather out = in x n, reduce-scatter in = out x n.
+_GATHER_OPS = ("ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED", "ALLGATHER_INTO_TENSOR_COALESCED")
+_SCATTER_OPS = ("REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCESCATTER", "REDUCE_SCATTER_TENSOR_COALESCED")
+
+
+def _group_size_from_numel(op: str, numel_in: int | None, numel_out: int | None) -> int | None:
+    if not numel_in or not numel_out:
+        return None
+    if op.upper() in _GATHER_OPS and numel_out % numel_in == 0:
+        return numel_out // numel_in
+    if op.upper() in _SCATTER_OPS and numel_in % numel_out == 0:
+        return numel_in // numel_out
+    return None
+
+
+def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
+    """ProcessGroupNCCL watchdog timeouts across every log given (one per rank, or interleaved).
+
+    The same timeout is one Hang however many files show it (a torchrun console and its ``--tee``
+    files); its ``locations`` list them all. Lines are grouped by process group (from the status lines'
+    ``[PG n Rank r]``; watchdog lines do not carry it) and SeqNum; ranks that report different OpTypes
+    at one SeqNum called different collectives (a mismatch, the minority being the culprit).
+    """
+    logs = list(logs)
+    status: dict[tuple[int | None, int | None], list[tuple[Any, str]]] = defaultdict(list)
+    for log in logs:
+        for st in log.watchdog_status:
+            status[(st.rank, st.seq)].append((st, log.path))
+    nranks = [log.nranks for log in logs if log.nranks]
+    comm_size = max(nranks) if nranks else None
+    by_seq: dict[int, list[tuple[Any, str, str | None]]] = defaultdict(list)
+    used_status: set[int] = set()
+    for log in logs:
         for w in log.watchdog_timeouts:
-            seqs[(w.seq, w.op)].append(w)
-        for (seq, op), ws in sorted(seqs.items()):
-            ranks = tuple(sorted({w.rank for w in ws if w.rank is not None}))
-            t = ws[0]
+            sts = status.get((w.rank, w.seq), []) + status.get((w.rank, None), [])
+            pg = next((st.pg for st, _ in sts if st.pg is not None), None)
+            by_seq[w.seq].append((w, log.path, pg))
+    # One unit per collective instance: ranks at one SeqNum with the same (op, sizes). Different
+    # collectives at one SeqNum are a mismatch unless the status lines put them on different groups.
+    units: list[tuple[str | None, int, list[tuple[Any, str]], bool]] = []
+    for seq, found in sorted(by_seq.items()):
+        clusters: dict[tuple[str, int | None, int | None], list[tuple[Any, str, str | None]]] = defaultdict(
+            list
+        )
+        for w, path, pg in found:
+            clusters[(w.op, w.numel_in, w.numel_out)].append((w, path, pg))
+        pgs = [{pg for _, _, pg in c if pg is not None} for c in clusters.values()]
+        apart = all(len(x) == 1 for x in pgs) and len(set().union(*pgs)) == len(pgs)
+        if len(clusters) == 1 or apart:
+            for c, known in zip(clusters.values(), pgs, strict=True):
+                units.append(
+                    (next(iter(known)) if len(known) == 1 else None, seq, [(w, p) for w, p, _ in c], False)
+                )
+        else:
+            labels = {pg for _, _, pg in found}
+            pg = next(iter(labels)) if len(labels) == 1 else None  # named only when every rank's is known
+            units.append((pg, seq, [(w, p) for w, p, _ in found], True))
+    out: list[Hang] = []
+    for pg, seq, items, mismatch in units:
+        locs: list[str] = []
+        by_rank: dict[int | None, Any] = {}
+        for w, path in items:
+            locs.append(f"{path}:{w.line}")
+            by_rank.setdefault(w.rank, w)
+        sts = []
+        for r in by_rank:
+            for st, path in status.get((r, seq), []) + status.get((r, None), []):
+                if id(st) not in used_status:
+                    used_status.add(id(st))
+                    sts.append(st)
+                    locs.append(f"{path}:{st.line}")
+        # Ranks whose watchdog line is not in the logs but whose status line names this work.
+        for (r, s_seq), found_st in status.items():
+            if s_seq != seq or r in by_rank:
+                continue
+            for st, path in found_st:
+                if id(st) not in used_status and (pg is None or st.pg in (None, pg)):
+                    used_status.add(id(st))
+                    sts.append(st)
+                    locs.append(f"{path}:{st.line}")
+        reporters = tuple(
+            sorted({r for r in by_rank if r is not None} | {st.rank for st in sts if st.rank is not None})
+        )
+        ops = {w.op for w in by_rank.values()}
+        w0 = next(iter(by_rank.values()))
+        pg_label = f"process group {pg}" if pg is not None else "its process group"
+        if mismatch:
+            per = {r: (w.op, w.numel_in) for r, w in by_rank.items() if r is not None}
+            values = list(per.values())
+            common = max(values, key=values.count) if values else None
+            # A culprit only when most ranks agree (with two ranks, either may be the odd one).
+            odd = _odd_ranks(per) if values and values.count(common) * 2 > len(values) else ()
+            detail = "; ".join(
+                f"rank {r}: {w.op}" + (f" ({w.numel_in} elements)" if w.numel_in is not None else "")
+                for r, w in sorted(by_rank.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+            )
+            out.append(
+                Hang(
+                    "mismatch",
+                    items[0][1],
+                    pg,
+                    seq,
+                    "/".join(sorted(ops)),  # e.g. "ALLREDUCE/BROADCAST"
+                    odd,
+                    f"ranks called different collectives at SeqNum {seq} of {pg_label}: {detail}"
+                    + (
+                        ""
+                        if pg is not None
+                        else " (the watchdog lines do not name the process group: if these ranks "
+                        "are on different groups, the SeqNums are unrelated)"
+                    ),
+                    w0.line,
+                    reporters=reporters,
+                    timeout_ms=w0.timeout_ms,
+                    locations=tuple(locs),
+                )
+            )
+            continue
+        op = w0.op
+        size = _group_size_from_numel(op, w0.numel_in, w0.numel_out)
+        if size is None and (pg in (None, "0")) and comm_size:
+            size = comm_size
+        missing: tuple[int, ...] = ()
+        if size and reporters and pg in (None, "0") and max(reporters) < size:
+            missing = tuple(r for r in range(size) if r not in by_rank)
+        completed = [st.last_completed for st in sts]
+        enqueued = [st.last_enqueued for st in sts]
+        never = bool(completed) and min(completed) < 0
+        first = never or seq == 1
+        lagging: tuple[int, ...] = ()
+        if completed and len({st.last_completed for st in sts}) > 1:
+            low = min(completed)
+            lagging = tuple(
+                sorted({st.rank for st in sts if st.last_completed == low and st.rank is not None})
+            )
+        ran = max((w.ran_ms for w in by_rank.values() if w.ran_ms is not None), default=None)
+        numel = f", NumelIn={w0.numel_in}, NumelOut={w0.numel_out}" if w0.numel_in is not None else ""
+        parts = [
+            f"{op} SeqNum={seq}{numel} of {pg_label} timed out"
+            + (f" after {ran} ms (timeout {w0.timeout_ms} ms)" if ran is not None else "")
+            + (f" on {ranks_label(reporters)}" if reporters else "")
+        ]
+        if completed:
+            parts.append(
+                f"last enqueued work {max(enqueued)}, last completed {min(completed)}"
+                + (f" ({ranks_label(lagging)} behind the others)" if lagging else "")
+            )
+        if first:
+            parts.append(
+                "no collective of this group ever completed"
+                if never
+                else "it is the first collective of this group"
+            )
+        if missing:
+            parts.append(
+                f"{ranks_label(missing)} of the {size} did not report it in these logs (never reached it, "
+                "died earlier, or their logs are not here)"
+            )
+        elif size and reporters and len(reporters) == size:
+            parts.append(
+                f"all {size} ranks reported it: every rank arrived and the collective did not progress"
+            )
+        out.append(
+            Hang(
+                "timeout",
+                items[0][1],
+                pg,
+                seq,
+                op,
+                lagging,
+                "; ".join(parts),
+                w0.line,
+                reporters=reporters,
+                missing=missing,
+                group_size=size,
+                numel_in=w0.numel_in,
+                numel_out=w0.numel_out,
+                timeout_ms=w0.timeout_ms,
+                ran_ms=ran,
+                last_enqueued=max(enqueued) if enqueued else None,
+                last_completed=min(completed) if completed else None,
+                first_collective=first,
+                locations=tuple(locs),
+            )
+        )
+    # Status lines without a watchdog line (only the dump-signal or status line was kept).
+    rest: dict[tuple[int | None, int], list[tuple[Any, str]]] = defaultdict(list)
+    for sts in status.values():
+        for st, path in sts:
+            if id(st) not in used_status and st.last_enqueued > st.last_completed:
+                rest[(st.last_enqueued, st.last_completed)].append((st, path))
+    for (enq, comp), sts2 in sorted(rest.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+        ranks = tuple(sorted({st.rank for st, _ in sts2 if st.rank is not None}))
+        st0, p0 = sts2[0]
+        never = comp < 0
+        out.append(
+            Hang(
+                "pending",
+                p0,
+                st0.pg,
+                st0.seq if st0.seq is not None else comp + 1,
+                None,
+                (),
+                f"{ranks_label(ranks) if ranks else 'a rank'}: last enqueued work {enq}, last completed {comp} "
+                f"({enq - max(comp, 0)} queued but unfinished)"
+                + ("; no collective of this group ever completed" if never else ""),
+                st0.line,
+                reporters=ranks,
+                last_enqueued=enq,
+                last_completed=comp,
+                first_collective=never,
+                locations=tuple(f"{p}:{st.line}" for st, p in sts2),
+            )
+        )
+    return out
+
+
+def dist_error_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
+    """gloo, TCPStore and rendezvous failures, one Hang per failure however many files show it."""
+    merged: dict[tuple[Any, ...], list[tuple[Any, str]]] = defaultdict(list)
+    for log in logs:
+        for e in log.dist_errors:
+            merged[(e.kind, e.rank, e.op, e.ranks, e.peer, e.joined)].append((e, log.path))
+    barrier_culprits = tuple(
+        sorted(
+            {
+                r
+                for (kind, *_), es in merged.items()
+                if kind == "monitored_barrier"
+                for e, _ in es
+                for r in e.ranks
+            }
+        )
+    )
+    out: list[Hang] = []
+    for (kind, rank, op, ranks, peer, _joined), items in merged.items():
+        e, path = items[0]
+        locs = tuple(f"{p}:{x.line}" for x, p in items)
+        who = f"rank {rank}" if rank is not None else "a rank"
+        reporters = (rank,) if rank is not None else ()
+        if kind == "gloo_timeout":
+            detail = (
+                f"{who} timed out after {e.timeout_ms} ms waiting for a gloo {op}: a peer never sent its part "
+                "(it never reached the collective, is stuck before it, or died)"
+            )
+            if barrier_culprits:
+                detail += f"; TORCH_DISTRIBUTED_DEBUG=DETAIL names {ranks_label(barrier_culprits)}"
             out.append(
                 Hang(
                     "timeout",
-                    log.path,
+                    path,
                     None,
-                    seq,
-                    op,
-                    (),
-                    f"watchdog timeout on {op} SeqNum={seq}"
-                    + (f" after {t.ran_ms} ms (timeout {t.timeout_ms} ms)" if t.ran_ms else "")
-                    + (f", reported by ranks {list(ranks)}" if ranks else "")
-                    + "; the culprit is a rank that never reached this collective (not one that reports it)",
-                    t.line,
+                    None,
+                    f"gloo {op}",
+                    barrier_culprits,
+                    detail,
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    locations=locs,
                 )
             )
-    for s in log.watchdog_status:
-        if s.last_enqueued > s.last_completed:
+        elif kind == "monitored_barrier":
             out.append(
                 Hang(
-                    "pending",
-                    log.path,
+                    "not_joined",
+                    path,
                     None,
-                    s.seq,
                     None,
+                    "monitoredBarrier",
+                    ranks,
+                    f"{ranks_label(ranks)} did not reach gloo's monitoredBarrier within {e.timeout_ms} ms "
+                    f"(reported by {who}, TORCH_DISTRIBUTED_DEBUG=DETAIL): they never arrived at the collective",
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    locations=locs,
+                )
+            )
+        elif kind == "store_wait":
+            detail = (
+                f"{who} waited {e.timeout_ms} ms for the TCPStore key(s) {e.text} while creating the process "
+                "group: "
+                + (
+                    f"{ranks_label(ranks)} never published its address (the last key component is the peer's rank)"
+                    if ranks
+                    else "a peer never published its address"
+                )
+            )
+            out.append(
+                Hang(
+                    "rendezvous",
+                    path,
+                    None,
+                    None,
+                    "init_process_group",
+                    ranks,
+                    detail,
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    first_collective=True,
+                    locations=locs,
+                )
+            )
+        elif kind in ("store_clients", "store_barrier"):
+            missing_n = (e.world_size or 0) - (e.joined or 0)
+            out.append(
+                Hang(
+                    "rendezvous",
+                    path,
+                    None,
+                    None,
+                    "init_process_group",
                     (),
-                    f"rank {s.rank if s.rank is not None else '?'}: work {s.seq} failed; last enqueued "
-                    f"{s.last_enqueued}, last completed {s.last_completed} "
-                    f"({s.last_enqueued - max(s.last_completed, 0)} queued but unfinished)",
-                    s.line,
+                    f"only {e.joined} of {e.world_size} ranks joined the rendezvous"
+                    + (f" within {e.timeout_ms // 1000} s" if e.timeout_ms else "")
+                    + f" ({missing_n} never arrived: not started, crashed, or cannot reach the store)",
+                    e.line,
+                    reporters=reporters,
+                    group_size=e.world_size,
+                    timeout_ms=e.timeout_ms,
+                    first_collective=True,
+                    locations=locs,
+                )
+            )
+        elif kind == "store_connect":
+            out.append(
+                Hang(
+                    "rendezvous",
+                    path,
+                    None,
+                    None,
+                    "init_process_group",
+                    (),
+                    f"{who} could not connect to the rendezvous store at {peer} within {e.timeout_ms} ms "
+                    "(MASTER_ADDR/MASTER_PORT wrong, the store's host not up yet, or a firewall)",
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    first_collective=True,
+                    locations=locs,
+                )
+            )
+        elif kind == "peer_closed":
+            out.append(
+                Hang(
+                    "peer_lost",
+                    path,
+                    None,
+                    None,
+                    "gloo",
+                    (),
+                    f"{who}: the gloo peer at {peer} closed its connection: that process died or was killed "
+                    "first; its own log holds the cause",
+                    e.line,
+                    reporters=reporters,
+                    locations=locs,
                 )
             )
     return out

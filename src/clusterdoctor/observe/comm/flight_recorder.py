@@ -218,14 +218,21 @@ _FR_HEAD = re.compile(
 _FR_KV = re.compile(r"^\s*(?P<k>[a-z][a-z ]+?):\s*(?P<v>[^\n]*)$")
 
 
+_REPORT_LINE = re.compile(rb"(?m)^[ \t]*(?:\S+: ?)?Not all ranks joining collective \d+")
+# torchrun/PyTorch/MPI line prefixes ("[rank0]: ", "[default0]:", "[1,0]<stdout>:"), removed before parsing.
+_BRACKET_PREFIX = re.compile(r"^[ \t]*(?:\[[\w.,\-]+\](?:<std(?:out|err)>)?:[ \t]?)+")
+
+
 def parse_frtrace_report(text: str, path: str = "<torchfrtrace>") -> FrTraceReport:
     """Parse the text ``torchfrtrace`` prints: mismatch blocks with missing ranks, sizes and state."""
     rep = FrTraceReport(path)
-    lines = text.splitlines()
+    lines = [_BRACKET_PREFIX.sub("", ln, count=1) for ln in text.splitlines()]
     i = 0
     while i < len(lines):
         line = lines[i]
-        m = re.search(r"Not all ranks joining collective (\d+) at entry (\d+)", line)
+        # At the start of a line (after indentation or a launcher prefix), as torchfrtrace prints it; the
+        # phrase quoted inside prose (a README describing a report) is not a report.
+        m = re.match(r"\s*(?:\S+: )?Not all ranks joining collective (\d+) at entry (\d+)", line)
         m2 = None if m else re.search(r"\b((?:[Ss]ize|[Tt]ype|[Dd]type|[Ss]tate) mismatch)\b", line)
         if not m and not m2:
             i += 1
@@ -313,6 +320,6 @@ def sniff_flight_recorder(head: bytes, name: str = "") -> bool:
         except Exception:  # any failure means "not recognised"
             return False
         return isinstance(obj, dict) and "entries" in obj
-    return b"Not all ranks joining collective" in head or (
+    return _REPORT_LINE.search(head) is not None or (
         b'"entries"' in head and (b'"pg_config"' in head or b'"collective_seq_id"' in head)
     )

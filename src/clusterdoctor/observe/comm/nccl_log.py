@@ -1,8 +1,12 @@
-"""NCCL debug logs (``NCCL_DEBUG=INFO``) and PyTorch's NCCL watchdog lines, many ranks interleaved.
+"""NCCL debug logs (``NCCL_DEBUG=INFO``) and the PyTorch distributed failures around them, many ranks interleaved.
 
+A training job's console or log file as users keep it: NCCL's lines, PyTorch's watchdog, gloo and
+TCPStore messages (:mod:`~clusterdoctor.observe.comm.torch_dist`), behind any launcher prefix.
 Line grammar from NVIDIA/nccl ``src/debug.cc``: ``[timestamp] host:pid:tid [cudaDev] NCCL INFO msg``,
 optionally behind a launcher prefix (``[1,0]<stdout>:`` from Open MPI, ``[default0]:`` from
-torchrun, ``0:`` from srun). What is kept (see ``../shared/reference/comm.md`` §3):
+torchrun ``--tee``, ``[rank0]:`` from PyTorch, ``0:`` from srun, ``worker-0: `` from DeepSpeed's pdsh,
+``2024/04/30 23:29:35 `` timestamps); the prefix is whatever precedes ``host:pid:tid [dev]``. What is
+kept (see ``../shared/reference/comm.md`` §3):
 
 * ``NCCL version``; ``Using network Socket|IB|AWS Libfabric``; ``NET/IB : No device found``;
 * ``comm 0x… rank R nRanks N nNodes K localRanks L`` and ``… - Init COMPLETE`` (old and new forms);
@@ -12,7 +16,8 @@ torchrun, ``0:`` from srun). What is kept (see ``../shared/reference/comm.md`` �
 * COLL records ``AllReduce: opCount 1f sendbuff … count N datatype 7 op 0 root 0 comm 0x… [nranks=8]``
   (opCount is hex, per communicator);
 * ProcessGroupNCCL watchdog timeouts (``WorkNCCL(SeqNum=S, OpType=…, Timeout(ms)=T)``) and
-  "last enqueued / last completed" lines, old and new wording.
+  "last enqueued / last completed" lines in every wording, gloo and TCPStore timeouts
+  (:class:`~clusterdoctor.observe.comm.torch_dist.DistScanner`).
 
 Speed: one C-speed regex scan finds the interesting lines (a literal prefix ``NCCL INFO ``), Python
 work happens only per kept line, and files are read in blocks so memory stays bounded.
@@ -23,10 +28,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.comm.torch_dist import (
+    TRIGGERS,
+    DistError,
+    DistScanner,
+    WatchdogStatus,
+    WatchdogTimeout,
+)
 from clusterdoctor.topology.cpuset import parse_hexmask
+
+__all__ = [
+    "DistError",
+    "NcclLog",
+    "Proc",
+    "WatchdogStatus",
+    "WatchdogTimeout",
+    "classify_via",
+    "load_nccl_log",
+    "parse_nccl_log",
+    "sniff_nccl_log",
+]
 
 # ncclDataType_t (src/nccl.h.in) and ncclRedOp_t.
 DATATYPES = {
@@ -52,7 +75,7 @@ _BLOCK = 16 << 20
 _PREFIX = re.compile(r"(?:.*?[\s\]:>])?(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _INFO = re.compile(
     r"NCCL INFO (?:"
-    r"(?P<chan>Channel \d+/\d+ : [^\n]*)"
+    r"(?P<chan>Channel \d+(?:/\d+)? : [^\n]*)"
     r"|(?P<ring>Ring \d+ : [^\n]*)"
     r"|(?P<trees>Trees [^\n]*)"
     r"|(?P<net>Using network [^\n]*)"
@@ -68,20 +91,8 @@ _INFO = re.compile(
 )
 _WARN = re.compile(r"NCCL WARN ([^\n]*)")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
-_WATCHDOG = re.compile(
-    r"(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
-    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?: ran for (?P<ran>\d+) milliseconds)?"
-)
-_WATCHDOG_STATUS = re.compile(
-    r"(?:failure detected by watchdog at work sequence id: (?P<s1>\d+) PG status: last enqueued work: "
-    r"(?P<e1>-?\d+), last completed work: (?P<c1>-?\d+))"
-    r"|(?:detected by watchdog at work: (?P<s2>\d+), last enqueued NCCL work: (?P<e2>-?\d+), "
-    r"last completed NCCL work: (?P<c2>-?\d+))"
-)
-_RANK_NEAR = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\[rank(\d+)\]")
 _CHAN = re.compile(
-    r"Channel (?P<ch>\d+)/(?P<conn>\d+) : (?P<src>\d+)\[(?P<sdev>[0-9a-fA-Fx]+)\] -> "
+    r"Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)\[(?P<sdev>[0-9a-fA-Fx]+)\] -> "
     r"(?P<dst>\d+)\[(?P<ddev>[0-9a-fA-Fx]+)\](?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
 )
 _RING_ORDER = re.compile(r"Channel (?P<ch>\d+)/(?P<n>\d+) :((?:\s+\d+)+)\s*$")
@@ -191,27 +202,6 @@ class CollRecord:
         return DATATYPES.get(self.datatype, f"type{self.datatype}")
 
 
-@dataclass(slots=True)
-class WatchdogTimeout:
-    rank: int | None
-    seq: int
-    op: str
-    numel_in: int | None
-    numel_out: int | None
-    timeout_ms: int | None
-    ran_ms: int | None
-    line: int | None = None
-
-
-@dataclass(slots=True)
-class WatchdogStatus:
-    rank: int | None
-    seq: int
-    last_enqueued: int
-    last_completed: int
-    line: int | None = None
-
-
 @dataclass
 class NcclLog:
     """Everything kept from one NCCL log (possibly many ranks interleaved)."""
@@ -230,6 +220,7 @@ class NcclLog:
     colls: list[CollRecord] = field(default_factory=list)
     watchdog_timeouts: list[WatchdogTimeout] = field(default_factory=list)
     watchdog_status: list[WatchdogStatus] = field(default_factory=list)
+    dist_errors: list[DistError] = field(default_factory=list)  # gloo, TCPStore, rendezvous
     env: dict[str, str] = field(default_factory=dict)
     warns: list[str] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
@@ -291,6 +282,12 @@ class _Parser:
         self._procs: dict[str, Proc | None] = {}
         self._masks: dict[str, tuple[int, ...]] = {}
         self._vias: dict[str, tuple[str, str | None, bool]] = {}
+        self.dist = DistScanner()
+        log.watchdog_timeouts, log.watchdog_status, log.dist_errors = (
+            self.dist.timeouts,
+            self.dist.status,
+            self.dist.errors,
+        )
 
     def feed(self, text: str) -> None:
         log = self.log
@@ -430,8 +427,8 @@ class _Parser:
         for m in _WARN.finditer(text):
             if len(log.warns) < 1000:
                 log.warns.append(m.group(1).strip())
-        if "atchdog" in text:
-            self._watchdog(text, line_no)
+        if any(t in text for t in TRIGGERS):
+            self.dist.feed(text, lines_before)
         self.line_base += text.count("\n")
 
     def _proc(self, text: str, ls: int, end: int) -> Proc | None:
@@ -476,44 +473,6 @@ class _Parser:
             if d.group("what") == "Init COMPLETE":
                 info.init_complete = True
 
-    def _watchdog(self, text: str, line_no: Any) -> None:
-        log = self.log
-        for m in _WATCHDOG.finditer(text):
-            rank = int(m.group("rank")) if m.group("rank") else self._rank_near(text, m.start())
-            log.watchdog_timeouts.append(
-                WatchdogTimeout(
-                    rank,
-                    int(m.group("seq")),
-                    m.group("op"),
-                    _opt_int(m.group("nin")),
-                    _opt_int(m.group("nout")),
-                    _opt_int(m.group("timeout")),
-                    _opt_int(m.group("ran")),
-                    line_no(m.start()),
-                )
-            )
-        for m in _WATCHDOG_STATUS.finditer(text):
-            seq = m.group("s1") or m.group("s2")
-            enq = m.group("e1") or m.group("e2")
-            comp = m.group("c1") or m.group("c2")
-            log.watchdog_status.append(
-                WatchdogStatus(
-                    self._rank_near(text, m.start()), int(seq), int(enq), int(comp), line_no(m.start())
-                )
-            )
-
-    @staticmethod
-    def _rank_near(text: str, pos: int) -> int | None:
-        ls = text.rfind("\n", 0, pos) + 1
-        m = _RANK_NEAR.search(text, ls, pos)
-        if m is None:
-            return None
-        return int(m.group(1) or m.group(2))
-
-
-def _opt_int(s: str | None) -> int | None:
-    return int(s) if s else None
-
 
 def parse_nccl_log(text: str, path: str = "<nccl log>") -> NcclLog:
     """Parse the text of an NCCL log (pure; never raises for odd lines, which are ignored)."""
@@ -556,11 +515,20 @@ def load_nccl_log(path: str | Path) -> NcclLog:
 
 
 def _check(log: NcclLog) -> None:
-    if not log.lines_kept and not log.watchdog_timeouts and not log.watchdog_status and log.version is None:
-        log.warnings.append(f"{log.path}: no NCCL INFO or watchdog lines found (was NCCL_DEBUG=INFO set?)")
+    found = log.lines_kept or log.watchdog_timeouts or log.watchdog_status or log.dist_errors
+    if not found and log.version is None:
+        log.warnings.append(
+            f"{log.path}: no line clusterdoctor reads (NCCL INFO init/transport/collective lines, watchdog "
+            "or gloo/TCPStore timeouts); was NCCL_DEBUG=INFO set?"
+        )
 
 
-_SNIFF = re.compile(rb"NCCL (?:INFO|WARN)|NCCL version \d|Watchdog caught collective|WorkNCCL\(SeqNum")
+_SNIFF = re.compile(
+    rb"NCCL (?:INFO|WARN)|NCCL version \d|Watchdog caught collective|WorkNCCL\(SeqNum"
+    rb"|Timed out waiting \d+ms for (?:recv|send) operation|failed to pass monitoredBarrier"
+    rb"|wait timeout after \d+ms, keys: |waiting for clients\. \d+/\d+ clients joined"
+    rb"|initializing process group in store based barrier"
+)
 
 
 def sniff_nccl_log(head: bytes) -> bool:

@@ -11,7 +11,8 @@ Format (NVIDIA/nccl-tests README.md, doc/PERFORMANCE.md; fixtures in ``fixtures/
 Columns: size (B), count (elements), type, redop, root, then out-of-place time (us), algbw, busbw,
 #wrong and the same in-place. Older builds have no ``root`` column and print ``error`` instead of
 ``#wrong`` (NVIDIA/nccl-tests#107); ``N/A`` appears in place of numbers. Lines may carry a launcher
-prefix (``[1,0]<stdout>:``). GB here is 1e9 bytes, as nccl-tests computes it.
+prefix (``[1,0]<stdout>:``, srun's `` 0: ``, any of :data:`~clusterdoctor.observe.comm.launcher.LINE_PREFIX`).
+GB here is 1e9 bytes, as nccl-tests computes it. Older builds print ``#   Rank  0 Pid …`` without ``Group``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.comm.launcher import LINE_PREFIX
 
-_LAUNCHER = r"(?:\[\d+,\d+\]<std(?:out|err)>:|\[\w+\]:|\d+: )?"
+_LAUNCHER = LINE_PREFIX
 _NUM = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|N/A)"
 _ROW = re.compile(
     r"^" + _LAUNCHER + r"\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
@@ -32,7 +34,7 @@ _ROW = re.compile(
 _HEADER = re.compile(r"^" + _LAUNCHER + r"#\s+size\s+count\s+type\s+redop\s*(?P<root>root)?", re.MULTILINE)
 _NTHREAD = re.compile(r"# nThread (?P<nt>\d+) nGpus (?P<ng>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
 _RANK = re.compile(
-    r"#\s+Rank\s+(?P<rank>\d+) Group\s+(?P<group>\d+) Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
+    r"#\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.safe_xml import parse_xml, xml_head_root
+from clusterdoctor.topology.cpu import CpuId, normalise_vendor, vendor_from_model_name
 from clusterdoctor.topology.cpuset import MAX_CPU_ID
 from clusterdoctor.topology.model import CpuInfo, Device, NumaNode, PathInfo, Topology, classify_pci_path
 
@@ -779,6 +780,7 @@ class _Builder:
             for el in self.root:
                 if el.tag == "info" and el.get("name") == "HostName":
                     hostname = el.get("value")
+        cpu = self.cpu_id()
         allowed = self.bitmap(machine, "allowed_cpuset")
         if allowed is not None and pu_ids:
             pu_set = set(pu_ids.values())
@@ -796,7 +798,24 @@ class _Builder:
             hostname=hostname or None,
             allowed_cpus=allowed,
             warnings=self.warnings,
+            cpu=cpu,
         )
+
+    def cpu_id(self) -> CpuId | None:
+        """CPUVendor/CPUModel/CPUFamilyNumber/CPUModelNumber of the first object that has them
+        (hwloc puts them on each Package, older exports on the Machine)."""
+        for o in self.objs:
+            vendor, name = o.info("CPUVendor"), o.info("CPUModel")
+            if vendor or name:
+                fam, mod = o.info("CPUFamilyNumber"), o.info("CPUModelNumber")
+                return CpuId(
+                    normalise_vendor(vendor) or vendor_from_model_name(name),
+                    name or None,
+                    int(fam) if fam and fam.isdigit() else None,
+                    int(mod) if mod and mod.isdigit() else None,
+                    "hwloc XML",
+                )
+        return None
 
 
 def parse_hwloc_xml(data: bytes | str, path: str | None = None) -> Topology:

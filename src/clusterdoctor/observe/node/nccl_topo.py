@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.safe_xml import parse_xml, xml_head_root
+from clusterdoctor.topology.cpu import CpuId, normalise_vendor
 from clusterdoctor.topology.cpuset import parse_hexmask
 from clusterdoctor.topology.model import Device, NumaNode, PathInfo, Topology
 
@@ -239,6 +240,22 @@ def parse_nccl_topo_xml(data: bytes | str, path: str | None = None) -> Topology:
         paths=paths,
         hostname=None,
         warnings=warnings,
+        cpu=_cpu_id(cpus_el[0]),
+    )
+
+
+def _cpu_id(cpu: ET.Element) -> CpuId | None:
+    """``<cpu arch vendor familyid modelid>`` as NCCL writes it (vendor is the CPUID string)."""
+    vendor = normalise_vendor(cpu.get("vendor"))
+    fam, mod = (cpu.get("familyid") or "").strip(), (cpu.get("modelid") or "").strip()
+    if vendor is None:
+        return None
+    return CpuId(
+        vendor,
+        None,
+        int(fam) if fam.isdigit() else None,
+        int(mod) if mod.isdigit() else None,
+        "NCCL topology XML",
     )
 
 

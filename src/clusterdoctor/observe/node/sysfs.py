@@ -24,6 +24,7 @@ import socket
 from pathlib import Path
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.topology.cpu import read_cpuinfo
 from clusterdoctor.topology.cpuset import parse_cpulist
 from clusterdoctor.topology.model import CpuInfo, Device, NumaNode, PathInfo, Topology, classify_pci_path
 
@@ -397,4 +398,5 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
         hostname=hostname,
         allowed_cpus=_allowed_cpus(base, live),
         warnings=warnings,
+        cpu=read_cpuinfo(str(base)),  # proc/cpuinfo beside sys/ (live; hwloc-gather-topology trees)
     )
