@@ -111,6 +111,11 @@ def diagnose(
     elif refs:
         diag = diagnosis.run(obs, refs)  # remote sources only: this machine is not what was asked about
     else:
+        from clusterdoctor.cli.kube_options import check_dir, check_pods_file
+
+        check_dir("--proc-root", proc_root)
+        if pods:
+            check_pods_file(pods)
         kube = None
         if pod_resources_socket or node_name or pods:
             from clusterdoctor.observe.node.kube_context import collect_kube_context

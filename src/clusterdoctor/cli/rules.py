@@ -30,6 +30,10 @@ def rules(
     from clusterdoctor.report.text import terminal_width
     from clusterdoctor.rules.registry import get_rule, load_all
 
+    if runbook_url:
+        from clusterdoctor.cli.kube_options import check_http_url
+
+        check_http_url("--runbook-url", runbook_url)
     if fmt in ("prometheus", "prometheus-operator", "promtool-tests"):
         from clusterdoctor.cli.rules_export import export_alerts
 

@@ -101,6 +101,10 @@ def agent(
         if not os.path.isfile(f):
             why = "is a directory" if os.path.isdir(f) else "no such file"
             raise CliExit(EXIT_BAD_INPUT, f"error: --log {f}: {why}")
+    if proc_root:
+        from clusterdoctor.cli.kube_options import check_dir
+
+        check_dir("--proc-root", proc_root)
     from clusterdoctor.serve.agent import Agent, default_sources, make_server
 
     a = Agent(
@@ -152,9 +156,10 @@ def extender(
     host, port = _hostport(listen, 8888)
     signals = None
     if prometheus:
+        from clusterdoctor.cli.kube_options import check_http_url
         from clusterdoctor.serve.signals import PrometheusSignals
 
-        signals = PrometheusSignals(prometheus)
+        signals = PrometheusSignals(check_http_url("--prometheus", prometheus))
     srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals), host, port)
     typer.echo(
         f"clusterdoctor scheduler extender ({policy}) on {_url(srv, '/scheduler')} (urlPrefix; verbs filter, prioritize)",
