@@ -25,8 +25,8 @@ def test_save_load_and_spill(tmp_path):
         s.save(k, v)
     assert [i.name for i in s.list()] == list(blobs)
     assert s.latest() == "step-3"
-    fast = sorted(p.name for p in (tmp_path / "fast").iterdir())
-    slow = sorted(p.name for p in (tmp_path / "slow").iterdir())
+    fast = sorted(p.name for p in (tmp_path / "fast").glob("*.ckpt"))  # beside them: SEQ and .lock
+    slow = sorted(p.name for p in (tmp_path / "slow").glob("*.ckpt"))
     assert len(fast) == 2 and len(slow) == 2 and all("step-2" in f or "step-3" in f for f in fast)
     for k, v in blobs.items():
         assert s.load(k) == v

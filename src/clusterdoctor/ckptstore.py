@@ -3,10 +3,22 @@ slower path zstd-compressed; atomic writes, checksums verified on read, crash-sa
 
 Guarantees:
 
+- **Newest wins**: every save takes the next number of a sequence that never goes back (a counter
+  file, ``SEQ``, raised before the checkpoint is written, and never below any number on disk), so the
+  latest ``save(name)`` is what ``load(name)`` and ``load()`` return — one entry per name: a new save
+  of a name removes its older copies in both tiers.
 - **Atomic**: a checkpoint is written to a temporary file in the target directory, flushed and
   ``fsync``-ed, renamed into place (``os.replace``) and the directory is ``fsync``-ed. A crash (even
-  ``kill -9``) in the middle of a save leaves at most a ``.tmp`` file, which readers ignore and the next
-  open removes; the previous checkpoint stays readable.
+  ``kill -9``) in the middle of a save leaves at most temporary files, which readers ignore; the
+  previous checkpoint stays readable. A save that fails (disk full, an exception from the data)
+  removes its own temporary files before raising.
+- **Writers serialised**: a save holds an exclusive lock (``flock`` on ``.lock`` in the fast
+  directory) from choosing its number to its last rename; a second writer, in this process or
+  another, waits up to ``lock_timeout`` seconds and then gets :class:`StoreBusy`.
+- **Live writers untouched**: temporary files are named ``.<seq>-<name>.<host>.<pid>.<tag>.tmp``;
+  opening a store removes only those of writers that are gone: this host's whose PID no longer runs
+  (a live PID keeps its files whatever their age), and another host's (a shared slow tier) once older
+  than ``stale_after`` seconds.
 - **Verified**: every file carries the SHA-256 of the uncompressed payload; :meth:`load` recomputes it
   and raises :class:`ChecksumError` on mismatch.
 - **Tiered**: the newest ``keep_fast`` checkpoints stay uncompressed in ``fast_dir``; older ones are
@@ -25,12 +37,18 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
+import secrets
+import socket
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +59,35 @@ SUFFIX = ".ckpt"
 TMP_SUFFIX = ".tmp"
 DEFAULT_ZSTD_LEVEL = 12
 _NAME_OK = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SEQ_FILE = "SEQ"
+_LOCK_FILE = ".lock"
+DEFAULT_STALE_AFTER_S = 24 * 3600.0  # a temp file this old belongs to no live writer (another host's)
+_FILE_SEQ = re.compile(r"^\.?(\d{12})-")
+_TMP = re.compile(
+    r"^\.(?P<seq>\d{12})-(?P<name>.+?)\.(?P<host>[A-Za-z0-9._-]*)\.(?P<pid>\d+)\.[0-9a-f]+(?:\.body)?\.tmp$"
+)
 
 
 class ChecksumError(ClusterDoctorError):
     """A stored checkpoint's payload does not match its recorded SHA-256."""
+
+
+class StoreBusy(ClusterDoctorError):
+    """Another writer held the store's lock for longer than ``lock_timeout``."""
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:64] or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, another user's
+    return True
 
 
 @dataclass(frozen=True)
@@ -104,7 +147,8 @@ class TieredCheckpointStore:
     """See the module docstring."""
 
     def __init__(self, fast_dir: str | Path, slow_dir: str | Path | None = None, keep_fast: int = 2,
-                 zstd_level: int = DEFAULT_ZSTD_LEVEL, keep_total: int | None = None) -> None:  # fmt: skip
+                 zstd_level: int = DEFAULT_ZSTD_LEVEL, keep_total: int | None = None,
+                 lock_timeout: float = 60.0, stale_after: float = DEFAULT_STALE_AFTER_S) -> None:  # fmt: skip
         if keep_fast < 1:
             raise ValueError("keep_fast must be at least 1")
         if not 1 <= zstd_level <= 22:
@@ -114,11 +158,35 @@ class TieredCheckpointStore:
         self.keep_fast = keep_fast
         self.keep_total = keep_total
         self.zstd_level = zstd_level
+        self.lock_timeout = lock_timeout
+        self.stale_after = stale_after
+        self.host = _host()
         for d in (self.fast, self.slow):
             if d is not None:
                 d.mkdir(parents=True, exist_ok=True)
-                for t in d.glob(f"*{TMP_SUFFIX}"):  # leftovers of a crashed save
+        self.remove_stale_temp_files()
+
+    def remove_stale_temp_files(self) -> list[Path]:
+        """Remove temporary files of writers that are gone (see the module docstring); returns them."""
+        removed = []
+        now = time.time()
+        for d in (self.fast, self.slow):
+            if d is None:
+                continue
+            for t in d.glob(f".*{TMP_SUFFIX}"):
+                m = _TMP.match(t.name)
+                try:
+                    age = now - t.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if m is not None and m["host"] == self.host:
+                    gone = not _pid_alive(int(m["pid"]))  # this host's writer: its PID decides, never age
+                else:
+                    gone = age > self.stale_after  # another host's (a shared slow tier): only when old
+                if gone:
                     t.unlink(missing_ok=True)
+                    removed.append(t)
+        return removed
 
     # -- listing ------------------------------------------------------------------------------------
     def _scan(self, d: Path | None) -> list[CheckpointInfo]:
@@ -135,10 +203,12 @@ class TieredCheckpointStore:
         return out
 
     def list(self) -> list[CheckpointInfo]:
-        """All checkpoints, oldest first (fast and slow tiers)."""
+        """All checkpoints, oldest first (fast and slow tiers): one per name, the highest sequence."""
         by_name: dict[str, CheckpointInfo] = {}
-        for info in self._scan(self.slow) + self._scan(self.fast):  # fast wins if both exist mid-spill
-            by_name[info.name] = info
+        for info in self._scan(self.slow) + self._scan(self.fast):
+            old = by_name.get(info.name)
+            if old is None or info.seq > old.seq or (info.seq == old.seq and info.codec == "raw"):
+                by_name[info.name] = info  # the newest save; mid-spill, the fast copy of the same one
         return sorted(by_name.values(), key=lambda i: i.seq)
 
     def latest(self) -> str | None:
@@ -146,19 +216,68 @@ class TieredCheckpointStore:
         return items[-1].name if items else None
 
     # -- writing ------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = os.open(self.fast / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise StoreBusy(
+                            f"{self.fast}: another writer has held the checkpoint store for more than "
+                            f"{self.lock_timeout:g} s"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _next_seq(self) -> int:
+        """The next number (under the lock): above the counter and above every number on disk, so a
+        number is never used twice even if the counter file or newer checkpoints were lost."""
+        top = 0
+        try:
+            top = int((self.fast / _SEQ_FILE).read_text().strip() or 0)
+        except (OSError, ValueError):
+            pass
+        for d in (self.fast, self.slow):
+            if d is not None:
+                for p in d.iterdir():
+                    m = _FILE_SEQ.match(p.name)
+                    if m:
+                        top = max(top, int(m.group(1)))
+        seq = top + 1
+        self._atomic_write(self.fast, _SEQ_FILE, f"{seq}\n".encode(), [], seq=seq, name="SEQ")
+        return seq
+
+    def _tmp_name(self, seq: int, name: str, body: bool = False) -> str:
+        tag = secrets.token_hex(4)
+        return f".{seq:012d}-{name}.{self.host}.{os.getpid()}.{tag}{'.body' if body else ''}{TMP_SUFFIX}"
+
     def _file_name(self, seq: int, name: str) -> str:
         return f"{seq:012d}-{name}{SUFFIX}"
 
-    def _atomic_write(self, directory: Path, final_name: str, header: bytes, chunks: Iterable[bytes]) -> Path:
+    def _atomic_write(self, directory: Path, final_name: str, header: bytes, chunks: Iterable[bytes],
+                      *, seq: int, name: str) -> Path:  # fmt: skip
         final = directory / final_name
-        tmp = directory / f".{final_name}.{os.getpid()}{TMP_SUFFIX}"
-        with open(tmp, "wb") as f:
-            f.write(header)
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        tmp = directory / self._tmp_name(seq, name)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(header)
+                for c in chunks:
+                    f.write(c)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a failed save (disk full, bad data) leaves nothing behind
+            raise
         _fsync_dir(directory)
         return final
 
@@ -171,25 +290,34 @@ class TieredCheckpointStore:
         writing; the header is written last via a second atomic step, so a crash leaves no partial file."""
         if not _NAME_OK.match(name):
             raise ValueError(f"checkpoint name {name!r}: use 1-128 of [A-Za-z0-9._-]")
-        items = self.list()
-        seq = items[-1].seq + 1 if items else 1
-        sha = hashlib.sha256()
-        size = 0
-        body = self.fast / f".{seq:012d}-{name}.body.{os.getpid()}{TMP_SUFFIX}"
-        with open(body, "wb") as f:
-            for c in chunks:
-                sha.update(c)
-                size += len(c)
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            header = _header(name, seq, size, sha.hexdigest(), "raw")
-            path = self._atomic_write(self.fast, self._file_name(seq, name), header, _file_chunks(body))
-        finally:
-            body.unlink(missing_ok=True)
-        self._spill()
+        with self._locked():
+            seq = self._next_seq()
+            sha = hashlib.sha256()
+            size = 0
+            body = self.fast / self._tmp_name(seq, name, body=True)
+            try:
+                with open(body, "wb") as f:
+                    for c in chunks:
+                        sha.update(c)
+                        size += len(c)
+                        f.write(c)
+                    f.flush()
+                    os.fsync(f.fileno())
+                header = _header(name, seq, size, sha.hexdigest(), "raw")
+                path = self._atomic_write(
+                    self.fast, self._file_name(seq, name), header, _file_chunks(body), seq=seq, name=name
+                )
+            finally:
+                body.unlink(missing_ok=True)
+            self._drop_older(name, seq)
+            self._spill()
         return path
+
+    def _drop_older(self, name: str, seq: int) -> None:
+        """One entry per name: older copies of ``name`` (either tier) go once the new one is in place."""
+        for info in self._scan(self.slow) + self._scan(self.fast):
+            if info.name == name and info.seq < seq:
+                info.path.unlink(missing_ok=True)
 
     def _spill(self) -> None:
         fast = sorted(self._scan(self.fast), key=lambda i: i.seq)
@@ -200,7 +328,14 @@ class TieredCheckpointStore:
                 data = self._read_payload(info)
                 comp = zstandard.ZstdCompressor(level=self.zstd_level).compress(data)
                 header = _header(info.name, info.seq, info.size, info.sha256, "zstd")
-                self._atomic_write(self.slow, self._file_name(info.seq, info.name), header, [comp])
+                self._atomic_write(
+                    self.slow,
+                    self._file_name(info.seq, info.name),
+                    header,
+                    [comp],
+                    seq=info.seq,
+                    name=info.name,
+                )
             info.path.unlink(missing_ok=True)
             _fsync_dir(self.fast)
         if self.keep_total is not None:
@@ -225,15 +360,23 @@ class TieredCheckpointStore:
         return payload
 
     def load(self, name: str | None = None) -> bytes:
-        """The payload of checkpoint ``name`` (default: the latest), verified against its checksum."""
-        items = {i.name: i for i in self.list()}
-        if name is None:
-            name = self.latest()
-            if name is None:
+        """The payload of checkpoint ``name`` (default: the latest), verified against its checksum.
+        Reads take no lock: a file spilled or superseded between listing and reading is looked up
+        again."""
+        for attempt in range(5):
+            items = self.list()
+            by_name = {i.name: i for i in items}
+            want = name if name is not None else (items[-1].name if items else None)
+            if want is None:
                 raise KeyError("no checkpoints")
-        if name not in items:
-            raise KeyError(f"no checkpoint named {name!r}")
-        return self._read_payload(items[name])
+            if want not in by_name:
+                raise KeyError(f"no checkpoint named {want!r}")
+            try:
+                return self._read_payload(by_name[want])
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     def load_latest_valid(self) -> tuple[str, bytes] | None:
         """The newest checkpoint whose checksum verifies (skipping corrupt ones), or None."""

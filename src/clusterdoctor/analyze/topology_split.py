@@ -152,6 +152,8 @@ def zones_from_nodes(data: str | bytes, path: str | None = None) -> dict[str, st
         doc = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"not kubectl JSON: {e}", path) from None
+    except RecursionError:
+        raise InputError("kubectl JSON nested too deep to read", path) from None
     items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
     if not isinstance(items, list):
         raise InputError("kubectl JSON has no items list", path)

@@ -36,7 +36,8 @@ def analyze(
     """Break each rank's time into compute, communication, exposed communication and idle; match
     collectives across ranks; check transports, bandwidth and hangs.
 
-    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage,
+    or an input that was empty or truncated (the report is printed and its warnings say which).
 
     Examples:
 
@@ -81,6 +82,8 @@ def analyze(
     from clusterdoctor.cli.common import write_output
 
     write_output(text, output)
+    if data.get("incomplete_inputs"):  # the report's warnings say which input was cut or empty
+        raise typer.Exit(2)
     worst = max((f.severity for f in findings), default=None)
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 

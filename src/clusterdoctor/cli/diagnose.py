@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, CliExit
 
 
 def diagnose(
@@ -74,7 +74,8 @@ def diagnose(
 
     Rules whose inputs are missing are listed as skipped, with what they need — never as healthy.
 
-    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage,
+    or an input that was empty or truncated (the report is printed and its warnings say which).
 
     Examples:
 
@@ -125,6 +126,8 @@ def diagnose(
             )
         diag = diagnosis.diagnose_local(sysfs_root=sysfs_root, proc_root=proc_root, obs=obs, kube=kube)
     emit(diag, fmt, output, verbose=verbose)
+    if obs.get("incomplete_inputs"):  # the report has said which (its warnings); the exit code says so too
+        raise typer.Exit(EXIT_BAD_INPUT)
     worst = diag.worst()
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 

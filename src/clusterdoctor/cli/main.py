@@ -49,10 +49,30 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _limits(values: list[str] | None) -> list[str] | None:
+    from clusterdoctor.observe.limits import set_limit
+
+    for v in values or []:
+        try:
+            set_limit(v)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+    return values
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+    limit: list[str] = typer.Option(
+        None,
+        "--limit",
+        callback=_limits,
+        metavar="NAME=VALUE",
+        help="Raise or lower an input budget for this run (repeatable): input, inflated, archive, members, "
+        "nesting, depth, records, seconds; e.g. --limit inflated=16G. Defaults and environment variables: "
+        "docs/limits.md.",
     ),
 ) -> None:
     """Root options."""

@@ -160,7 +160,7 @@ def extender(
         from clusterdoctor.serve.signals import PrometheusSignals
 
         signals = PrometheusSignals(check_http_url("--prometheus", prometheus))
-    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals), host, port)
+    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals=signals), host, port)
     typer.echo(
         f"clusterdoctor scheduler extender ({policy}) on {_url(srv, '/scheduler')} (urlPrefix; verbs filter, prioritize)",
         err=True,

@@ -280,7 +280,9 @@ def compare(
 
         pub_path = Path(published) if published != "auto" else fixture_path(PUBLISHED)
         if pub_path is not None:
-            pub_curves = parse_published(pub_path.read_bytes(), str(pub_path)).get(workload, {})
+            from clusterdoctor.observe.limits import read_input
+
+            pub_curves = parse_published(read_input(pub_path), str(pub_path)).get(workload, {})
     sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers)
     comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)
     if as_json:

@@ -14,7 +14,7 @@ Layout (all paths relative, regular files only)::
     files/<name>                   extra files given with ``--file`` (redacted, except metrics dumps)
 
 :func:`read_bundle` refuses members that could escape an extraction directory (absolute paths,
-``..``, links, devices) and bounds the total size. :func:`load_bundle_observations` turns a bundle
+``..``, links, devices) and draws on the archive budgets of :mod:`clusterdoctor.observe.limits`. :func:`load_bundle_observations` turns a bundle
 back into observations, offline, by running every file through the normal content detection.
 """
 
@@ -25,11 +25,10 @@ import json
 import os
 import platform
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
@@ -46,8 +45,6 @@ __all__ = [
 
 SCHEMA = "clusterdoctor.bundle/1"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-MAX_TOTAL = 2 << 30  # 2 GiB uncompressed
-MAX_MEMBERS = 200_000
 
 
 @dataclass
@@ -112,7 +109,7 @@ class BundleWriter:
         }
 
     def write(self, path: str | Path, level: int = 10) -> dict[str, Any]:
-        """Write the bundle atomically; returns the manifest written."""
+        """Write the bundle atomically; returns the manifest written (as stored: redacted)."""
         import zstandard
 
         man = self.manifest()
@@ -122,11 +119,19 @@ class BundleWriter:
         with open(tmp, "wb") as raw, cctx.stream_writer(raw, closefd=False) as zw:
             with tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 mtime = self.clock()
-                _tar_add(tar, "manifest.json", json.dumps(man, indent=2, sort_keys=True).encode(), mtime)
+                # the manifest names sources by what they were given (scrape URLs with credentials or
+                # ?token=, command errors): redacted like every collected file
+                _tar_add(tar, "manifest.json", _redacted_json(man), mtime)
                 for name in sorted(self.files):
                     _tar_add(tar, name, self.files[name], mtime)
         tmp.replace(p)
-        return man
+        return json.loads(_redacted_json(man))
+
+
+def _redacted_json(doc: Any) -> bytes:
+    from clusterdoctor.redact import redact_text
+
+    return redact_text(json.dumps(doc, indent=2, sort_keys=True)).encode()
 
 
 def _iso(t: float) -> str:
@@ -149,8 +154,9 @@ def _tar_add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None
 
 
 def _check_name(name: str) -> None:
-    p = PurePosixPath(name)
-    if not name or p.is_absolute() or ".." in p.parts or "\\" in name or "\x00" in name:
+    from clusterdoctor.observe.archive import safe_name
+
+    if safe_name(name) is None:
         raise InputError(f"bundle member name {name!r} escapes the bundle")
 
 
@@ -193,84 +199,58 @@ def sniff_bundle(head: bytes, name: str = "") -> bool:
     return out[:13] == b"manifest.json"
 
 
+MAX_MANIFEST = 4 << 20  # a manifest lists a few dozen sources (a few KB); 4 MiB is generous
+MAX_MANIFEST_WARNINGS = 20  # failed sources shown one by one; the rest are counted
+
+
 def read_bundle(
-    path: str | Path, *, max_total: int = MAX_TOTAL, skipped: list[str] | None = None
+    path: str | Path, *, max_total: int | None = None, skipped: list[str] | None = None
 ) -> dict[str, bytes]:
-    """All files of a bundle by name. Raises InputError for anything unsafe or corrupt.
+    """All files of a bundle by name, in memory (small bundles; :func:`load_bundle_observations`
+    streams to disk instead). Raises InputError for anything unsafe or corrupt.
 
-    Refused: absolute names, ``..`` components, symlinks/hard links/devices/FIFOs, more than
-    ``MAX_MEMBERS`` members or ``max_total`` bytes in all. A member larger than the input limit
-    (:func:`clusterdoctor.observe.limits.max_input_bytes`) is left out unread and named in
-    ``skipped``.
+    Refused before any data is read (:mod:`clusterdoctor.observe.archive`): absolute names, ``..``
+    components, links, devices/FIFOs, more members or more bytes in all than the archive budgets of
+    :mod:`clusterdoctor.observe.limits` (``max_total`` lowers the byte budget). A member larger than the
+    ``input`` limit is left out unread and named in ``skipped``.
     """
-    import zstandard
+    from clusterdoctor.observe import archive, limits
 
-    from clusterdoctor.observe.limits import MAX_INPUT_ENV, human_size, max_input_bytes
-
-    member_limit = max_input_bytes()
-    p = Path(path)
-    try:
-        raw = open(p, "rb")
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    p = str(path)
+    _check_zstd(p)
+    members, truncated = archive.scan(p, "bundle")
+    if max_total is not None and sum(m.size for m in members) > max_total:
+        raise InputError(f"bundle expands to more than {max_total} bytes", p)
+    member_limit = limits.max_input_bytes()
     out: dict[str, bytes] = {}
-    total = 0
     try:
-        with raw:
-            if raw.read(4) != ZSTD_MAGIC:
-                raise InputError("not a clusterdoctor bundle (no zstd header)", str(p))
-            raw.seek(0)
-            reader = zstandard.ZstdDecompressor().stream_reader(raw)
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
-                for m in tar:
-                    if len(out) >= MAX_MEMBERS:
-                        raise InputError(f"more than {MAX_MEMBERS} members", str(p))
-                    name = m.name
-                    try:
-                        _check_name(name)
-                    except InputError:
-                        raise InputError(
-                            f"member {name!r} escapes the bundle (absolute path or ..)", str(p)
-                        ) from None
-                    if m.issym() or m.islnk():
-                        raise InputError(
-                            f"member {name!r} is a link; bundles hold regular files only", str(p)
-                        )
-                    if m.isdir():
-                        continue
-                    if not m.isfile():
-                        raise InputError(f"member {name!r} is not a regular file", str(p))
-                    total += m.size
-                    if total > max_total:
-                        raise InputError(f"bundle expands to more than {max_total} bytes", str(p))
-                    if m.size > member_limit:
-                        # not read: one oversized file must not take the rest of the bundle with it
-                        if skipped is not None:
-                            skipped.append(
-                                f"{p}:{name}: {human_size(m.size)}, larger than the input limit of "
-                                f"{human_size(member_limit)}; not read (raise {MAX_INPUT_ENV})"
-                            )
-                        continue
-                    f = tar.extractfile(m)
-                    data = f.read() if f is not None else b""
-                    out[PurePosixPath(name).as_posix()] = data
-    except InputError:
-        raise
-    except (tarfile.TarError, zstandard.ZstdError, EOFError, OSError, ValueError) as e:
-        raise InputError(f"corrupt bundle: {e}", str(p)) from None
+        for m, tar in archive._members(p, "bundle"):
+            if not m.isfile():
+                continue
+            name = archive.safe_name(m.name) or ""
+            if m.size > member_limit:
+                if skipped is not None:
+                    skipped.append(
+                        f"{p}:{name}: {limits.human_size(m.size)}, larger than the input limit of "
+                        f"{limits.human_size(member_limit)}; not read (raise {limits.MAX_INPUT_ENV})"
+                    )
+                continue
+            f = tar.extractfile(m)
+            out[name] = f.read() if f is not None else b""
+    except archive._Truncated:
+        pass
+    if truncated and skipped is not None:
+        skipped.append(f"{p}: {truncated}; only the members before the cut were read")
     if "manifest.json" not in out:
-        raise InputError("bundle has no manifest.json", str(p))
+        raise InputError("bundle has no manifest.json", p)
     return out
 
 
-def _extract(files: dict[str, bytes], dest: Path) -> None:
-    for name, data in files.items():
-        _check_name(name)
-        target = dest / name
-        if not str(target.resolve()).startswith(str(dest.resolve()) + os.sep):
-            raise InputError(f"member {name!r} escapes the bundle")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+def _check_zstd(p: str) -> None:
+    from clusterdoctor.observe.limits import read_head
+
+    if read_head(p, 4) != ZSTD_MAGIC:
+        raise InputError("not a clusterdoctor bundle (no zstd header)", p)
 
 
 def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
@@ -287,9 +267,9 @@ def _load_member(f: Path, load_path: Callable[[Path], tuple[str, dict[str, Any]]
     """Detect and load one extracted file: logs/RDMA/NIC/app data by this package's specific sniffers
     first (a generic metrics sniffer may accept ``name: value`` counter text), the rest by ``load_path``."""
     from clusterdoctor.observe.event_sources import load_event_observations, sniff_events
+    from clusterdoctor.observe.limits import read_head
 
-    with f.open("rb") as fh:
-        head = fh.read(65536)
+    head = read_head(f, 65536)
     if sniff_events(head, f.name):
         return load_event_observations(f)
     return load_path(f)[1]
@@ -298,88 +278,152 @@ def _load_member(f: Path, load_path: Callable[[Path], tuple[str, dict[str, Any]]
 def load_bundle_observations(path: str | Path) -> dict[str, Any]:
     """A bundle → observations by kind, offline (see the module docstring).
 
-    Every file goes through :func:`clusterdoctor.observe.detect.load_path`; the two RDMA reads give
-    ``rdma`` (the second) and ``rdma_rates``; files that no loader accepts are listed in ``warnings``.
+    The bundle is streamed into a private temporary directory (:mod:`clusterdoctor.observe.archive`:
+    budgets checked on the headers before anything is written; removed afterwards, and by the next
+    run if this one is killed). Every file goes through :func:`clusterdoctor.observe.detect.load_path`;
+    the two RDMA reads give ``rdma`` (the second) and ``rdma_rates``; files that no loader accepts,
+    members that could not be extracted and sources that failed at collection are listed in
+    ``warnings``. A bundle inside a bundle counts against the outer one's budgets.
     """
+    from clusterdoctor.observe import archive, limits
     from clusterdoctor.observe.detect import load_path
-    from clusterdoctor.observe.network.rdma import rates, read_sysfs_infiniband
 
-    skipped: list[str] = []
-    files = read_bundle(path, skipped=skipped)
-    try:
-        manifest = json.loads(files["manifest.json"])
-    except ValueError:
-        raise InputError("manifest.json is not JSON", str(path)) from None
-    out: dict[str, Any] = {"warnings": skipped}
-    for s in manifest.get("sources", []) if isinstance(manifest, dict) else []:
-        if isinstance(s, dict) and s.get("status") in ("failed", "timeout"):
-            out["warnings"].append(
-                f"{path}: source {s.get('name')} {s.get('status')} when collected: {s.get('error')}"
+    p = str(path)
+    _check_zstd(p)
+    with limits.archive_scope(p), archive.private_tempdir("bundle") as td:
+        names, warnings = archive.extract(p, td, what="bundle", skip_over=limits.max_input_bytes())
+        if "manifest.json" not in names:
+            raise InputError("bundle has no manifest.json", p)
+        mf = td / "manifest.json"
+        if mf.stat().st_size > MAX_MANIFEST:
+            raise InputError(
+                f"manifest.json is {limits.human_size(mf.stat().st_size)}, larger than a manifest can be "
+                f"({limits.human_size(MAX_MANIFEST)})",
+                p,
             )
-    with tempfile.TemporaryDirectory(prefix="cd-bundle-") as td:
-        root = Path(td)
-        _extract(files, root)
-        # RDMA: two reads -> rates
-        reads = []
-        for k in ("read1", "read2"):
-            d = root / "rdma" / k
-            if d.is_dir():
-                reads.append(read_sysfs_infiniband(d))
-        times = manifest.get("rdma_read_times") if isinstance(manifest, dict) else None
-        if reads and reads[-1]:
-            out["rdma"] = reads[-1]
-            if len(reads) == 2 and isinstance(times, list) and len(times) == 2:
-                for p_, t in zip(reads[0], [times[0]] * len(reads[0])):
-                    p_.time = t
-                for p_ in reads[1]:
-                    p_.time = times[1]
-                try:
-                    out["rdma_rates"] = rates(reads[0], reads[1])
-                except InputError as e:
-                    out["warnings"].append(f"{path}: rdma rates: {e.reason}")
-        sysfs = root / "sysfs"
-        if (sysfs / "sys" / "devices" / "system").is_dir():
-            try:
-                _, data = load_path(sysfs)
-                topo = data.get("topology")
-                if topo is not None:  # name the bundle, not the temporary extraction directory
-                    topo.source = f"{path}:sysfs"
-                    if isinstance(manifest, dict) and isinstance(manifest.get("host"), str):
-                        topo.hostname = manifest["host"]
-                _merge(out, data)
-            except InputError as e:
-                out["warnings"].append(f"{path}: sysfs: {e.reason}")
-        placement = files.get("proc/placement.json")
-        if placement:
-            try:
-                rows = json.loads(placement)
-            except ValueError:
-                rows = None
-            if isinstance(rows, list) and all(isinstance(r, dict) and "pid" in r for r in rows):
-                out["processes"] = rows
-            else:
-                out["warnings"].append(f"{path}: proc/placement.json is not a list of placement records")
-        for name in sorted(files):
-            if name == "manifest.json" or name.startswith(("rdma/read", "sysfs/", "proc/")):
-                continue
-            if name == "rdma/statistic.txt" and "rdma" in out:
-                continue  # the sysfs reads already hold these counters
-            f = root / name
-            if not files[name].strip():
-                continue
-            try:
-                data = _load_member(f, load_path)
-            except InputError as e:
-                out["warnings"].append(f"{path}:{name}: {e.reason}")
-                continue
-            _relabel_events(data, str(f), f"{path}:{name}")
-            _merge(out, data)
-    finished = _epoch(manifest.get("finished_at")) if isinstance(manifest, dict) else None
+        manifest = limits.load_json(mf.read_bytes(), f"{p}:manifest.json", "manifest JSON")
+        if not isinstance(manifest, dict):
+            raise InputError("manifest.json is not a JSON object", p)
+        out: dict[str, Any] = {"warnings": warnings}
+        cut = [w for w in warnings if "only the members before the cut were read" in w]
+        if cut:
+            out["incomplete_inputs"] = cut
+        out["warnings"].extend(_manifest_warnings(p, manifest))
+        _load_extracted(p, td, sorted(names), manifest, out, load_path)
+    finished = _epoch(manifest.get("finished_at"))
     if finished is not None:
         # when each log in the bundle was collected: its events cannot be later (clock skew check)
         srcs = sorted({e.source.location for e in out.get("events") or [] if e.source is not None})
         out["collection_times"] = [(s, finished) for s in srcs]
     return out
+
+
+def _manifest_warnings(path: str, manifest: dict[str, Any]) -> list[str]:
+    """Sources that failed or timed out when collected (the first few by name, then a count)."""
+    sources = manifest.get("sources")
+    if sources is None:
+        return []
+    if not isinstance(sources, list):
+        return [f"{path}: manifest.json 'sources' is not a list; the collection record was not read"]
+    out, more = [], 0
+    for s in sources:
+        if isinstance(s, dict) and s.get("status") in ("failed", "timeout"):
+            if len(out) < MAX_MANIFEST_WARNINGS:
+                out.append(
+                    f"{path}: source {str(s.get('name'))[:200]} {s.get('status')} when collected: "
+                    f"{str(s.get('error'))[:300]}"
+                )
+            else:
+                more += 1
+    if more:
+        out.append(f"{path}: {more} more sources failed or timed out when collected (see manifest.json)")
+    return out
+
+
+def _read_times(manifest: dict[str, Any]) -> tuple[float, float] | None:
+    t = manifest.get("rdma_read_times")
+    if (
+        isinstance(t, list)
+        and len(t) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x == x for x in t)
+        and t[1] > t[0]
+    ):
+        return float(t[0]), float(t[1])
+    return None
+
+
+def _load_extracted(
+    path: str, root: Path, names: list[str], manifest: dict[str, Any], out: dict[str, Any],
+    load_path: Callable[[Path], tuple[str, dict[str, Any]]],
+) -> None:  # fmt: skip
+    from clusterdoctor.observe.limits import load_json, read_input
+    from clusterdoctor.observe.network.rdma import rates, read_sysfs_infiniband
+
+    # RDMA: two reads -> rates
+    reads = []
+    for k in ("read1", "read2"):
+        d = root / "rdma" / k
+        if d.is_dir():
+            reads.append(read_sysfs_infiniband(d))
+    if reads and reads[-1]:
+        out["rdma"] = reads[-1]
+        times = _read_times(manifest)
+        if len(reads) == 2 and times is None:
+            out["warnings"].append(
+                f"{path}: manifest.json rdma_read_times is not two increasing times; no rates"
+            )
+        if len(reads) == 2 and times is not None:
+            for p_ in reads[0]:
+                p_.time = times[0]
+            for p_ in reads[1]:
+                p_.time = times[1]
+            try:
+                out["rdma_rates"] = rates(reads[0], reads[1])
+            except InputError as e:
+                out["warnings"].append(f"{path}: rdma rates: {e.reason}")
+    sysfs = root / "sysfs"
+    if (sysfs / "sys" / "devices" / "system").is_dir():
+        try:
+            _, data = load_path(sysfs)
+            topo = data.get("topology")
+            if topo is not None:  # name the bundle, not the temporary extraction directory
+                topo.source = f"{path}:sysfs"
+                if isinstance(manifest.get("host"), str):
+                    topo.hostname = manifest["host"][:253]
+            _merge(out, data)
+        except InputError as e:
+            out["warnings"].append(f"{path}: sysfs: {e.reason}")
+    if "proc/placement.json" in names:
+        try:
+            rows = load_json(read_input(root / "proc" / "placement.json"), f"{path}:proc/placement.json")
+        except InputError:
+            rows = None
+        if isinstance(rows, list) and all(isinstance(r, dict) and "pid" in r for r in rows):
+            out["processes"] = rows
+        else:
+            out["warnings"].append(f"{path}: proc/placement.json is not a list of placement records")
+    for name in names:
+        if name == "manifest.json" or name.startswith(("rdma/read", "sysfs/", "proc/")):
+            continue
+        if name == "rdma/statistic.txt" and "rdma" in out:
+            continue  # the sysfs reads already hold these counters
+        f = root / name
+        try:
+            size = f.stat().st_size
+            if size < 4096 and not f.read_bytes().strip():
+                continue  # an empty capture (a source with nothing to say)
+            data = _load_member(f, load_path)
+        except InputError as e:
+            out["warnings"].append(f"{path}:{name}: {e.reason}".replace(str(root) + "/", ""))
+            continue
+        except OSError as e:
+            out["warnings"].append(f"{path}:{name}: cannot be read ({e.strerror or e})")
+            continue
+        label = f"{path}:{name}"
+        _relabel_events(data, str(f), label)
+        if isinstance(data.get("warnings"), list):  # name the member, not the temporary directory
+            data["warnings"] = [str(w).replace(str(f), label) for w in data["warnings"]]
+        _merge(out, data)
 
 
 def _relabel_events(data: dict[str, Any], tmp_name: str, label: str) -> None:

@@ -8,7 +8,6 @@ their source; this module only lists them, in order, and imports each lazily.
 from __future__ import annotations
 
 import importlib
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,9 +119,15 @@ def _is_sysfs_dir(p: Path) -> bool:
 
 
 def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
-    """Load one SOURCE: returns (what it was detected as, observations by kind)."""
+    """Load one SOURCE: returns (what it was detected as, observations by kind).
+
+    Budgets (:mod:`clusterdoctor.observe.limits`): devices, FIFOs and links to them are refused before
+    anything is read; whatever a loader lets escape that is still a property of the input (a cut-off
+    compressed stream, nesting too deep for the interpreter) becomes one InputError line."""
+    from clusterdoctor.observe import limits
+
     p = Path(path)
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         raise InputError("no such file or directory", str(p))
     if p.is_dir():
         if _is_sysfs_dir(p):
@@ -130,13 +135,15 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
         raise InputError(
             "directory is not a sysfs tree (no sys/devices/system); pass its files instead", str(p)
         )
+    head = limits.read_head(p, HEAD_BYTES)
     try:
-        with p.open("rb") as f:
-            head = f.read(HEAD_BYTES)
-    except PermissionError:
-        raise InputError("permission denied", str(p)) from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+        return _load_file(p, head)
+    except (EOFError, RecursionError, UnicodeError) as e:
+        reason = "nested too deep to read" if isinstance(e, RecursionError) else f"truncated or damaged ({e})"
+        raise InputError(reason, str(p)) from None
+
+
+def _load_file(p: Path, head: bytes) -> tuple[str, dict[str, Any]]:
     for loader in LOADERS:
         fns = loader.functions()
         if fns is None:
@@ -147,6 +154,17 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
             return loader.name, out
     if _is_tar(p):
         return "sysfs tarball", _load_sysfs_tarball(p)
+    from clusterdoctor.observe.limits import inflated_head, sniff_compression
+
+    codec = sniff_compression(head)
+    if codec:
+        data, truncated = inflated_head(p)
+        if truncated and not data.strip():
+            raise InputError(f"{truncated}; nothing could be read", str(p))
+        if not data.strip():
+            raise InputError(f"empty {codec} stream", str(p))
+    elif not head.strip():
+        raise InputError("empty file" if not head else "file holds only whitespace", str(p))
     raise InputError(
         "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
         "NCCL log, nccl-tests output, trace or GPU tool output",
@@ -155,7 +173,6 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
 
 
 def _is_tar(p: Path) -> bool:
-    try:
-        return tarfile.is_tarfile(p)
-    except OSError:
-        return False
+    from clusterdoctor.observe.limits import is_tar
+
+    return is_tar(p)

@@ -68,11 +68,9 @@ def load_event_observations(path: str | Path) -> dict[str, Any]:
         from clusterdoctor.observe.network.rdma import load_rdma
 
         return load_rdma(p)
-    try:
-        with p.open("rb") as f:
-            head = f.read(HEAD)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_head
+
+    head = read_head(p, HEAD)
     kind = _kind(head, p.name)
     if kind == "pods":
         from clusterdoctor.observe.control.kube import load_pods

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,10 +64,14 @@ class CollectOptions:
 
 
 def _read(p: Path, limit: int = 1 << 20) -> bytes | None:
+    """The first ``limit`` bytes of a sysfs attribute, or None (missing, unreadable, not a regular
+    file: a FIFO or device under a given --sysfs-root is never opened)."""
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        with p.open("rb") as f:
-            return f.read(limit)
-    except OSError:
+        return read_bounded(p, limit, prefix=True)
+    except (OSError, InputError):
         return None
 
 
@@ -152,10 +155,16 @@ def _scrape(w: BundleWriter, o: CollectOptions, i: int, url: str) -> list[str]:
     for k in (1, 2):
         if k == 2:
             time.sleep(o.scrape_interval_s)
-        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
-        with urllib.request.urlopen(req, timeout=o.timeout_s) as r:
-            body = r.read(256 << 20)
-        host = _safe(url.split("://", 1)[-1].split("/", 1)[0])
+        from clusterdoctor.observe.http_client import request
+
+        r = request(
+            url, headers={"Accept": "text/plain;version=0.0.4"}, connect_timeout=min(5.0, o.timeout_s),
+            read_timeout=o.timeout_s, total_timeout=3 * o.timeout_s,
+        )  # fmt: skip
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}")
+        body = r.body
+        host = _safe(url.split("://", 1)[-1].split("/", 1)[0].rpartition("@")[2])  # never the credentials
         names.append(w.add(f"metrics/{i}-{host}-{k}.prom", body))
     return names
 
@@ -163,28 +172,27 @@ def _scrape(w: BundleWriter, o: CollectOptions, i: int, url: str) -> list[str]:
 def _journal(w: BundleWriter, o: CollectOptions, unit: str) -> list[str]:
     if not shutil.which("journalctl"):
         return []
+    from clusterdoctor.observe.limits import run_bounded
+
     try:
-        p = subprocess.run(
-            ["journalctl", "-u", unit, "--since", o.since, "-o", "short-iso", "--no-pager", "-q"],
-            capture_output=True,
-            timeout=o.timeout_s,
-            check=False,
+        code, stdout, stderr = run_bounded(
+            ["journalctl", "-u", unit, "--since", o.since, "-o", "short-iso", "--no-pager", "-q"], o.timeout_s
         )
-    except subprocess.TimeoutExpired:
+    except TimeoutError:
         raise TimeoutError(f"journalctl -u {unit} exceeded {o.timeout_s:g} s") from None
-    if p.returncode != 0:
-        raise RuntimeError(
-            p.stderr.decode("utf-8", "replace").strip()[:300] or f"journalctl exit {p.returncode}"
-        )
-    lines = [ln for ln in p.stdout.splitlines() if ln.strip() and not ln.startswith(b"-- ")]
+    if code != 0:
+        raise RuntimeError(stderr.decode("utf-8", "replace").strip()[:300] or f"journalctl exit {code}")
+    lines = [ln for ln in stdout.splitlines() if ln.strip() and not ln.startswith(b"-- ")]
     if not lines:
         return []
     return [w.add(f"logs/{_safe(unit)}.log", b"\n".join(lines) + b"\n", redact=True)]
 
 
 def _file(w: BundleWriter, o: CollectOptions, path: str) -> list[str]:
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
-    data = p.read_bytes()
+    data = read_input(p)  # devices/FIFOs refused, the input limit applies: recorded as a failed source
     metrics = p.suffix == ".prom"
     return [w.add(f"files/{_safe(p.name)}", data, redact=not metrics)]
 

@@ -17,7 +17,7 @@ from clusterdoctor.analyze.metric_window import MetricWindow
 from clusterdoctor.analyze.quantile import quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
-from clusterdoctor.rules.registry import Observations, register_input, rule
+from clusterdoctor.rules.registry import NotJudged, Observations, register_input, rule
 
 register_input("etcd_status", "no etcdctl endpoint status/health output (pass etcdctl ... -w json files)")
 register_input("etcd_heartbeat_interval", "etcd --heartbeat-interval not known (default 100 ms assumed)")
@@ -239,6 +239,10 @@ def _instance(labels: dict[str, str], default: str = "etcd") -> str:
     return labels.get("instance") or labels.get("pod") or labels.get("member") or default
 
 
+# histogram problems (analyze.quantile.validate_histogram) that make any quantile of it meaningless
+_UNJUDGEABLE = ("NaN bucket count", "negative bucket count", "no le=", "bucket le=")
+
+
 def _tail_findings(
     rule_obj,
     w: MetricWindow,
@@ -251,9 +255,16 @@ def _tail_findings(
     for key, h in sorted(w.merged_histogram(metric, by=("instance",)).items()):
         inst = key[0] or "etcd"
         problems = validate_histogram(h)
+        fatal = [p for p in problems if p.startswith(_UNJUDGEABLE)]
+        if fatal:  # a quantile of it would be a guess: say so instead of reporting nothing
+            yield NotJudged(f"{inst}: {metric} cannot be trusted ({'; '.join(fatal)})")
+            continue
         q = quantile_of(0.99, h.buckets)
         p99 = q.value
-        if math.isnan(p99) or p99 <= degraded.value:
+        if math.isnan(p99):
+            yield NotJudged(f"{inst}: {metric} has no observations to take a p99 of")
+            continue
+        if p99 <= degraded.value:
             continue
         n = h.buckets[-1][1] if h.buckets else 0
         sev = Severity.CRITICAL if p99 > paging.value else Severity.WARNING

@@ -115,7 +115,18 @@ class Observations:
         return self.absent_reasons.get(kind) or INPUT_HINTS.get(kind, f"no {kind} input")
 
 
-RuleFn = Callable[[Observations], Iterable[Finding]]
+class NotJudged:
+    """What a rule yields instead of a finding when its input is present but cannot be judged (a
+    histogram with NaN or negative counts): recorded as skipped, with ``reason``, so that an input the
+    rule could not trust is never shown as healthy."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+RuleFn = Callable[[Observations], Iterable["Finding | NotJudged"]]
 
 
 @dataclass
@@ -271,6 +282,10 @@ def run_rules(
             skipped.append(Skipped(r.id, "; ".join(obs.missing_reason(k) for k in missing)))
             continue
         ran.append(r.id)
-        findings.extend(r.fn(obs))
+        for x in r.fn(obs):
+            if isinstance(x, NotJudged):
+                skipped.append(Skipped(r.id, f"not judged: {x.reason}"))
+            else:
+                findings.append(x)
     findings.sort(key=lambda f: (-f.score, -int(f.severity), f.rule, f.subject or ""))
     return findings, skipped, ran

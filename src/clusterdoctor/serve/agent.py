@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = ["Agent", "Source", "default_sources", "escape_label", "make_server", "serve"]
@@ -235,30 +234,28 @@ def default_sources(
     return srcs
 
 
-def make_server(agent: Agent, host: str = "127.0.0.1", port: int = 9877) -> ThreadingHTTPServer:
-    """An HTTP server answering ``/metrics`` (and ``/healthz``) from ``agent``."""
+def make_server(agent: Agent, host: str = "127.0.0.1", port: int = 9877, limits: Any = None) -> Any:
+    """A bound, listening server answering ``/metrics`` (and ``/healthz``) from ``agent``, on the
+    stack of :mod:`clusterdoctor.serve.http` (body and read/idle limits, bounded worker threads);
+    ``OSError`` if the address is taken. Scrapes are serialised by the agent's lock."""
+    from clusterdoctor.serve.http import make_server as http_server
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] == "/healthz":
-                body, ctype, code = b"ok\n", "text/plain", 200
-            elif self.path.split("?")[0] == "/metrics":
-                body = agent.render().encode()
-                ctype, code = "text/plain; version=0.0.4; charset=utf-8", 200
-            else:
-                body, ctype, code = b"not found; try /metrics\n", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def app(environ: dict[str, Any], start: Any) -> list[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            body, ctype, code = b"method not allowed; GET /metrics\n", "text/plain", "405 Method Not Allowed"
+        elif path == "/healthz":
+            body, ctype, code = b"ok\n", "text/plain", "200 OK"
+        elif path == "/metrics":
+            body = agent.render().encode()
+            ctype, code = "text/plain; version=0.0.4; charset=utf-8", "200 OK"
+        else:
+            body, ctype, code = b"not found; try /metrics\n", "text/plain", "404 Not Found"
+        start(code, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+        return [body]
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    srv = ThreadingHTTPServer((host, port), Handler)
-    srv.daemon_threads = True
-    return srv
+    return http_server(app, host, port, limits)
 
 
 def serve(agent: Agent, host: str = "127.0.0.1", port: int = 9877) -> None:

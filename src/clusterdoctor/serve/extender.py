@@ -28,10 +28,9 @@ multiplier; equal for all nodes of one pod) from ``clusterdoctor.io/priority`` 0
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 
@@ -42,78 +41,152 @@ MILLI = 1000
 
 
 class RequestError(ValueError):
-    """A request body that is not valid ExtenderArgs."""
+    """A request body that is not valid ExtenderArgs (answered 400, naming what is wrong)."""
 
 
-_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
+# Bounds on numbers taken from a request, so that nothing is allocated or looped over in proportion to
+# an input quantity: the largest GPU nodes have 8-16 GPUs (DGX B200: 8; GB200 NVL72 trays: 4), so
+# 1,024 GPUs per node is far above any real node; milli-GPU shares are 0..1000 by definition.
+MAX_GPUS_PER_NODE = 1024
+MAX_QUANTITY = 1e18  # bytes/milli-cores: an exabyte of memory is not a node
+MAX_ANNOTATION_CHARS = 64 << 10
+MAX_PRIORITY_CLASS = 2  # clusterdoctor.io/priority: 0 best effort, 1 normal, 2 high
+
+_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DEC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "m": 1e-3}
+_DEC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 
-def parse_quantity(q: Any) -> float:
-    """A Kubernetes resource quantity ("500m", "2", "16Gi", "1e3") as a float of base units."""
+def parse_quantity(q: Any, what: str = "quantity") -> float:
+    """A Kubernetes resource quantity ("500m", "2", "16Gi", "1e3") as a float of base units: finite,
+    non-negative and at most :data:`MAX_QUANTITY`; RequestError otherwise (NaN, inf, "abc", lists)."""
+    if isinstance(q, bool) or not isinstance(q, (int, float, str)):
+        raise RequestError(f"{what}: {type(q).__name__} is not a quantity")
     if isinstance(q, (int, float)):
-        return float(q)
-    s = str(q).strip()
-    m = _QTY.match(s)
-    if not m:
+        v = float(q)
+    else:
+        s = q.strip()
+        m = _QTY.match(s)
+        if not m:
+            raise RequestError(f"{what}: bad quantity {s[:30]!r}")
+        num, suf = float(m.group(1)), m.group(2)
+        if suf in _BIN:
+            v = num * _BIN[suf]
+        elif suf in _DEC:
+            v = num * _DEC[suf]
+        else:
+            raise RequestError(f"{what}: bad quantity suffix in {s[:30]!r}")
+    if not math.isfinite(v) or v < 0 or v > MAX_QUANTITY:
+        raise RequestError(f"{what}: {str(q)[:30]!r} is not a finite quantity in 0..{MAX_QUANTITY:g}")
+    return v
+
+
+def _count(q: Any, what: str, maximum: int) -> int:
+    """A whole count (GPUs) from a quantity, in 0..maximum."""
+    v = parse_quantity(q, what)
+    if v != int(v):
+        raise RequestError(f"{what}: {str(q)[:30]!r} is not a whole number")
+    if v > maximum:
+        raise RequestError(f"{what}: {str(q)[:30]!r} is more than {maximum}")
+    return int(v)
+
+
+def _int(x: Any, what: str, lo: int, hi: int) -> int:
+    if isinstance(x, bool):
+        raise RequestError(f"{what}: {x!r} is not an integer")
+    if isinstance(x, str):
         try:
-            return float(s)
+            x = int(x.strip())
         except ValueError:
-            raise RequestError(f"bad quantity {s[:30]!r}") from None
-    num, suf = float(m.group(1)), m.group(2)
-    if suf in _BIN:
-        return num * _BIN[suf]
-    if suf in _DEC:
-        return num * _DEC[suf]
-    raise RequestError(f"bad quantity suffix in {s[:30]!r}")
+            raise RequestError(f"{what}: {x[:30]!r} is not an integer") from None
+    if not isinstance(x, int):
+        raise RequestError(f"{what}: {type(x).__name__} is not an integer")
+    if not lo <= x <= hi:
+        raise RequestError(f"{what}: {x} is outside {lo}..{hi}")
+    return x
 
 
-def _groups(text: str) -> tuple[tuple[int, ...], ...]:
+def _obj(x: Any, what: str) -> dict:
+    """``x`` when it is a JSON object, {} when absent (null), RequestError otherwise."""
+    if x is None:
+        return {}
+    if not isinstance(x, dict):
+        raise RequestError(f"{what} must be an object, not {type(x).__name__}")
+    return x
+
+
+def _text(x: Any, what: str) -> str:
+    if x is None:
+        return ""
+    if not isinstance(x, (str, int, float)) or isinstance(x, bool):
+        raise RequestError(f"{what} must be a string")
+    s = str(x)
+    if len(s) > MAX_ANNOTATION_CHARS:
+        raise RequestError(f"{what} is longer than {MAX_ANNOTATION_CHARS} characters")
+    return s
+
+
+def _groups(text: str, what: str) -> tuple[tuple[int, ...], ...]:
     out = []
     for part in text.split(","):
         part = part.strip()
         if part:
-            try:
-                out.append(tuple(int(x) for x in part.split("-")))
-            except ValueError:
-                raise RequestError(f"bad GPU index group {part[:30]!r}") from None
+            ids = part.split("-")
+            if len(ids) > MAX_GPUS_PER_NODE:
+                raise RequestError(f"{what}: group {part[:30]!r} lists more than {MAX_GPUS_PER_NODE} GPUs")
+            out.append(tuple(_int(x, what, 0, MAX_GPUS_PER_NODE - 1) for x in ids))
+            if len(out) > MAX_GPUS_PER_NODE:
+                raise RequestError(f"{what}: more than {MAX_GPUS_PER_NODE} groups")
     return tuple(out)
 
 
 class NodeView:
-    """What the extender knows about one node."""
+    """What the extender knows about one node (validated: RequestError names the field)."""
 
-    def __init__(self, node: dict) -> None:
+    def __init__(self, node: Any) -> None:
         from clusterdoctor.sim.cluster import synthetic_topology
 
-        if not isinstance(node, dict):
-            raise RequestError("node is not an object")
-        meta = node.get("metadata") or {}
-        self.name = str(meta.get("name") or "")
+        node = _obj(node, "node")
+        meta = _obj(node.get("metadata"), "node metadata")
+        self.name = _text(meta.get("name"), "node metadata.name")
         if not self.name:
             raise RequestError("node without metadata.name")
-        ann = meta.get("annotations") or {}
-        labels = meta.get("labels") or {}
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        self.model = str(ann.get(ANNO + "gpu-model") or labels.get("nvidia.com/gpu.product") or "")
+        where = f"node {self.name[:80]}"
+        ann = _obj(meta.get("annotations"), f"{where}: annotations")
+        labels = _obj(meta.get("labels"), f"{where}: labels")
+        alloc = _obj(_obj(node.get("status"), f"{where}: status").get("allocatable"), f"{where}: allocatable")
+        self.model = _text(
+            ann.get(ANNO + "gpu-model") or labels.get("nvidia.com/gpu.product"), f"{where}: GPU model"
+        )
         if ANNO + "gpu-free-milli" in ann:
-            try:
-                self.gpu_free = [int(x) for x in str(ann[ANNO + "gpu-free-milli"]).split(",") if x.strip()]
-            except ValueError:
-                raise RequestError(f"node {self.name}: bad {ANNO}gpu-free-milli") from None
+            raw = _text(ann[ANNO + "gpu-free-milli"], f"{where}: {ANNO}gpu-free-milli")
+            parts = [x for x in raw.split(",") if x.strip()]
+            if len(parts) > MAX_GPUS_PER_NODE:
+                raise RequestError(f"{where}: {ANNO}gpu-free-milli lists more than {MAX_GPUS_PER_NODE} GPUs")
+            self.gpu_free = [_int(x, f"{where}: {ANNO}gpu-free-milli", -(2**31), 2**31) for x in parts]
         else:
-            self.gpu_free = [MILLI] * int(parse_quantity(alloc.get("nvidia.com/gpu", 0)))
+            n = _count(
+                alloc.get("nvidia.com/gpu", 0), f"{where}: allocatable nvidia.com/gpu", MAX_GPUS_PER_NODE
+            )
+            self.gpu_free = [MILLI] * n  # n <= MAX_GPUS_PER_NODE
         self.gpu_free = [min(max(x, 0), MILLI) for x in self.gpu_free]
         cpu = ann.get(ANNO + "cpu-free-milli")
-        self.cpu_free = float(cpu) if cpu is not None else parse_quantity(alloc.get("cpu", 0)) * 1000
+        self.cpu_free = (
+            parse_quantity(cpu, f"{where}: {ANNO}cpu-free-milli")
+            if cpu is not None
+            else parse_quantity(alloc.get("cpu", 0), f"{where}: allocatable cpu") * 1000
+        )
         mem = ann.get(ANNO + "memory-free-mib")
-        self.mem_free_mib = float(mem) if mem is not None else parse_quantity(alloc.get("memory", 0)) / 2**20
+        self.mem_free_mib = (
+            parse_quantity(mem, f"{where}: {ANNO}memory-free-mib")
+            if mem is not None
+            else parse_quantity(alloc.get("memory", 0), f"{where}: allocatable memory") / 2**20
+        )
         nv, sw = synthetic_topology(self.model, len(self.gpu_free))
         self.topology_synthetic = True
         if ANNO + "nvlink-domains" in ann or ANNO + "pcie-switches" in ann:
-            nv = _groups(str(ann.get(ANNO + "nvlink-domains", "")))
-            sw = _groups(str(ann.get(ANNO + "pcie-switches", "")))
+            nv = _groups(_text(ann.get(ANNO + "nvlink-domains", ""), where), f"{where}: {ANNO}nvlink-domains")
+            sw = _groups(_text(ann.get(ANNO + "pcie-switches", ""), where), f"{where}: {ANNO}pcie-switches")
             self.topology_synthetic = False
         n = len(self.gpu_free)
         self.nvlink = tuple(tuple(i for i in d if 0 <= i < n) for d in nv)
@@ -121,33 +194,49 @@ class NodeView:
 
 
 class PodRequest:
-    def __init__(self, pod: dict) -> None:
-        if not isinstance(pod, dict):
-            raise RequestError("pod is not an object")
-        meta = pod.get("metadata") or {}
-        ann = meta.get("annotations") or {}
-        spec = pod.get("spec") or {}
-        self.name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    def __init__(self, pod: Any) -> None:
+        pod = _obj(pod, "pod")
+        meta = _obj(pod.get("metadata"), "pod metadata")
+        ann = _obj(meta.get("annotations"), "pod annotations")
+        spec = _obj(pod.get("spec"), "pod spec")
+        self.name = f"{_text(meta.get('namespace'), 'pod namespace') or 'default'}/{_text(meta.get('name'), 'pod name') or '?'}"
         cpu = mem = 0.0
         gpus = 0
-        for c in spec.get("containers") or []:
-            req = ((c or {}).get("resources") or {}).get("requests") or {}
-            cpu += parse_quantity(req.get("cpu", 0)) * 1000
-            mem += parse_quantity(req.get("memory", 0)) / 2**20
-            gpus += int(parse_quantity(req.get("nvidia.com/gpu", 0)))
+        containers = spec.get("containers")
+        if containers is not None and not isinstance(containers, list):
+            raise RequestError("pod spec.containers must be a list")
+        for i, c in enumerate(containers or []):
+            c = _obj(c, f"pod container {i}")
+            req = _obj(
+                _obj(c.get("resources"), f"pod container {i} resources").get("requests"),
+                f"pod container {i} requests",
+            )
+            cpu += parse_quantity(req.get("cpu", 0), f"pod container {i} cpu request") * 1000
+            mem += parse_quantity(req.get("memory", 0), f"pod container {i} memory request") / 2**20
+            gpus += _count(
+                req.get("nvidia.com/gpu", 0), f"pod container {i} nvidia.com/gpu request", MAX_GPUS_PER_NODE
+            )
+        if gpus > MAX_GPUS_PER_NODE:
+            raise RequestError(f"pod requests more than {MAX_GPUS_PER_NODE} GPUs")
         self.cpu_milli, self.mem_mib = cpu, mem
         milli = ann.get(ANNO + "gpu-milli", ann.get("alibabacloud.com/gpu-milli"))
         if milli is not None:
-            self.gpu_milli = int(min(max(parse_quantity(milli), 0), MILLI))
-            self.num_gpu = int(parse_quantity(ann.get("alibabacloud.com/gpu-count", max(gpus, 1))))
+            self.gpu_milli = int(min(parse_quantity(milli, "pod gpu-milli annotation"), MILLI))
+            self.num_gpu = _count(
+                ann.get("alibabacloud.com/gpu-count", max(gpus, 1)),
+                "pod gpu-count annotation",
+                MAX_GPUS_PER_NODE,
+            )
         else:
             self.gpu_milli, self.num_gpu = (MILLI, gpus) if gpus else (0, 0)
-        models = str(ann.get("alibabacloud.com/gpu-card-model", "") or "")
+        models = _text(ann.get("alibabacloud.com/gpu-card-model", ""), "pod gpu-card-model annotation")
         self.models = {m for m in models.split("|") if m}
         if ANNO + "priority" in ann:
-            self.priority = int(parse_quantity(ann[ANNO + "priority"]))
+            self.priority = _int(
+                ann[ANNO + "priority"], f"pod annotation {ANNO}priority", 0, MAX_PRIORITY_CLASS
+            )
         else:
-            p = int(spec.get("priority") or 0)
+            p = _int(spec.get("priority") or 0, "pod spec.priority", -(2**31), 2**31)  # int32 in the API
             self.priority = 2 if p >= 1000 else (1 if p > 0 else 0)
 
     def fits(self, n: NodeView) -> str | None:
@@ -220,9 +309,11 @@ def fgd_node_score(n: NodeView, p: PodRequest) -> int:
         g[0, np.flatnonzero(g[0] == MILLI)[: p.num_gpu]] = 0
         cands.append(g)
     else:
-        for i in np.flatnonzero(gl[0] >= p.gpu_milli):
+        # GPUs with the same free milli give the same node after placement (fragmentation depends on
+        # the multiset of free shares): one candidate per distinct value, at most 1,001, not per GPU
+        for v in np.unique(gl[0][gl[0] >= p.gpu_milli]):
             g = gl.copy()
-            g[0, i] -= p.gpu_milli
+            g[0, int(np.flatnonzero(gl[0] == v)[0])] -= p.gpu_milli
             cands.append(g)
     best = 0
     for g in cands:
@@ -270,7 +361,7 @@ class Extender:
         nodes = body.get("nodes")
         items = None
         if nodes is not None:
-            if not isinstance(nodes, dict) or not isinstance(nodes.get("items", []), list):
+            if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
                 raise RequestError("nodes must be a NodeList")
             items = nodes.get("items") or []
         names = body.get("nodenames")
@@ -317,72 +408,65 @@ class Extender:
         return out
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "clusterdoctor-extender/1"
-    disable_nagle_algorithm = True  # one small JSON reply per request: do not wait for delayed ACKs
-    protocol_version = "HTTP/1.1"
+class ExtenderApp:
+    """The WSGI application: ``POST <prefix>/filter``, ``POST <prefix>/prioritize``, ``GET /healthz``.
+    Every malformed request gets a 4xx naming what is wrong (bad JSON, JSON nested too deep, a field
+    of the wrong type or out of range); only a bug of ours answers 500."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+    def __init__(self, extender: Extender) -> None:
+        self.extender = extender
 
-    def _send(self, code: int, doc: Any) -> None:
-        data = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def __call__(self, environ: dict[str, Any], start: Any) -> list[bytes]:
+        from clusterdoctor.serve.http import json_response, read_body
 
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("healthz"):
-            ext = self.server.extender
-            doc = {"ok": True, "policy": ext.policy}
-            if ext.signals is not None:
-                doc["signals"] = ext.signals.status()
-            self._send(200, doc)
-        else:
-            self._send(404, {"error": "not found"})
-
-    def do_POST(self) -> None:
-        verb = self.path.rstrip("/").rsplit("/", 1)[-1]
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = (environ.get("PATH_INFO") or "/").rstrip("/")
+        verb = path.rsplit("/", 1)[-1]
+        if method == "GET":
+            if verb == "healthz":
+                doc: dict[str, Any] = {"ok": True, "policy": self.extender.policy}
+                if self.extender.signals is not None:
+                    doc["signals"] = self.extender.signals.status()
+                return json_response(start, 200, doc)
+            return json_response(start, 404, {"error": "not found"})
+        if method != "POST":
+            return json_response(start, 405, {"error": f"method {method[:20]} not allowed (POST)"})
+        if verb not in ("filter", "prioritize"):
+            return json_response(start, 404, {"error": f"unknown verb {verb[:40]!r} (filter, prioritize)"})
         try:
-            n = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            n = -1
-        if n < 0 or n > 64 << 20:
-            self._send(HTTPStatus.BAD_REQUEST, {"error": "bad Content-Length"})
-            return
-        try:
-            body = json.loads(self.rfile.read(n) or b"null")
-        except (ValueError, UnicodeDecodeError) as e:
-            self._send(HTTPStatus.BAD_REQUEST, {"error": f"bad JSON: {e}"})
-            return
-        ext: Extender = self.server.extender
-        try:
-            if verb == "filter":
-                self._send(200, ext.filter(body))
-            elif verb == "prioritize":
-                self._send(200, ext.prioritize(body))
-            else:
-                self._send(404, {"error": f"unknown verb {verb!r} (filter, prioritize)"})
+            body = _load_body(read_body(environ))
+            result: Any = self.extender.filter(body) if verb == "filter" else self.extender.prioritize(body)
         except RequestError as e:
             if verb == "filter":  # the scheduler reads `error` from a filter result
-                self._send(HTTPStatus.BAD_REQUEST, {"nodes": None, "failedNodes": {}, "error": str(e)})
-            else:
-                self._send(HTTPStatus.BAD_REQUEST, {"error": str(e)})
+                return json_response(start, 400, {"nodes": None, "failedNodes": {}, "error": str(e)})
+            return json_response(start, 400, {"error": str(e)})
+        return json_response(start, 200, result)
 
 
-def make_server(host: str, port: int, policy: str = "tidal", signals: Any = None) -> ThreadingHTTPServer:
-    """A ready (not yet serving) extender HTTP server; port 0 picks a free port."""
-    srv = ThreadingHTTPServer((host, port), _Handler)
-    srv.daemon_threads = True
-    srv.extender = Extender(policy, signals)  # type: ignore[attr-defined]
+def _load_body(data: bytes) -> Any:
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import load_json
+
+    try:
+        return load_json(data or b"null", None, "JSON")
+    except InputError as e:
+        raise RequestError(f"bad JSON: {e.reason}") from None
+
+
+def make_server(host: str, port: int, policy: str = "tidal", limits: Any = None, signals: Any = None) -> Any:
+    """A bound, listening (not yet serving) extender server (:mod:`clusterdoctor.serve.http`); port 0
+    picks a free port; ``OSError`` if the address is taken. ``signals``: see :class:`Extender`."""
+    from clusterdoctor.serve.http import make_server as http_server
+
+    ext = Extender(policy, signals)
+    srv = http_server(ExtenderApp(ext), host, port, limits)
+    srv.extender = ext  # type: ignore[attr-defined]
     return srv
 
 
 def run_extender(host: str, port: int, policy: str, signals: Any = None) -> None:
     """Serve the extender on ``host:port`` until interrupted (``clusterdoctor serve extender``)."""
-    srv = make_server(host, port, policy, signals)
+    srv = make_server(host, port, policy, signals=signals)
     try:
         srv.serve_forever()
     finally:
@@ -390,10 +474,10 @@ def run_extender(host: str, port: int, policy: str, signals: Any = None) -> None
 
 
 def serve_in_thread(
-    host: str = "127.0.0.1", port: int = 0, policy: str = "tidal", signals: Any = None
-) -> tuple[ThreadingHTTPServer, threading.Thread]:
+    host: str = "127.0.0.1", port: int = 0, policy: str = "tidal", limits: Any = None, signals: Any = None
+) -> tuple[Any, threading.Thread]:
     """Start a server on a background thread (tests, benchmarks); stop with ``srv.shutdown()``."""
-    srv = make_server(host, port, policy, signals)
+    srv = make_server(host, port, policy, limits, signals=signals)
     t = threading.Thread(target=srv.serve_forever, name="cd-extender", daemon=True)
     t.start()
     return srv, t

@@ -214,15 +214,13 @@ def parse_openb_pods(data: str | bytes, path: str = "<pods>") -> PodTrace:
 
 
 def _read(path: str | Path) -> bytes:
+    """A trace file within the ``input`` budget (devices and FIFOs refused before reading)."""
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
-    try:
-        return p.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", str(p)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a CSV file", str(p)) from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    if p.is_dir():
+        raise InputError("is a directory, expected a CSV file", str(p))
+    return read_input(p)
 
 
 def load_openb_nodes(path: str | Path) -> Cluster:

@@ -95,6 +95,8 @@ def parse_gavel_throughputs(
         doc = json.loads(text)
     except ValueError as e:
         raise InputError(f"bad JSON: {e}", path) from None
+    except RecursionError:
+        raise InputError("JSON nested too deep to read", path) from None
     if not isinstance(doc, dict):
         raise InputError("expected an object of GPU types", path)
     out: dict[str, dict[str, float]] = {}

@@ -10,9 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-import shutil
-import tarfile
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +18,6 @@ from clusterdoctor.topology.model import Topology
 
 MAX_TOPOLOGY_FILE = 64 << 20  # a 4-socket hwloc XML is ~350 KB; anything this big is not a topology
 MAX_TAR_MEMBER = 16 << 20
-MAX_TAR_TOTAL = 512 << 20
 
 # (module, sniff function, parse function, human name) in the order they are tried.
 FILE_PARSERS: tuple[tuple[str, str, str, str], ...] = (
@@ -72,54 +68,36 @@ def sniff_topology(head: bytes) -> bool:
 
 
 def safe_extract(archive: Path, dest: Path) -> list[str]:
-    """Extract a tar archive into ``dest`` refusing members that escape it; returns warnings."""
-    warnings: list[str] = []
-    total = 0
-    try:
-        with tarfile.open(archive, "r:*") as tf:
-            for member in tf:
-                if member.size > MAX_TAR_MEMBER:
-                    warnings.append(f"{member.name}: skipped, {member.size} bytes is too large for sysfs")
-                    continue
-                total += member.size
-                if total > MAX_TAR_TOTAL:
-                    raise InputError(f"archive expands past {MAX_TAR_TOTAL >> 20} MiB", str(archive))
-                try:
-                    safe = tarfile.data_filter(member, str(dest))
-                except tarfile.FilterError as e:
-                    warnings.append(f"{member.name}: skipped ({e})")
-                    continue
-                try:
-                    tf.extract(safe, dest, set_attrs=False, filter="fully_trusted")
-                except (OSError, tarfile.TarError) as e:
-                    warnings.append(f"{member.name}: not extracted ({e})")
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise InputError(f"cannot read tar archive: {e}", str(archive)) from None
+    """Extract a sysfs snapshot tarball into ``dest`` within the archive budgets
+    (:mod:`clusterdoctor.observe.archive`): members that would escape it or are not regular files,
+    directories or links inside it are left out; returns the warnings."""
+    from clusterdoctor.observe.archive import extract
+
+    _, warnings = extract(archive, dest, what="sysfs tarball", skip_over=MAX_TAR_MEMBER, strict=False)
     return warnings
 
 
 def load_topology(path: str | os.PathLike[str]) -> Topology:
     """Read a topology from ``path`` (directory, tarball or dump file), detected by content."""
+    from clusterdoctor.observe.limits import check_regular, is_tar, read_input
+
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file or directory", str(p))
     if p.is_dir():
         return from_sysfs(p)
-    try:
-        if p.stat().st_size > MAX_TOPOLOGY_FILE and not tarfile.is_tarfile(p):
-            raise InputError(
-                f"file is {p.stat().st_size >> 20} MiB, too large for a topology dump; {EXPECTED}", str(p)
-            )
-        if tarfile.is_tarfile(p):
-            return _load_tarball(p)
-        data = p.read_bytes()
-    except PermissionError:
-        raise InputError("permission denied", str(p)) from None
-    except IsADirectoryError:
-        return from_sysfs(p)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
-    return parse_topology_bytes(data, str(p))
+    check_regular(p)  # missing, a device or a FIFO: refused before reading
+    if is_tar(p):
+        return _load_tarball(p)
+    from clusterdoctor.observe.limits import inflated_head, read_head, sniff_compression
+
+    if sniff_compression(read_head(p, 8)):  # a compressed dump (topo.xml.gz) or a cut-off tarball
+        _, truncated = inflated_head(p, 4096)
+        if truncated:
+            raise InputError(f"{truncated}; not a readable topology dump or sysfs tarball", str(p))
+        return parse_topology_bytes(read_input(p, MAX_TOPOLOGY_FILE, inflate=True), str(p))
+    size = p.stat().st_size
+    if size > MAX_TOPOLOGY_FILE:
+        raise InputError(f"file is {size >> 20} MiB, too large for a topology dump; {EXPECTED}", str(p))
+    return parse_topology_bytes(read_input(p), str(p))
 
 
 def parse_topology_bytes(data: bytes, path: str | None = None) -> Topology:
@@ -138,21 +116,22 @@ def parse_topology_bytes(data: bytes, path: str | None = None) -> Topology:
 
 @contextlib.contextmanager
 def extracted_sysfs(archive: Path) -> Iterator[tuple[Path, list[str]]]:
-    """Extract a sysfs snapshot tarball safely into a temporary directory; yields (sysfs root,
-    extraction warnings) and removes the directory afterwards."""
+    """Extract a sysfs snapshot tarball safely into a private temporary directory; yields (sysfs root,
+    extraction warnings) and removes the directory afterwards (or the next run does, after a kill)."""
+    from clusterdoctor.observe.archive import private_tempdir
     from clusterdoctor.observe.node.sysfs import find_sysfs_root
 
-    tmp = Path(tempfile.mkdtemp(prefix="clusterdoctor-sysfs-"))
-    try:
+    with private_tempdir("sysfs") as tmp:
         warnings = safe_extract(archive, tmp)
         root = find_sysfs_root(tmp)
         if root is None:
+            cut = next((w for w in warnings if "ends early" in w or "damaged" in w), None)
             raise InputError(
-                "tar archive holds no sys/devices/system tree (not a sysfs snapshot)", str(archive)
+                "tar archive holds no sys/devices/system tree (not a sysfs snapshot)"
+                + (f"; {cut.split(': ', 1)[-1]}" if cut else ""),
+                str(archive),
             )
         yield root, warnings
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load_tarball(p: Path) -> Topology:

@@ -102,7 +102,7 @@ def parse_gpu_list(text: str) -> list[str]:
             continue
         lo, sep, hi = part.partition("-")
         if sep and lo.isdigit() and hi.isdigit():
-            if int(hi) < int(lo):
+            if int(hi) < int(lo) or int(hi) - int(lo) >= 4096:  # no node has 4,096 GPUs
                 raise InputError(f"bad GPU range {part!r}", "--gpus")
             out.extend(str(i) for i in range(int(lo), int(hi) + 1))
         else:

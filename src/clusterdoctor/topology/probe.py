@@ -157,16 +157,16 @@ def sniff_probe(head: bytes, name: str = "") -> bool:
 
 def load_probe(path: Any) -> dict[str, Any]:
     """Loader hook for ``diagnose FILE``: ``{"probe": result}`` (only results that ran count)."""
-    import json
     from pathlib import Path
 
     from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import load_json, read_input
 
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"not a readable probe result: {e}", str(p)) from None
+        doc = load_json(read_input(p), str(p), "probe result JSON")
+    except InputError as e:
+        raise InputError(f"not a readable probe result: {e.reason}", str(p)) from None
     if not isinstance(doc, dict) or doc.get("schema") != "clusterdoctor.numa-probe/1":
         raise InputError("not a clusterdoctor numa probe result", str(p))
     if not doc.get("ran"):

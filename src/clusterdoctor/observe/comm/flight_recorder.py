@@ -6,16 +6,14 @@ completed collective) and ``entries`` (``record_id``, ``pg_id``, ``process_group
 ``collective_seq_id``, ``p2p_seq_id``, ``profiling_name``, sizes and dtypes, ``state``, times,
 ``timeout_ms``, ``is_p2p``, ``frames``) — pytorch/tutorials ``flight_recorder_tutorial.rst``.
 
-Pickles are loaded with a restricted unpickler that builds only plain containers and primitives:
-any reference to a class or function (the way a malicious pickle runs code) is refused.
+Pickles are read by :mod:`clusterdoctor.observe.safe_pickle`, which builds only the plain values a dump
+holds (never :mod:`pickle`'s loader): any class or function (the way a malicious pickle runs code), an
+allocation sized by the input, nesting past the ``depth`` budget or a reference bomb is refused.
 """
 
 from __future__ import annotations
 
 import ast
-import io
-import json
-import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,29 +21,14 @@ from typing import Any
 
 from clusterdoctor.errors import InputError
 
-_SAFE_BUILTINS = frozenset(
-    {"set", "frozenset", "list", "dict", "tuple", "bytearray", "str", "int", "float", "bool"}
-)
-_MAX_PICKLE_BYTES = 512 << 20
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    """Unpickler that resolves no global except a few builtin container types."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module in ("builtins", "__builtin__") and name in _SAFE_BUILTINS:
-            import builtins
-
-            return getattr(builtins, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} (only plain containers are allowed)")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("refusing persistent ids")
-
 
 def safe_unpickle(data: bytes) -> Any:
-    """Unpickle ``data`` allowing only builtin containers and primitives; raises pickle.UnpicklingError."""
-    return _SafeUnpickler(io.BytesIO(data)).load()
+    """Unpickle ``data`` building only plain values (:mod:`clusterdoctor.observe.safe_pickle`);
+    raises ``safe_pickle.UnsafePickle``, a ValueError (nested too deep: ``safe_pickle.TooDeep``)."""
+    from clusterdoctor.observe.limits import current
+    from clusterdoctor.observe.safe_pickle import loads
+
+    return loads(data, current().depth)
 
 
 @dataclass
@@ -277,24 +260,23 @@ def _int_set(text: str) -> tuple[int, ...]:
 
 def load_flight_recorder(path: str | Path) -> FrDump | FrTraceReport:
     """Read a dump (pickle, JSON, printed dict) or a torchfrtrace report, detected by content."""
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > _MAX_PICKLE_BYTES:
-            raise InputError(f"file of {size} bytes is too large for a Flight Recorder dump", str(p))
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
-    return parse_flight_recorder(data, str(p))
+    return parse_flight_recorder(read_input(p), str(p))
 
 
 def parse_flight_recorder(data: bytes, path: str = "<flight recorder>") -> FrDump | FrTraceReport:
     """Parse bytes of any supported Flight Recorder form."""
+    from clusterdoctor.observe.limits import LimitExceeded, load_json
+    from clusterdoctor.observe.safe_pickle import TooDeep, UnsafePickle
+
     if data[:1] == b"\x80":  # pickle protocol >= 2
         try:
             obj = safe_unpickle(data)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
-                MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as e:  # fmt: skip
+        except TooDeep as e:
+            raise LimitExceeded(f"Flight Recorder pickle: {e}", path, "depth") from None
+        except UnsafePickle as e:
             raise InputError(f"unreadable Flight Recorder pickle: {e}", path) from None
         return dump_from_obj(obj, path)
     text = data.decode("utf-8", "replace")
@@ -303,9 +285,12 @@ def parse_flight_recorder(data: bytes, path: str = "<flight recorder>") -> FrDum
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            return dump_from_obj(json.loads(stripped), path)
-        except (json.JSONDecodeError, RecursionError):
+            obj = load_json(stripped, path, "Flight Recorder JSON")
+        except LimitExceeded:
+            raise
+        except InputError:
             return parse_printed_dump(text, path)
+        return dump_from_obj(obj, path)
     raise InputError("not a Flight Recorder dump or torchfrtrace report", path)
 
 
@@ -315,9 +300,9 @@ def sniff_flight_recorder(head: bytes, name: str = "") -> bool:
         low = name.lower()
         if "trace" in low or "flight" in low or low.startswith("fr_"):
             return True
-        try:  # a small dump fits in the head; the restricted unpickler runs no code
+        try:  # a small dump fits in the head; the safe reader builds plain values only
             obj = safe_unpickle(head)
-        except Exception:  # any failure means "not recognised"
+        except ValueError:  # any refusal means "not recognised"
             return False
         return isinstance(obj, dict) and "entries" in obj
     return _REPORT_LINE.search(head) is not None or (

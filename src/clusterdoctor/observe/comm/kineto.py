@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.limits import Budget, LimitExceeded
 
 # Kernel classification, from HTA hta/utils/utils.py (NCCL_KERNEL_RE, MEMORY_KERNEL_RE,
 # NCCL_COMPUTE_KERNEL_RE), so that our breakdowns match HTA's.
@@ -319,9 +320,12 @@ class _Source:
     still yields everything before the cut; concatenated gzip members are followed.
     """
 
-    def __init__(self, fh: BinaryIO, path: str) -> None:
+    def __init__(self, fh: BinaryIO, path: str, budget: Budget | None = None) -> None:
         self.path = path
         self.fh = fh
+        # bytes inflated and wall time are checked at every read, kept records at every fill
+        self.budget = budget if budget is not None else Budget(path)
+        self.on_fill: Any = None
         head = fh.read(2)
         fh.seek(0)
         self.gz = head == b"\x1f\x8b"
@@ -337,6 +341,7 @@ class _Source:
 
     def _next_bytes(self) -> bytes:
         """The next chunk of (decompressed) bytes, at most ``_READ``; b"" at the end of input."""
+        self.budget.check_time()
         if self.z is None:
             raw = self.fh.read(_READ)
             self.bytes_read += len(raw)
@@ -355,6 +360,7 @@ class _Source:
                         return self.z.flush()
                     return b""
             out = self.z.decompress(data, _READ)
+            self.budget.add_inflated(len(out))
             if self.z.eof and self.z.unused_data:  # another gzip member follows
                 self.carry = self.z.unused_data
                 self.z = zlib.decompressobj(31)
@@ -379,6 +385,8 @@ class _Source:
                 self.pos = 0
                 return True
             return False
+        if self.on_fill is not None:
+            self.on_fill()
         text = self.dec.decode(chunk)
         if self.pos > 0:
             self.base += self.pos
@@ -423,16 +431,50 @@ class _Bad(Exception):
     pass
 
 
-def parse_kineto(fh: BinaryIO, path: str = "<trace>", *, bulk: bool = True) -> KinetoTrace:
+def parse_kineto(
+    fh: BinaryIO, path: str = "<trace>", *, bulk: bool = True, budget: Budget | None = None
+) -> KinetoTrace:
     """Read one Kineto trace from a binary file object (plain JSON or gzip).
 
     ``bulk=False`` decodes every event one by one (the path bulk decoding falls back to); the result
-    is the same, only slower: the tests compare the two.
+    is the same, only slower: the tests compare the two. ``budget`` (default: the limits in force)
+    bounds bytes inflated, records kept and wall time (:mod:`clusterdoctor.observe.limits`); a trace
+    nested deeper than the JSON decoders can follow is refused as too deep.
     """
+    try:
+        return _parse_kineto(fh, path, bulk, budget)
+    except RecursionError:
+        raise LimitExceeded("trace JSON nested too deep to read", path, "depth") from None
+
+
+class _RecordCount:
+    """What a trace keeps, counted against the ``records`` budget at every buffer fill (about 1 MB of
+    text): one per kept event (its array entries: 40 bytes), 16 per record holding a metadata dict (a
+    collective's arguments: 580 bytes measured for an NCCL kernel's ten), one per 64 characters of
+    kept names and one per skip reason. The default budget keeps a trace under about 0.5 GB."""
+
+    def __init__(self, trace: KinetoTrace, budget: Budget) -> None:
+        self.t, self.budget = trace, budget
+        self.names_seen = 0
+        self.name_chars = 0
+
+    def __call__(self) -> None:
+        t = self.t
+        for n in t.names[self.names_seen :]:
+            self.name_chars += len(n)
+        self.names_seen = len(t.names)
+        self.budget.set_records(
+            len(t.ts) + len(t.launch_corr) + len(t.cpu_ts) + len(t.steps) + len(t.skipped)
+            + 16 * (len(t.coll_meta) + len(t.comm_records)) + self.name_chars // 64
+        )  # fmt: skip
+
+
+def _parse_kineto(fh: BinaryIO, path: str, bulk: bool, budget: Budget | None) -> KinetoTrace:
     trace = KinetoTrace(path=path)
     b = _Builder(trace, bulk)
     try:
-        src = _Source(fh, path)
+        src = _Source(fh, path, budget)
+        src.on_fill = _RecordCount(trace, src.budget)
         first = src.peek()
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"cannot read trace: {e}", path) from None
@@ -635,9 +677,11 @@ def _finish(b: _Builder) -> None:
 
 def load_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """Read a trace file (``.json`` or ``.json.gz``, detected by content)."""
+    from clusterdoctor.observe.limits import open_regular
+
     p = os.fspath(path)
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p) as fh:  # devices, FIFOs and links to them refused before reading
             return parse_kineto(fh, p)
     except InputError as e:
         raise e.with_path(p) from None

@@ -489,7 +489,9 @@ def load_nccl_log(path: str | Path) -> NcclLog:
     log = NcclLog(path=str(p))
     parser = _Parser(log)
     try:
-        with open(p, "rb") as fh:
+        from clusterdoctor.observe.limits import open_input
+
+        with open_input(p) as fh:  # regular files only; .gz/.zst logs inflated; budgets checked as it reads
             rest = b""
             while True:
                 block = fh.read(_BLOCK)

@@ -210,10 +210,9 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
 
 def load_nccl_tests(path: str | Path) -> NcclTestsRun:
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8", "replace")
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_text
+
+    text = read_text(p)
     return parse_nccl_tests(text, str(p))
 
 

@@ -211,10 +211,9 @@ def parse_ncu_csv(text: str, path: str = "<ncu csv>") -> NcuReport:
 
 def load_ncu_csv(path: str | Path) -> NcuReport:
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8", "replace")
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_text
+
+    text = read_text(p)
     return parse_ncu_csv(text, str(p))
 
 

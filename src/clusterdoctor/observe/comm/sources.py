@@ -210,15 +210,18 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
     for kind, value in loaded.items():
         out[kind].append(value)
         out["warnings"].extend(getattr(value, "warnings", []))
+    t = loaded.get("kineto")
+    if t is not None and (t.truncated or t.events_read == 0):
+        # analysed, but the CLI's exit code says the input was cut or empty
+        why = "truncated" if t.truncated else "holds no events"
+        out.setdefault("incomplete_inputs", []).append(f"{p}: {why}")
     out["comm"].append(p)
 
 
 def _head(p: str) -> bytes:
-    try:
-        with open(p, "rb") as f:
-            return f.read(HEAD_BYTES)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", p) from None
+    from clusterdoctor.observe.limits import read_head
+
+    return read_head(p, HEAD_BYTES)
 
 
 def files_under(d: str) -> list[str]:

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,8 @@ def _load_json_list(text: str | bytes, path: str | None, what: str) -> list[Any]
         data = json.loads(s)
     except json.JSONDecodeError as e:
         raise InputError(f"not etcdctl {what} JSON: {e.msg}", path, e.lineno) from None
+    except RecursionError:
+        raise InputError(f"etcdctl {what} JSON nested too deep to read", path) from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
@@ -213,24 +215,32 @@ def collect_etcd_status(
     exe = shutil.which(etcdctl)
     if exe is None:
         raise CollectError(f"{etcdctl} not found on PATH (install etcd-client)")
+    from clusterdoctor.observe.limits import current, run_bounded
+
     base = [
         exe,
         f"--endpoints={','.join(endpoints)}",
-        f"--command-timeout={max(1, int(timeout))}s",
+        f"--dial-timeout={max(1, int(min(timeout, 5)))}s",  # connect
+        f"--command-timeout={max(1, int(timeout))}s",  # each request, answer included
         *(extra_args or []),
     ]
     env = {**os.environ, "ETCDCTL_API": "3"}
     res = EtcdStatus()
+    run_deadline = time.monotonic() + current().seconds  # both commands within the run's budget
     for sub in ("status", "health"):
+        limit = min(timeout * 2 + 5, run_deadline - time.monotonic())
         try:
-            p = subprocess.run(
-                [*base, "endpoint", sub, "-w", "json"], capture_output=True, timeout=timeout * 2 + 5, env=env
-            )
-        except subprocess.TimeoutExpired:
-            raise CollectError(f"etcdctl endpoint {sub} timed out after {timeout * 2 + 5:g} s") from None
-        out = p.stdout.decode("utf-8", errors="replace")
+            if limit <= 0:
+                raise TimeoutError("the run's deadline has passed")
+            # output capped as it is read (an etcd answering megabytes of "version" cannot fill memory)
+            _code, stdout, stderr = run_bounded([*base, "endpoint", sub, "-w", "json"], limit, 16 << 20, env)
+        except TimeoutError as e:
+            raise CollectError(f"etcdctl endpoint {sub} timed out after {limit:g} s ({e})") from None
+        except InputError as e:
+            raise CollectError(f"etcdctl endpoint {sub}: {e.reason}") from None
+        out = stdout.decode("utf-8", errors="replace")
         if sub == "status":
-            res.errors.extend(parse_etcdctl_errors(p.stderr))
+            res.errors.extend(parse_etcdctl_errors(stderr))
             if out.strip():
                 res.statuses = parse_endpoint_status(out, "etcdctl endpoint status")
         elif out.strip():

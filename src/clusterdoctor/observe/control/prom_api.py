@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from clusterdoctor.analyze.metric_window import MetricWindow
@@ -85,59 +83,59 @@ def _float(v: Any) -> float:
 
 
 class PromClient:
-    """A Prometheus server at ``url`` (``http://host:9090``, optionally with a path prefix)."""
+    """A Prometheus server at ``url`` (``http://host:9090``, optionally with a path prefix).
 
-    def __init__(self, url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> None:
+    Every request is bounded (:mod:`clusterdoctor.observe.http_client`): connect within
+    ``min(5, timeout)`` s, each read within ``timeout`` s, the whole answer within ``6 * timeout`` s,
+    and all requests of this client within ``run_seconds`` (default: the ``seconds`` budget of
+    :mod:`clusterdoctor.observe.limits`); answers above the ``input`` budget are refused as they
+    arrive and error replies are read to 64 KiB at most."""
+
+    def __init__(
+        self, url: str, timeout: float = 10.0, headers: dict[str, str] | None = None,
+        run_seconds: float | None = None,
+    ) -> None:  # fmt: skip
+        from clusterdoctor.observe.http_client import Deadline
+        from clusterdoctor.observe.limits import current
+
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise InputError("not an http(s) URL of a Prometheus server", url)
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.headers = dict(headers or {})
+        self.run = Deadline(current().seconds if run_seconds is None else run_seconds)
 
     # -- transport -----------------------------------------------------------------------------
     def _call(self, path: str, params: list[tuple[str, str]], post: bool = True) -> Any:
+        from clusterdoctor.observe.http_client import request
+
         query = urllib.parse.urlencode(params)
-        req = urllib.request.Request(
+        where = f"{self.url}{path}"
+        resp = request(
             f"{self.url}{path}" if post else f"{self.url}{path}{'?' + query if query else ''}",
-            data=query.encode() if post else None,
             method="POST" if post else "GET",
+            data=query.encode() if post else None,
             headers={
                 "Content-Type": "application/x-www-form-urlencoded",
                 "Accept": "application/json",
                 **self.headers,
             },
+            connect_timeout=min(5.0, self.timeout),
+            read_timeout=self.timeout,
+            total_timeout=6 * self.timeout,
+            run=self.run,
         )
-        where = f"{self.url}{path}"
-        from clusterdoctor.observe.limits import MAX_INPUT_ENV, human_size, max_input_bytes
-
-        cap = max_input_bytes()
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read(cap + 1)
-            if len(raw) > cap:
-                raise CollectError(
-                    f"{where}: answer larger than the input limit of {human_size(cap)} "
-                    f"(shorten --since or raise {MAX_INPUT_ENV})"
-                )
-        except urllib.error.HTTPError as e:
-            raw = e.read() if hasattr(e, "read") else b""
+        raw = resp.body
+        if not 200 <= resp.status < 300:
             err = _api_error(raw)
-            if err is not None and e.code in (400, 422):
-                raise InputError(f"Prometheus rejected the query: {err}", where) from None
-            raise CollectError(f"{where}: HTTP {e.code} {err or e.reason}") from None
-        except TimeoutError:
-            raise CollectError(f"{where}: no answer within {self.timeout:g} s") from None
-        except urllib.error.URLError as e:
-            reason = e.reason
-            if isinstance(reason, TimeoutError):
-                raise CollectError(f"{where}: no answer within {self.timeout:g} s") from None
-            raise CollectError(f"{where}: cannot connect ({reason})") from None
-        except (ConnectionError, OSError) as e:
-            raise CollectError(f"{where}: {e.strerror or e}") from None
+            if err is not None and resp.status in (400, 422):
+                raise InputError(f"Prometheus rejected the query: {err}", where)
+            detail = err or raw[:200].decode("utf-8", "replace").strip().replace("\n", " ")
+            raise CollectError(f"{where}: HTTP {resp.status} {detail}".rstrip())
         try:
             doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise CollectError(f"{where}: answer is not JSON (not a Prometheus API?)") from None
         if not isinstance(doc, dict) or "status" not in doc:
             raise CollectError(f"{where}: answer is not a Prometheus API response")
@@ -200,7 +198,7 @@ class PromClient:
 def _api_error(raw: bytes) -> str | None:
     try:
         doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
     if isinstance(doc, dict) and doc.get("status") == "error":
         return f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"

@@ -89,6 +89,12 @@ _TYPES = frozenset(
 )
 
 
+def _warning_list() -> list[str]:
+    from clusterdoctor.observe.limits import WarningList
+
+    return WarningList(100)
+
+
 @dataclass
 class MetricSet:
     """Everything read from one exposition.
@@ -100,7 +106,8 @@ class MetricSet:
     samples: list[PromSample] = field(default_factory=list)
     families: dict[str, Family] = field(default_factory=dict)
     exemplars: dict[int, Exemplar] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    # bounded (observe.limits.WarningList): one warning per bad line, at most 100 kept, the rest counted
+    warnings: list[str] = field(default_factory=lambda: _warning_list())
     path: str | None = None
     openmetrics: bool = False
     _by_name: dict[str, list[PromSample]] | None = field(default=None, repr=False, compare=False)

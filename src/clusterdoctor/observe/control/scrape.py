@@ -9,16 +9,17 @@ would add) and one dead endpoint never blocks the others — it becomes a warnin
 
 from __future__ import annotations
 
-import ssl
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterdoctor.analyze.metric_window import MetricWindow
 from clusterdoctor.errors import CollectError, InputError
 from clusterdoctor.observe.control.prom_text import MetricSet, PromSample, parse_prom_text, sniff_prom_text
+
+if TYPE_CHECKING:
+    from clusterdoctor.observe.http_client import Deadline
 
 __all__ = [
     "load_metrics_file",
@@ -30,7 +31,6 @@ __all__ = [
 ]
 
 ACCEPT = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
-MAX_BYTES = 256 * 1024 * 1024
 
 
 def _instance(url: str) -> str:
@@ -43,33 +43,24 @@ def scrape(
     timeout: float = 5.0,
     headers: dict[str, str] | None = None,
     insecure: bool = False,
+    run: Deadline | None = None,
 ) -> MetricSet:
-    """GET ``url`` and parse the exposition. CollectError on connection problems or timeouts."""
+    """GET ``url`` and parse the exposition. CollectError on connection problems, timeouts (connect,
+    read, total, the run's ``run`` deadline) or an answer over the ``input`` budget
+    (:mod:`clusterdoctor.observe.http_client`)."""
     p = urllib.parse.urlparse(url)
     if p.scheme not in ("http", "https") or not p.netloc:
         raise InputError("not an http(s) URL", url)
-    req = urllib.request.Request(url, headers={"Accept": ACCEPT, **(headers or {})})
-    ctx = None
-    if p.scheme == "https" and insecure:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
-            ctype = resp.headers.get("Content-Type", "")
-            data = resp.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as e:
-        raise CollectError(f"{url}: HTTP {e.code} {e.reason}") from None
-    except TimeoutError:
-        raise CollectError(f"{url}: no answer within {timeout:g} s") from None
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, TimeoutError):
-            raise CollectError(f"{url}: no answer within {timeout:g} s") from None
-        raise CollectError(f"{url}: cannot connect ({e.reason})") from None
-    except OSError as e:
-        raise CollectError(f"{url}: {e.strerror or e}") from None
-    if len(data) > MAX_BYTES:
-        raise CollectError(f"{url}: answer larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    from clusterdoctor.observe.http_client import request
+
+    resp = request(
+        url, headers={"Accept": ACCEPT, **(headers or {})}, connect_timeout=min(5.0, timeout),
+        read_timeout=timeout, total_timeout=max(3 * timeout, 10.0), run=run, insecure=insecure,
+    )  # fmt: skip
+    if resp.status != 200:
+        detail = resp.body[:200].decode("utf-8", "replace").strip().replace("\n", " ")
+        raise CollectError(f"{url}: HTTP {resp.status} {detail}".rstrip())
+    ctype, data = resp.headers.get("content-type", ""), resp.body
     om = True if "openmetrics" in ctype else None
     return parse_prom_text(data, url, openmetrics=om)
 
@@ -92,13 +83,14 @@ def scrape_once(
     timeout: float = 5.0,
     headers: dict[str, str] | None = None,
     insecure: bool = False,
+    run: Deadline | None = None,
 ) -> tuple[list[tuple[float, MetricSet]], list[str]]:
     """Scrape every URL once, in parallel: ``([(time, MetricSet with instance label)], errors)``."""
 
     def one(u: str) -> tuple[float, MetricSet | None, str | None]:
         t = time.time()
         try:
-            return t, _with_instance(scrape(u, timeout, headers, insecure), _instance(u)), None
+            return t, _with_instance(scrape(u, timeout, headers, insecure, run), _instance(u)), None
         except (CollectError, InputError) as e:
             return t, None, str(e)
 
@@ -130,10 +122,14 @@ def scrape_window(
     """
     if not urls:
         raise InputError("no URL to scrape")
-    timed, errors = scrape_once(urls, timeout, headers, insecure)
+    from clusterdoctor.observe.http_client import Deadline
+    from clusterdoctor.observe.limits import current
+
+    run = Deadline(current().seconds)  # both rounds of every URL within the run's budget
+    timed, errors = scrape_once(urls, timeout, headers, insecure, run)
     if interval > 0:
         time.sleep(interval)
-        more, errors2 = scrape_once(urls, timeout, headers, insecure)
+        more, errors2 = scrape_once(urls, timeout, headers, insecure, run)
         timed += more
         errors += [e for e in errors2 if e not in errors]
     if not timed:
@@ -184,12 +180,23 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
             series, min(times, default=None), max(times, default=None), source=str(p)
         )
         return dict(observations_from_metrics(window, source=str(p)))
-    return dict(observations_from_metrics(load_metrics_file(path), source=str(path)))
+    ms = load_metrics_file(path)
+    out: dict[str, object] = dict(observations_from_metrics(ms, source=str(path)))
+    # lines the parser skipped reach the report's warnings (never silently dropped)
+    warns = ms.warnings.summary() if hasattr(ms.warnings, "summary") else list(ms.warnings)
+    if warns:
+        out["warnings"] = [f"{path}: {w}" for w in warns]
+    if not out.get("metrics") and not warns:
+        out["warnings"] = [f"{path}: no samples in the metrics dump"]
+    if not out.get("metrics") or any("truncated" in w for w in warns):
+        out["incomplete_inputs"] = [f"{path}: " + ("truncated" if out.get("metrics") else "no samples")]
+    return out
 
 
 def _is_api_answer_file(p: Path) -> bool:
+    from clusterdoctor.observe.limits import read_head
+
     try:
-        with p.open("rb") as f:
-            return _sniff_api_answer(f.read(4096))
-    except OSError:
+        return _sniff_api_answer(read_head(p, 4096))
+    except InputError:
         return False

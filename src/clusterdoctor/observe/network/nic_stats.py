@@ -194,10 +194,9 @@ def load_nic_stats(path: str | Path) -> dict[str, Any]:
     link-error rules judge both.
     """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
+    from clusterdoctor.observe.limits import read_input
+
+    data = read_input(p)
     ports, rts = parse_nic_stats(data, str(p))
     out: dict[str, Any] = {}
     if ports:

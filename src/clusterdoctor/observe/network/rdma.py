@@ -191,10 +191,11 @@ def read_sysfs_infiniband(root: str | Path = "/") -> list[RdmaPort]:
 
 
 def _read_small(p: Path) -> str | None:
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        with p.open("rb") as f:
-            return f.read(4096).decode("utf-8", errors="replace")
-    except OSError:
+        return read_bounded(p, 4096, prefix=True).decode("utf-8", errors="replace")
+    except (OSError, InputError):
         return None
 
 

@@ -509,8 +509,9 @@ class _Vanished(Exception):
 
 
 def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    from clusterdoctor.observe.limits import max_input_bytes, read_bounded
+
+    return read_bounded(path, max_input_bytes())
 
 
 def _why(e: OSError) -> str:
@@ -584,9 +585,10 @@ def uverbs_ibdev(index: int, sysfs_root: str = "/") -> str | None:
     """The RDMA device (``mlx5_0``) behind ``/dev/infiniband/uverbs<index>``, from sysfs; None if unknown."""
     p = os.path.join(sysfs_root, "sys/class/infiniband_verbs", f"uverbs{index}", "ibdev")
     try:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            name = f.read().strip()
-    except OSError:
+        from clusterdoctor.observe.limits import read_bounded
+
+        name = read_bounded(p, 4096, prefix=True).decode("utf-8", "replace").strip()
+    except (OSError, InputError):
         return None
     return name or None
 

@@ -36,13 +36,13 @@ NIC_VENDOR_NAMES = {"0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom
 
 
 def _read(path: Path) -> str | None:
+    """A sysfs attribute (at most 1 MiB; the largest, cpulist/cpumap of 8192 CPUs, are a few KiB), or
+    None when missing, unreadable or not a regular file (a link to /dev/zero in a crafted tree)."""
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-    except PermissionError:
-        return None
-    except OSError:
+        return read_bounded(path, 1 << 20).decode("utf-8", errors="replace").strip()
+    except (OSError, InputError):
         return None
 
 
@@ -355,6 +355,11 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     cpus = _read_cpus(base, nodes)
     if not nodes:
         warnings.append("no NUMA nodes in sys/devices/system/node (kernel without NUMA, or not exposed)")
+    if not cpus and not any(n.cpus for n in nodes):
+        warnings.append(
+            "no CPU found under sys/devices/system/cpu or in the NUMA nodes' cpulists: the tree is "
+            "incomplete (a truncated or partial snapshot?); CPU placement cannot be judged from it"
+        )
     devices = _read_pci(base, nodes, warnings)
     gpus = sorted((d for d in devices if d.kind == "gpu"), key=lambda d: d.pci or "")
     for i, g in enumerate(gpus):

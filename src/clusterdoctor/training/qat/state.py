@@ -37,15 +37,15 @@ def save_state(state: dict[str, Any], path: str | Path) -> None:
 
 def load_state(path: str | Path) -> dict[str, Any]:
     """Read and validate a saved state; raises :class:`InputError` naming the file and the problem."""
+    from clusterdoctor.observe.limits import read_input
+
     p = Path(path)
+    if p.is_dir():
+        raise InputError("is a directory, expected a monitor state JSON file", str(p))
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", str(p)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a monitor state JSON file", str(p)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read: {getattr(e, 'strerror', None) or e}", str(p)) from None
+        text = read_input(p).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"cannot read: {e}", str(p)) from None
     return parse_state(text, str(p))
 
 
