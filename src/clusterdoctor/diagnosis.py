@@ -105,7 +105,7 @@ def merge_into(obs: Observations, data: dict[str, Any]) -> None:
 
         merge_metric_observations(obs.data, metric_kinds)
     for kind, value in data.items():
-        if kind in metric_kinds:
+        if kind in metric_kinds or kind == "described_as":
             continue
         if kind == "topology":
             add_topology(obs, value)
@@ -113,21 +113,84 @@ def merge_into(obs: Observations, data: dict[str, Any]) -> None:
             obs.data.setdefault("warnings_list", []).extend(value)
         elif kind == "processes":
             add_processes(obs, value)
+        elif kind == "etcd_status" and obs.has(kind) and hasattr(obs.get(kind), "merge"):
+            obs.put(kind, obs.get(kind).merge(value))
         elif obs.has(kind) and isinstance(obs.get(kind), list) and isinstance(value, list):
             obs.get(kind).extend(value)
         else:
             obs.put(kind, value)
 
 
-def load_sources(obs: Observations, paths: Iterable[str | Path]) -> list[SourceRef]:
-    """Load each SOURCE path by content into ``obs``; returns the source references."""
-    from clusterdoctor.observe.detect import load_path
+Progress = Callable[[int, int, str], None]
 
-    refs = []
+
+def load_sources(
+    obs: Observations, paths: Iterable[str | Path], progress: Progress | None = None
+) -> list[SourceRef]:
+    """Load each SOURCE into ``obs`` by content; returns the references of those used.
+
+    A SOURCE is a file, a sysfs tree, or a folder (an incident folder: every file under it,
+    recursively, see :func:`clusterdoctor.observe.detect.walk_sources`). A file that cannot be used
+    — unrecognised, unreadable, malformed — never stops the others: its reason becomes a warning of
+    the report. :class:`InputError` only when nothing at all could be used (with the one reason
+    when one file was given). ``progress(done, total, path)`` is called before each file.
+    """
+    from clusterdoctor.observe.detect import load_path, walk_sources
+
+    items: list[Path] = []
+    warnings = obs.data.setdefault("warnings_list", [])
     for path in paths:
-        what, data = load_path(path)
-        refs.append(SourceRef(what, str(path)))
+        p = Path(path)
+        if p.is_dir() and not (p.name == "sys" and (p / "devices" / "system").is_dir()):
+            walk = walk_sources(p)
+            warnings.extend(walk.warnings(p))
+            if not walk.sources:
+                warnings.append(f"{p}: empty folder (no file to read)")
+            items.extend(walk.sources)
+        else:
+            items.append(p)  # named on the command line: read even if it looks like a backup
+    seen: set[Path] = set()
+    unique = []
+    for item in items:  # `diagnose dir dir/file` reads the file once
+        key = item.resolve() if item.exists() else item
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    items = unique
+    refs: list[SourceRef] = []
+    failures: list[InputError] = []
+    for i, item in enumerate(items):
+        if progress is not None:
+            progress(i, len(items), str(item))
+        try:
+            what, data = load_path(item)
+        except InputError as e:
+            failures.append(e.with_path(str(item)))
+            warnings.append(f"not used: {e.with_path(str(item)).one_line()}")
+            continue
+        except Exception as e:  # a parser bug must not cost the user the other files
+            failures.append(
+                InputError(
+                    f"could not be read ({type(e).__name__}: {str(e)[:200]}); "
+                    "this is a clusterdoctor bug, please report it with the file",
+                    str(item),
+                )
+            )
+            warnings.append(f"not used: {failures[-1].one_line()}")
+            continue
+        refs.append(SourceRef(what, str(item)))
         merge_into(obs, data)
+    if progress is not None:
+        progress(len(items), len(items), "")
+    if not refs:
+        if len(failures) == 1:
+            raise failures[0]
+        if not failures:
+            raise InputError("no file to read", ", ".join(str(p) for p in paths) or None)
+        raise InputError(
+            f"nothing recognised in {len(failures)} files (first: {failures[0].one_line()})",
+            ", ".join(str(p) for p in paths),
+        )
     return refs
 
 

@@ -20,6 +20,8 @@ SCRIPTS = sorted(p for p in (REPO / "examples").rglob("*.sh"))
 EXPECTED = {
     # 1: the stall is a CRITICAL finding; the chain names the stall before the leader loss
     "incident-etcd-leader-stall/run.sh": (1, ["clusterdoctor diagnosis", "CHAIN001", "ETCDLOG002"]),
+    # 1: the killed leader is a CRITICAL finding (ETCD009), ranked first
+    "incident-etcd-member-down/run.sh": (1, ["clusterdoctor diagnosis", "1. CRITICAL ETCD009"]),
 }
 SKIP = 77
 

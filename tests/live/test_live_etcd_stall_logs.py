@@ -70,7 +70,8 @@ def test_leader_stall_diagnosed_in_order(tmp_path, logger):
         return
     assert hb[0].severity == Severity.CRITICAL
     (chain,) = etcd_log.control_plane_cascade.fn(obs)
-    assert chain.subject == "etcd-stall", chain.summary
+    # the stalled leader, named by the late heartbeats it logged itself
+    assert chain.subject == f"etcd-stall: {leader}", chain.summary
     # the stall onset (log time - exceeded-duration) lies within a second of when the script stopped
     # the leader, before the loss (capnslog's raft lines have 1 s resolution, hence the tolerance)
     start = (out / "what_happened.txt").read_text().split("stall start ")[1].split()[0]

@@ -203,4 +203,10 @@ def test_cli_diagnose_bundle_offline(tmp_path):
     r = run_cli("diagnose", str(out), "--format", "json")
     assert r.code == 1, r.err  # findings
     found = {(f["rule"], f["subject"]) for f in json.loads(r.out)["findings"]}
-    assert {("CHAIN001", "etcd-stall"), ("ETCDLOG002", "etcd"), ("RDMA002", "mlx5_bond_0/1")} <= found
+    # the stalled leader (m2, dcdad8be1efaa5ca, named by its own log in the bundle) is the subject
+    stalled = "m2 (dcdad8be1efaa5ca)"
+    assert {
+        ("CHAIN001", f"etcd-stall: {stalled}"),
+        ("ETCDLOG002", stalled),
+        ("RDMA002", "mlx5_bond_0/1"),
+    } <= found

@@ -31,7 +31,7 @@ def run(obs_data: dict) -> dict[str, list]:
 
 
 def test_docstrings_have_sections_and_thresholds_have_sources():
-    assert len(RULES) == 8
+    assert len(RULES) == 9
     for r in RULES:
         assert set(REQUIRED_SECTIONS) <= set(r.sections()), r.id
         assert r.sections()["Verify"].count("`") >= 2

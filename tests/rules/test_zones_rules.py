@@ -137,7 +137,8 @@ def test_saved_api_answer_loads_as_metrics(zones):
     from clusterdoctor.observe.detect import load_path
 
     what, data = load_path(Z / "throttled_1mbit" / RANGE)
-    assert what == "Prometheus metrics" and not data["metrics"].is_snapshot
+    assert what == "Prometheus query answer (scrape_duration_seconds)"
+    assert not data["metrics"].is_snapshot
     (f,) = zones.cross_zone_latency.fn(obs_with(data["metrics"]))
     assert f.subject == "zone-a→zone-b"
 

@@ -55,6 +55,11 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage(
+        "etcd-member-down",
+        "an etcd member stopped and did not come back (ETCD009)",
+        ("etcd.member_down",),
+    ),
+    Stage(
         "etcd-stall",
         "etcd disk or CPU stall (slow fdatasync, late heartbeats)",
         ("etcd.slow_fdatasync", "etcd.heartbeat_slow"),
@@ -70,6 +75,7 @@ STAGES: tuple[Stage, ...] = (
         "API server and lease timeouts",
         (
             "etcd.request_timeout",
+            "etcd.client_timeout",
             "apiserver.timeout",
             "k8s.lease_renew_failed",
             "k8s.leader_election_lost",

@@ -55,6 +55,16 @@ class MetricWindow:
     end: float | None = None
     source: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Instances (``instance`` label values) read from an untimed dump: each of their series holds one
+    # value since the process started, even when the window also holds timed series of other targets.
+    snapshot_instances: set[str] = field(default_factory=set)
+    instance_sources: dict[str, str] = field(default_factory=dict)  # instance -> the file it came from
+    # What a dump's own series say it is (``etcd:<member hex ID>``, ``node:<nodename>``,
+    # ``kubelet:<node>``), by instance; see :meth:`canonical`.
+    instance_identity: dict[str, str] = field(default_factory=dict)
+    name_sources: dict[str, str] = field(default_factory=dict)  # metric name -> files (query answers)
+    _canon: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _earlier: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -103,7 +113,11 @@ class MetricWindow:
         return w
 
     def merge(self, other: MetricWindow) -> MetricWindow:
-        """A window holding both windows' series (e.g. several scraped components)."""
+        """A window holding both windows' series (e.g. several scraped components).
+
+        Timed series with the same name and labels in both (two range queries of one target) become
+        one series with the points of both, in time order; dump series never collide (each dump's
+        series carry their own ``instance``)."""
         out = MetricWindow(
             {k: list(v) for k, v in self.series.items()},
             dict(self.types),
@@ -111,9 +125,27 @@ class MetricWindow:
             _max(self.end, other.end),
             ", ".join(x for x in (self.source, other.source) if x),
             self.warnings + other.warnings,
+            self.snapshot_instances | other.snapshot_instances,
+            {**self.instance_sources, **other.instance_sources},
+            {**self.instance_identity, **other.instance_identity},
+            {
+                k: ", ".join(
+                    dict.fromkeys(x for x in (self.name_sources.get(k), other.name_sources.get(k)) if x)
+                )
+                for k in self.name_sources.keys() | other.name_sources.keys()
+            },
         )
         for name, lst in other.series.items():
-            out.series.setdefault(name, []).extend(lst)
+            mine = out.series.setdefault(name, [])
+            index = {_key(s.labels): i for i, s in enumerate(mine)} if mine else {}
+            for s in lst:
+                i = index.get(_key(s.labels))
+                if i is None or s.labels.get("instance", "") in out.snapshot_instances:
+                    mine.append(s)
+                    continue
+                merged = dict(mine[i].points)
+                merged.update(s.points)
+                mine[i] = Series(s.name, dict(s.labels), sorted(merged.items()))
         for k, v in other.types.items():
             out.types.setdefault(k, v)
         return out
@@ -123,6 +155,89 @@ class MetricWindow:
     def is_snapshot(self) -> bool:
         """True when no series has two points: counters and histograms are since process start."""
         return all(len(s.points) < 2 for lst in self.series.values() for s in lst)
+
+    def snapshot_for(self, labels: dict[str, str]) -> bool:
+        """Whether the series with these labels hold values since their process started (a dump)
+        rather than points over the window — per target, as one window may hold both."""
+        return labels.get("instance", "") in self.snapshot_instances or self.is_snapshot
+
+    def span_for(self, labels: dict[str, str]) -> str:
+        """``since the process started`` or ``over the window``, for the target of ``labels``."""
+        return "since the process started" if self.snapshot_for(labels) else "over the window"
+
+    def rename_source(self, old: str, new: str) -> None:
+        """Name the file ``old`` (a temporary extraction path) as ``new`` (``bundle:member``), in
+        place: its dump's ``instance`` label, sources and identity. For a freshly loaded window."""
+        for lst in self.series.values():
+            for s in lst:
+                if s.labels.get("instance") == old:
+                    s.labels["instance"] = new
+        self.snapshot_instances = {new if i == old else i for i in self.snapshot_instances}
+        self.instance_sources = {
+            (new if k == old else k): (new if v == old else v) for k, v in self.instance_sources.items()
+        }
+        self.instance_identity = {(new if k == old else k): v for k, v in self.instance_identity.items()}
+        self.name_sources = {k: (new if v == old else v) for k, v in self.name_sources.items()}
+        self.source = (
+            ", ".join(new if x == old else x for x in self.source.split(", ")) if self.source else ""
+        )
+        self._canon = self._earlier = None
+
+    def canonical(self, instance: str) -> str:
+        """The target an ``instance`` label stands for: dumps of one target taken at different times
+        (before/after) are one target. A dump that names itself (``etcd_server_id``,
+        ``node_uname_info``, ``kubelet_node_name``) maps to that name (``etcd:8e9e05c52164694d``);
+        dumps that do not, of the same metrics, whose counters never decrease from one to the other
+        and whose ``process_start_time_seconds`` agree, are one process read twice and map to the
+        latest dump. Anything else is itself."""
+        self._group()
+        assert self._canon is not None
+        return self._canon.get(instance, instance)
+
+    def _group(self) -> None:
+        if self._canon is None:
+            self._canon, self._earlier = _group_dumps(self)
+
+    def earlier(self, instance: str) -> list[str]:
+        """Dumps of the same process as ``instance`` taken before it, earliest first (see
+        :meth:`canonical`). The questions below (:meth:`select` and all that use it) answer from the
+        latest dump of a process only — its counters hold everything the earlier ones do — so a
+        before/after pair is judged once; rules name the earlier dumps as evidence."""
+        self._group()
+        assert self._earlier is not None
+        return list(self._earlier.get(instance, []))
+
+    def superseded(self) -> set[str]:
+        """Instances of dumps that a later dump of the same process supersedes."""
+        self._group()
+        assert self._earlier is not None
+        return {i for lst in self._earlier.values() for i in lst}
+
+    def subject_for(self, instance: str, default: str = "") -> str:
+        """What a finding about the target behind ``instance`` names: ``node worker-1`` (a node
+        exporter dump), ``kubelet on worker-1``, the etcd member ID, the latest dump's path for
+        dumps that do not name their target, else the instance label itself (``host:port``)."""
+        if not instance:
+            return default
+        canon = self.canonical(instance)
+        kind, _, name = canon.partition(":")
+        if name and kind in _IDENTITY_WORDS and canon in self.instance_identity.values():
+            return _IDENTITY_WORDS[kind].format(name)
+        return canon
+
+    def instances_of(self, canonical: str) -> list[str]:
+        """Every ``instance`` label that stands for ``canonical`` (see :meth:`canonical`)."""
+        insts = {s.labels.get("instance", "") for lst in self.series.values() for s in lst}
+        return sorted(i for i in insts if self.canonical(i) == canonical)
+
+    def source_for(self, labels: dict[str, str], name: str = "") -> str:
+        """The file (or URL) the series of this target (or, for query answers, of metric ``name``)
+        came from; the whole window's sources otherwise."""
+        return (
+            self.instance_sources.get(labels.get("instance", ""), "")
+            or (self.name_sources.get(name, "") if name else "")
+            or self.source
+        )
 
     def names(self) -> set[str]:
         return set(self.series)
@@ -138,13 +253,28 @@ class MetricWindow:
                 return n
         return None
 
-    def select(self, name: str, **match: str) -> list[Series]:
-        """Series ``name`` whose labels include every ``match`` pair."""
+    def select(self, name: str, include_superseded: bool = False, **match: str) -> list[Series]:
+        """Series ``name`` whose labels include every ``match`` pair (of the latest dump of each
+        process unless ``include_superseded``: see :meth:`earlier`)."""
         lst = self.series.get(name, [])
+        if self.snapshot_instances and not include_superseded:
+            old = self.superseded()
+            if old:
+                lst = [s for s in lst if s.labels.get("instance", "") not in old]
         if not match:
             return list(lst)
         want = match.items()
         return [s for s in lst if want <= s.labels.items()]
+
+    def histogram_of(self, name: str, instance: str) -> Histogram | None:
+        """The histogram ``name`` of one dump (summed over its other labels), superseded or not."""
+        parts = [h for h in self._histograms(name, True, instance=instance) if h.buckets]
+        return merge_histograms(parts, name) if parts else None
+
+    def value_of(self, name: str, instance: str) -> float | None:
+        """The sum of counter/gauge ``name`` in one dump (superseded or not)."""
+        vals = [s.points[-1][1] for s in self.select(name, True, instance=instance) if s.points]
+        return sum(vals) if vals else None
 
     def latest(self, name: str, **match: str) -> list[tuple[dict[str, str], float, float]]:
         """``(labels, last value, its time)`` of each series ``name``."""
@@ -166,6 +296,9 @@ class MetricWindow:
         first_seen = None if snapshot else self._first_seen_by_instance()
         for s in self.select(name, **match):
             if not s.points:
+                continue
+            if not snapshot and s.labels.get("instance", "") in self.snapshot_instances:
+                out.append((s.labels, s.points[-1][1], 0))  # a dump beside timed series: since start
                 continue
             if first_seen is not None:
                 t_inst = first_seen.get(s.labels.get("instance", ""))
@@ -202,11 +335,16 @@ class MetricWindow:
         Bucket counts are increases over the window (counter resets handled), or the cumulative
         counts of a snapshot. Layout read from the ``le`` labels present.
         """
+        return self._histograms(name, False, **match)
+
+    def _histograms(self, name: str, include_superseded: bool, **match: str) -> list[Histogram]:
         groups: dict[tuple[tuple[str, str], ...], Histogram] = {}
         min_points = 1 if self.is_snapshot else 2
-        for s in self.select(name + "_bucket", **match):
+        for s in self.select(name + "_bucket", include_superseded, **match):
             le = s.labels.get("le")
-            if le is None or len(s.points) < min_points:
+            if le is None:
+                continue
+            if len(s.points) < min_points and s.labels.get("instance", "") not in self.snapshot_instances:
                 continue
             try:
                 bound = float(le)
@@ -219,7 +357,7 @@ class MetricWindow:
                 h = groups[k] = Histogram(name, rest, [], timestamp=s.points[-1][0])
             h.buckets.append((bound, self._window_value(s)))
         for suffix, attr in (("_sum", "sum"), ("_count", "count")):
-            for s in self.select(name + suffix, **match):
+            for s in self.select(name + suffix, include_superseded, **match):
                 h = groups.get(_key(s.labels))
                 if h is not None and s.points:
                     setattr(h, attr, self._window_value(s))
@@ -271,9 +409,182 @@ class MetricWindow:
         return [(t, quantile_of(q, h.buckets).value) for t, h in self.histogram_steps(name, **match)]
 
     def _window_value(self, s: Series) -> float:
-        if len(s.points) == 1:
-            return s.points[0][1]
+        if len(s.points) == 1 or s.labels.get("instance", "") in self.snapshot_instances:
+            return s.points[-1][1]
         return counter_increase(s.points)[0]
+
+
+_IDENTITY_WORDS = {"etcd": "etcd member {}", "node": "node {}", "kubelet": "kubelet on {}"}
+
+
+def _counter_values(w: MetricWindow, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The counters (``_total``, histogram ``_bucket``/``_count``, counter-typed) of one dump."""
+    out = {}
+    for name, lst in w.series.items():
+        family = name.removesuffix("_bucket").removesuffix("_count")
+        if (
+            not (name.endswith(("_total", "_bucket", "_count")) or w.types.get(name) == "counter")
+            or w.types.get(family) == "gauge"
+        ):
+            continue
+        for s in lst:
+            if s.labels.get("instance", "") == instance and s.points:
+                rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "instance"))
+                out[(name, rest)] = s.points[-1][1]
+    return out
+
+
+def _start_time(w: MetricWindow, instance: str) -> float | None:
+    for s in w.series.get("process_start_time_seconds", []):
+        if s.labels.get("instance", "") == instance and s.points:
+            return s.points[-1][1]
+    return None
+
+
+def _order(a: dict, b: dict) -> int | None:
+    """-1 when dump ``a`` can precede ``b`` in one process (b's counters ⊇ a's, none lower), 1 for the
+    reverse, 0 when equal, None when they cannot be one process read twice."""
+    if not a or not b:
+        return None
+    ka, kb = set(a), set(b)
+    common = ka & kb
+    if not common:
+        return None
+    if ka <= kb and all(b[k] >= a[k] for k in common):
+        return 0 if ka == kb and all(b[k] == a[k] for k in common) else -1
+    if kb <= ka and all(a[k] >= b[k] for k in common):
+        return 1
+    return None
+
+
+def _group_dumps(w: MetricWindow) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(instance -> the target it stands for, latest dump -> the earlier dumps it supersedes)."""
+    canon = {i: key for i, key in w.instance_identity.items() if key}
+    canon.update(_group_loose(w, sorted(i for i in w.snapshot_instances if i not in canon)))
+    groups: dict[str, list[str]] = {}
+    for i in sorted(w.snapshot_instances):
+        groups.setdefault(canon.get(i, i), []).append(i)
+    earlier: dict[str, list[str]] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values = {i: _counter_values(w, i) for i in members}
+        chain = _time_order(members, values)
+        if chain is not None:
+            earlier[chain[-1]] = chain[:-1]
+    return canon, earlier
+
+
+def _time_order(members: list[str], values: dict[str, dict]) -> list[str] | None:
+    """The dumps of one target earliest first, when their counters order them (None otherwise:
+    a restart between them, or dumps that do not compare)."""
+    import functools
+
+    def cmp(a: str, b: str) -> int:
+        o = _order(values[a], values[b])
+        if o is None:
+            raise ValueError
+        return o
+
+    try:
+        chain = sorted(members, key=functools.cmp_to_key(cmp))
+    except ValueError:
+        return None
+    if any(_order(values[a], values[b]) not in (-1, 0) for a, b in zip(chain, chain[1:])):
+        return None
+    return chain
+
+
+def _group_loose(w: MetricWindow, loose: list[str]) -> dict[str, str]:
+    """Dumps that do not name their target, grouped by process (see :meth:`MetricWindow.canonical`)."""
+    canon: dict[str, str] = {}
+    if len(loose) < 2:
+        return canon
+    values = {i: _counter_values(w, i) for i in loose}
+    starts = {i: _start_time(w, i) for i in loose}
+    later: dict[str, str] = {}  # dump -> a dump of the same process read later (or equal)
+    for x, a in enumerate(loose):
+        for b in loose[x + 1 :]:
+            if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
+                continue
+            o = _order(values[a], values[b])
+            if o is None:
+                continue
+            first, last = (b, a) if o == 1 else (a, b)
+            later.setdefault(first, last)
+    for i in loose:
+        j, seen = i, {i}
+        while j in later and later[j] not in seen:
+            j = later[j]
+            seen.add(j)
+        if j != i:
+            canon[i] = j
+    for i in loose:  # the latest dump of a group names the group
+        if i in later and i not in canon:
+            canon[i] = i
+    return canon
+
+
+def histogram_between(before: Histogram, after: Histogram) -> Histogram:
+    """The observations made between two dumps of one histogram (bucket counts subtracted)."""
+    prev = dict(before.buckets)
+    buckets = [(b, max(0.0, c - prev.get(b, 0.0))) for b, c in after.buckets]
+    count = None if after.count is None or before.count is None else max(0.0, after.count - before.count)
+    return Histogram(after.name, dict(after.labels), buckets, count=count)
+
+
+def earlier_dump_evidence(
+    w: MetricWindow, instance: str, histogram: str = "", counter: str = "", what: str = ""
+) -> list[Any]:
+    """Evidence lines for the earlier dumps of the process behind ``instance`` (see
+    :meth:`MetricWindow.earlier`): each earlier dump's value of ``counter``, or its ``histogram``
+    p99 and count, and what was observed between it and the latest dump."""
+    from clusterdoctor.model import Evidence
+
+    out: list[Any] = []
+    earlier = w.earlier(instance)
+    if not earlier:
+        return out
+    label = what or histogram or counter
+    if histogram:
+        last = w.histogram_of(histogram, instance)
+        for e in earlier:
+            h = w.histogram_of(histogram, e)
+            if h is None or not h.buckets:
+                continue
+            n = h.buckets[-1][1]
+            q = quantile_of(0.99, h.buckets).value
+            out.append(
+                Evidence(
+                    f"earlier dump of the same process: {label} p99 over {n:g} observations",
+                    round(q, 6) if q == q else None,
+                    unit="s",
+                    source=w.source_for({"instance": e}) or None,
+                )
+            )
+            if last is not None and last.buckets:
+                mid = histogram_between(h, last)
+                m = mid.buckets[-1][1] if mid.buckets else 0.0
+                qm = quantile_of(0.99, mid.buckets).value if m else float("nan")
+                out.append(
+                    Evidence(
+                        f"between that dump and the latest: {label} p99 over {m:g} observations",
+                        round(qm, 6) if qm == qm else None,
+                        unit="s",
+                    )
+                )
+    if counter:
+        for e in earlier:
+            v = w.value_of(counter, e)
+            if v is not None:
+                out.append(
+                    Evidence(
+                        f"earlier dump of the same process: {label}",
+                        v,
+                        source=w.source_for({"instance": e}) or None,
+                    )
+                )
+    return out
 
 
 def _min(a: float | None, b: float | None) -> float | None:

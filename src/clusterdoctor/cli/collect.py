@@ -16,7 +16,12 @@ def _check_options(out: Path, files: list[str], sysfs_root: str, scrape: list[st
     check_writable(out, "-o/--output")
     for f in files:
         if not os.path.isfile(f):
-            why = "is a directory" if os.path.isdir(f) else "no such file"
+            if os.path.isdir(f):
+                why = "is a directory"
+            elif os.path.exists(f):  # a device, FIFO or socket: reading it could never end
+                why = "not a regular file; refused before reading"
+            else:
+                why = "no such file"
             raise UsageError(f"--file {f}: {why}")
         if not os.access(f, os.R_OK):
             raise UsageError(f"--file {f}: permission denied")

@@ -12,9 +12,12 @@ from clusterdoctor.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, Cli
 def diagnose(
     sources: list[Path] = typer.Argument(
         None,
-        help="Files or directories to diagnose offline: sysfs trees or tarballs, hwloc XML, nvidia-smi topo -m, "
-        "NCCL topology XML, numactl -H, bundles from `clusterdoctor collect`, metrics dumps, logs, NCCL logs, "
-        "traces. Detected by content. Without SOURCE: this machine, live.",
+        help="Files or folders to diagnose offline, detected by content: metrics dumps, Prometheus query "
+        "answers, etcd/kubelet/containerd logs, etcdctl output (endpoint status/health, member list), "
+        "bundles from `clusterdoctor collect`, sysfs trees or tarballs, hwloc XML, nvidia-smi topo -m, "
+        "NCCL topology XML, numactl -H, NCCL logs, traces. A folder (an incident folder) is read "
+        "recursively; files it cannot use are listed in the report's warnings, hidden files and "
+        "editor backups are skipped. Without SOURCE: this machine, live.",
         show_default=False,
     ),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | html | junit"),
@@ -74,6 +77,10 @@ def diagnose(
 
     Rules whose inputs are missing are listed as skipped, with what they need — never as healthy.
 
+    A file that cannot be used (unrecognised, unreadable, malformed) does not stop the others: it
+    is listed in the report's warnings with the reason. Only when nothing at all can be used does
+    diagnose stop, with one line and exit code 2.
+
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage,
     or an input that was empty or truncated (the report is printed and its warnings say which).
 
@@ -84,6 +91,8 @@ def diagnose(
       clusterdoctor diagnose --format html -o report.html
 
       clusterdoctor diagnose topo.xml nvidia-smi-topo.txt --format json
+
+      clusterdoctor diagnose incident-2026-12-01/
 
       clusterdoctor diagnose --prometheus http://prometheus:9090 --since 2h
 
@@ -107,7 +116,10 @@ def diagnose(
     if etcd_endpoints:
         refs.append(diagnosis.add_etcd_endpoints(obs, [e for e in etcd_endpoints.split(",") if e.strip()]))
     if sources:
-        refs += diagnosis.load_sources(obs, sources)
+        from clusterdoctor.cli.progress import Progress
+
+        with Progress("reading") as progress:
+            refs += diagnosis.load_sources(obs, sources, progress=progress)
         diag = diagnosis.run(obs, refs)
     elif refs:
         diag = diagnosis.run(obs, refs)  # remote sources only: this machine is not what was asked about

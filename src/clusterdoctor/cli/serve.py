@@ -41,7 +41,8 @@ def _bind(make: Any, host: str, port: int, *args: Any) -> Any:
     """``make(..., host, port)`` — a bound, listening server — or one line and exit 2."""
     try:
         return make(*args, host, port)
-    except (OSError, OverflowError) as e:  # EADDRINUSE, EADDRNOTAVAIL, unknown host name
+    # EADDRINUSE, EADDRNOTAVAIL, unknown host name (waitress says so with a ValueError)
+    except (OSError, OverflowError, ValueError) as e:
         why = getattr(e, "strerror", None) or str(e)
         raise CliExit(EXIT_BAD_INPUT, f"error: cannot listen on {host}:{port}: {why}") from None
 

@@ -254,8 +254,17 @@ def _check_zstd(p: str) -> None:
 
 
 def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    metric = {k: v for k, v in data.items() if k == "metrics" or k.endswith("_metrics")}
+    if metric:  # several dumps (two reads of a target, several targets): merged, not overwritten
+        from clusterdoctor.analyze.metric_window import merge_metric_observations
+
+        merge_metric_observations(into, metric)
     for k, v in data.items():
-        if k in into and isinstance(into[k], list) and isinstance(v, list):
+        if k in metric or k == "described_as":
+            continue
+        if k == "etcd_status" and hasattr(into.get(k), "merge"):
+            into[k] = into[k].merge(v)
+        elif k in into and isinstance(into[k], list) and isinstance(v, list):
             into[k].extend(v)
         elif k == "topology" and k in into:
             into.setdefault("warnings", []).append("several topologies in the bundle; the first is used")
@@ -427,9 +436,12 @@ def _load_extracted(
 
 
 def _relabel_events(data: dict[str, Any], tmp_name: str, label: str) -> None:
-    """Name events after the bundle member they came from, not the temporary extraction path."""
+    """Name events (and metric dumps) after the bundle member they came from, not the temporary
+    extraction path."""
     import dataclasses
 
+    for w in {id(v): v for v in data.values() if hasattr(v, "rename_source")}.values():
+        w.rename_source(tmp_name, label)
     evs = data.get("events")
     if not isinstance(evs, list):
         return

@@ -2,7 +2,16 @@
 
 Each loader is ``(name, sniff(head: bytes, name: str) -> bool, load(path) -> dict[kind, value])``;
 the first loader whose sniff accepts the first 64 KiB wins. Loaders live in the observe module of
-their source; this module only lists them, in order, and imports each lazily.
+their source; this module only lists them, in order, and imports each lazily. A loader may say what
+the file is in words (``"described_as": "etcd log (member m0 (8e9e05c52164694d))"``); that label,
+not the loader's group name, is what the report's ``sources`` show.
+
+A directory (an incident folder) is walked recursively by :func:`walk_sources`: every file is a
+candidate, and a sysfs tree inside it (a folder holding ``sys/devices/system``) is one source. Three
+kinds of names are skipped as noise, and listed in one warning: hidden files and folders (a name
+starting with ``.``: ``.DS_Store``, ``.git``), editor backups and swap files (``name~``, ``#name#``,
+``.name.swp``, ``*.swp``, ``*.swo``), folders reached through a symbolic link (never followed, so no
+loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest.
 """
 
 from __future__ import annotations
@@ -45,25 +54,27 @@ LOADERS: list[Loader] = [
     ),
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
     Loader("numa probe result", "clusterdoctor.topology.probe", "sniff_probe", "load_probe"),
-    Loader("comm", "clusterdoctor.observe.comm.sources", "sniff_comm", "load_comm_observations"),
+    Loader(
+        "communication input", "clusterdoctor.observe.comm.sources", "sniff_comm", "load_comm_observations"
+    ),
     # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
     # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader(
-        "etcdctl status/health",
+        "etcdctl output",
         "clusterdoctor.observe.control.etcd",
         "sniff_etcdctl",
         "load_etcdctl_observations",
     ),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
-        "logs, RDMA/NIC counters, app data",
+        "log, RDMA/NIC counters or application data",
         "clusterdoctor.observe.event_sources",
         "sniff_events",
         "load_event_observations",
     ),
     Loader(
-        "Prometheus metrics",
+        "Prometheus metrics dump",
         "clusterdoctor.observe.control.scrape",
         "sniff_metrics",
         "load_metrics_observations",
@@ -118,8 +129,88 @@ def _is_sysfs_dir(p: Path) -> bool:
     return find_sysfs_root(p) is not None
 
 
+# A folder holding more files than this is read up to here; the rest are named in a warning.
+MAX_FOLDER_FILES = 20000
+_BACKUP_SUFFIXES = ("~", ".swp", ".swo", ".swx")
+
+
+def noise_reason(name: str) -> str | None:
+    """Why a file or folder name inside an incident folder is skipped, or None (see the module doc)."""
+    if name.startswith("."):
+        return "hidden"
+    if name.endswith(_BACKUP_SUFFIXES) or (name.startswith("#") and name.endswith("#")):
+        return "editor backup"
+    return None
+
+
+@dataclass
+class FolderWalk:
+    """What :func:`walk_sources` found under a folder: sources in order, and what it skipped."""
+
+    sources: list[Path]
+    skipped: list[tuple[Path, str]]  # (path, reason): noise and files over MAX_FOLDER_FILES
+
+    def warnings(self, root: Path) -> list[str]:
+        if not self.skipped:
+            return []
+        by_reason: dict[str, list[str]] = {}
+        for p, why in self.skipped:
+            by_reason.setdefault(why, []).append(_rel(p, root))
+        out = []
+        for why, names in by_reason.items():
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            out.append(f"{root}: skipped {len(names)} {why} file(s): {shown}")
+        return out
+
+
+def _rel(p: Path, root: Path) -> str:
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return str(p)
+
+
+def walk_sources(root: str | Path, max_files: int = MAX_FOLDER_FILES) -> FolderWalk:
+    """Every candidate source under ``root``, recursively, in sorted order: plain files, and each
+    sysfs tree (a folder holding ``sys/devices/system``) as one source; folders reached through
+    symbolic links are not followed (no loops). Noise is skipped (see the module docstring)."""
+    import os
+
+    base = Path(root)
+    found: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        d = Path(dirpath)
+        keep = []
+        for name in sorted(dirnames):
+            why = noise_reason(name)
+            if why is None and (d / name).is_symlink():
+                why = "symbolic link to a folder (not followed)"
+            if why is not None:
+                skipped.append((d / name, why))
+            elif name == "sys" and (d / name / "devices" / "system").is_dir():
+                found.append(d / name)  # a sysfs tree: one source, rooted at its parent
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            why = noise_reason(name)
+            if why is not None:
+                skipped.append((d / name, why))
+            else:
+                found.append(d / name)
+    found.sort(key=lambda q: q.relative_to(base).parts)
+    if len(found) > max_files:
+        skipped += [(q, f"beyond the first {max_files}") for q in found[max_files:]]
+        found = found[:max_files]
+    return FolderWalk(found, skipped)
+
+
 def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
-    """Load one SOURCE: returns (what it was detected as, observations by kind).
+    """Load one SOURCE file (or a sysfs tree): returns (what it is, in words; observations by kind).
+
+    A folder that is not a sysfs tree is an incident folder: see :func:`walk_sources` and
+    :func:`clusterdoctor.diagnosis.load_sources`.
 
     Budgets (:mod:`clusterdoctor.observe.limits`): devices, FIFOs and links to them are refused before
     anything is read; whatever a loader lets escape that is still a property of the input (a cut-off
@@ -130,11 +221,11 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
     if not p.exists() and not p.is_symlink():
         raise InputError("no such file or directory", str(p))
     if p.is_dir():
+        if p.name == "sys" and (p / "devices" / "system").is_dir():
+            return "sysfs tree", _load_sysfs_tree(p.parent, str(p), "sysfs")
         if _is_sysfs_dir(p):
             return "sysfs tree", _load_sysfs_tree(p, str(p), "sysfs")
-        raise InputError(
-            "directory is not a sysfs tree (no sys/devices/system); pass its files instead", str(p)
-        )
+        raise InputError("a folder of inputs: read it with walk_sources (diagnose does)", str(p))
     head = limits.read_head(p, HEAD_BYTES)
     try:
         return _load_file(p, head)
@@ -151,7 +242,10 @@ def _load_file(p: Path, head: bytes) -> tuple[str, dict[str, Any]]:
         sniff, load = fns
         if sniff(head, p.name):
             out = load(p)
-            return loader.name, out
+            what = out.pop("described_as", None)
+            if loader.name == "clusterdoctor bundle":
+                return loader.name, out  # a container: what its members are is not what it is
+            return what or describe(loader.name, out), out
     if _is_tar(p):
         return "sysfs tarball", _load_sysfs_tarball(p)
     from clusterdoctor.observe.limits import inflated_head, sniff_compression
@@ -167,9 +261,37 @@ def _load_file(p: Path, head: bytes) -> tuple[str, dict[str, Any]]:
         raise InputError("empty file" if not head else "file holds only whitespace", str(p))
     raise InputError(
         "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
-        "NCCL log, nccl-tests output, trace or GPU tool output",
+        "etcdctl output, NCCL log, nccl-tests output, trace or GPU tool output",
         str(p),
     )
+
+
+# Labels of the observation kinds a loader filled, for loaders that do not say what a file is.
+_KIND_LABELS = {
+    "nccl_log": "NCCL log",
+    "nccl_tests": "nccl-tests output",
+    "kineto": "PyTorch profiler trace (Kineto)",
+    "flight_recorder": "PyTorch Flight Recorder dump",
+    "ncu": "Nsight Compute CSV",
+    "probe": "numa probe result",
+}
+_TOPOLOGY_LABELS = {
+    "hwloc-xml": "topology (hwloc XML)",
+    "numactl-hardware": "topology (numactl --hardware)",
+    "nccl-topo-xml": "topology (NCCL topology XML)",
+    "nvidia-smi-topo": "topology (nvidia-smi topo -m)",
+    "sysfs": "sysfs tree",
+    "sysfs-tarball": "sysfs tarball",
+}
+
+
+def describe(loader_name: str, data: dict[str, Any]) -> str:
+    """What a loaded file is, in words, from what its loader filled (when the loader did not say)."""
+    topo = data.get("topology")
+    if topo is not None and getattr(topo, "source_kind", None) in _TOPOLOGY_LABELS:
+        return _TOPOLOGY_LABELS[topo.source_kind]
+    labels = [lbl for k, lbl in _KIND_LABELS.items() if data.get(k)]
+    return " + ".join(labels) if labels else loader_name
 
 
 def _is_tar(p: Path) -> bool:

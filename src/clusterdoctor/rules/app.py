@@ -320,7 +320,7 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
                 ],
                 severity=Severity.CRITICAL,
                 confidence=0.85,
-                subject=g or None,
+                subject=g or f"unnamed group in {latest.source}",
             )
             continue
         if lag < LAG_HIGH.value:
@@ -348,5 +348,5 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
             evidence=ev,
             severity=Severity.WARNING,
             confidence=0.6,
-            subject=g or None,
+            subject=g or f"unnamed group in {latest.source}",
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from clusterdoctor.analyze.metric_window import MetricWindow, detect_kube_version
+from clusterdoctor.analyze.metric_window import MetricWindow, detect_kube_version, earlier_dump_evidence
 from clusterdoctor.analyze.quantile import fraction_above, quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
@@ -289,6 +289,15 @@ def _version_evidence(w: MetricWindow, used: str) -> Evidence:
     return Evidence(f"{where}; metric used: {used}")
 
 
+def _who(w: MetricWindow, instance: str, component: str) -> str:
+    """The subject of a finding about one component instance: its ``instance`` label, the dump it
+    came from when nothing else names it (``kube-scheduler <file>``), or the component alone."""
+    subject = w.subject_for(instance) if instance else ""
+    if not subject:
+        return component
+    return f"{component} {subject}" if subject in w.instance_sources.values() else subject
+
+
 def _span(w: MetricWindow) -> str:
     return "since the process started" if w.is_snapshot else "over the window"
 
@@ -350,7 +359,7 @@ def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
             if math.isnan(q.value) or q.value <= degraded.value:
                 continue
             sev = Severity.CRITICAL if q.value > paging.value else Severity.WARNING
-            inst = key[0] or "kube-scheduler"
+            inst = _who(w, key[0], "kube-scheduler")
             note = ""
             if name == e2e and attempt_fast:
                 # Attempts are fast: the time is spent between attempts (unschedulable/backoff).
@@ -358,11 +367,11 @@ def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
                 note = " (attempts are fast: pods waited between attempts, see CP002)"
             ev = [
                 Evidence(
-                    f"{what} p99 {_span(w)} ({n:g} observations)",
+                    f"{what} p99 {w.span_for({'instance': key[0]})} ({n:g} observations)",
                     value=round(q.value, 6),
                     threshold=degraded.value,
                     unit="s",
-                    source=w.source or None,
+                    source=w.source_for({"instance": key[0]}, name) or None,
                 ),
                 Evidence(
                     f"share of {what} observations slower than {degraded.value:g} s",
@@ -382,6 +391,7 @@ def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
                 )
             for p in validate_histogram(h):
                 ev.append(Evidence(f"histogram check: {p}"))
+            ev += earlier_dump_evidence(w, key[0], histogram=name, what=what)
             if name == e2e:
                 for labels, h1 in ((hh.labels, hh) for hh in w.histograms(name) if hh.labels.get("attempts")):
                     if labels.get("attempts") != "1" and h1.buckets and h1.buckets[-1][1] > 0:
@@ -423,13 +433,13 @@ def scheduler_pending_pods(obs: Observations) -> Iterable[Finding]:
     w: MetricWindow = obs.get("scheduler_metrics")
     queues: dict[str, dict[str, float]] = {}
     for labels, v, _ in w.latest("scheduler_pending_pods"):
-        inst = labels.get("instance") or "kube-scheduler"
+        inst = labels.get("instance") or ""
         queues.setdefault(inst, {})
         q = labels.get("queue", "")
         queues[inst][q] = queues[inst].get(q, 0.0) + v
     attempts: dict[str, dict[str, float]] = {}
     for labels, inc, _ in w.increase("scheduler_schedule_attempts_total"):
-        inst = labels.get("instance") or "kube-scheduler"
+        inst = labels.get("instance") or ""
         r = labels.get("result", "")
         attempts.setdefault(inst, {})
         attempts[inst][r] = attempts[inst].get(r, 0.0) + inc
@@ -442,14 +452,16 @@ def scheduler_pending_pods(obs: Observations) -> Iterable[Finding]:
         if unsched <= PENDING_UNSCHEDULABLE.value and errors <= SCHED_ERRORS.value and unsched_attempts <= 0:
             continue
         total = sum(at.values())
+        src = w.source_for({"instance": inst}) or None
         ev = [
-            Evidence(f'scheduler_pending_pods{{queue="{q}"}}', value=v, source=w.source or None)
+            Evidence(f'scheduler_pending_pods{{queue="{q}"}}', value=v, source=src)
             for q, v in sorted(qs.items())
         ]
+        span = w.span_for({"instance": inst})
         if at:
             ev.append(
                 Evidence(
-                    f"scheduler_schedule_attempts_total {_span(w)}: "
+                    f"scheduler_schedule_attempts_total {span}: "
                     + ", ".join(f"{r}={v:g}" for r, v in sorted(at.items())),
                     value=total,
                 )
@@ -458,15 +470,16 @@ def scheduler_pending_pods(obs: Observations) -> Iterable[Finding]:
         if unsched > 0:
             parts.append(f"{unsched:g} pod{'s' if unsched != 1 else ''} unschedulable")
         if unsched_attempts > 0:
-            parts.append(f"{unsched_attempts:g} of {total:g} attempts unschedulable {_span(w)}")
+            parts.append(f"{unsched_attempts:g} of {total:g} attempts unschedulable {span}")
         if errors > 0:
             parts.append(f"{errors:g} attempts failed with an internal error")
         sev = Severity.CRITICAL if errors > 0 else Severity.WARNING
+        who = _who(w, inst, "kube-scheduler")
         yield scheduler_pending_pods.finding(
-            f"{inst}: " + "; ".join(parts),
+            f"{who}: " + "; ".join(parts),
             evidence=ev,
             severity=sev,
-            subject=inst,
+            subject=who,
             confidence=0.85,
         )
 
@@ -522,14 +535,16 @@ def apiserver_latency(obs: Observations) -> Iterable[Finding]:
         slow = fraction_above(bound.value, h)
         sev = Severity.CRITICAL if slow > APISERVER_BURN_PAGING.value else Severity.WARNING
         what = f"{verb} {resource}{'/' + sub if sub else ''}" + (f" (scope {scope})" if scope else "")
-        inst = inst or "kube-apiserver"
+        src = w.source_for({"instance": inst}, name) or None
+        span = w.span_for({"instance": inst})
+        inst = _who(w, inst, "kube-apiserver")
         ev = [
             Evidence(
-                f"{what} p99 {_span(w)} ({n:g} requests)",
+                f"{what} p99 {span} ({n:g} requests)",
                 value=round(q.value, 4),
                 threshold=bound.value,
                 unit="s",
-                source=w.source or None,
+                source=src,
             ),
             Evidence(
                 f"share slower than {bound.value:g} s",

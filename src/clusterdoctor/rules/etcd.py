@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from clusterdoctor.analyze.metric_window import MetricWindow
+from clusterdoctor.analyze.etcd_members import MemberDirectory, member_directory, member_subject
+from clusterdoctor.analyze.metric_window import MetricWindow, earlier_dump_evidence
 from clusterdoctor.analyze.quantile import quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
@@ -243,8 +244,36 @@ def _instance(labels: dict[str, str], default: str = "etcd") -> str:
 _UNJUDGEABLE = ("NaN bucket count", "negative bucket count", "no le=", "bucket le=")
 
 
+class _Names:
+    """How the findings of one rule run name members: subject (short) and summary (long) forms."""
+
+    def __init__(self, obs: Observations) -> None:
+        self.obs = obs
+        self.d: MemberDirectory = member_directory(obs)
+
+    def subject(self, inst: str) -> str:
+        return member_subject(self.obs, inst, self.d)
+
+    def cluster(self, inst: str) -> str:
+        """The subject of a finding about the cluster a member belongs to (a leader change)."""
+        w = self.obs.get("etcd_metrics")
+        canon = w.canonical(inst) if w is not None and hasattr(w, "canonical") else inst
+        m = self.d.resolve(inst) or self.d.resolve(canon)
+        if m is None:
+            return self.subject(inst)
+        return self.d.cluster_label(m)
+
+    def describe(self, inst: str) -> str:
+        """``member m0 (ID …, peer …, client …)`` when known, else the instance as the source named it."""
+        w = self.obs.get("etcd_metrics")
+        canon = w.canonical(inst) if w is not None and hasattr(w, "canonical") else inst
+        m = self.d.resolve(inst) or self.d.resolve(canon)
+        return f"member {m.describe()}" if m is not None else self.subject(inst)
+
+
 def _tail_findings(
     rule_obj,
+    obs: Observations,
     w: MetricWindow,
     metric: str,
     what: str,
@@ -252,31 +281,32 @@ def _tail_findings(
     paging: Threshold,
     warn_mixin: Threshold | None = None,
 ) -> Iterable[Finding]:
+    names = _Names(obs)
     for key, h in sorted(w.merged_histogram(metric, by=("instance",)).items()):
         inst = key[0] or "etcd"
         problems = validate_histogram(h)
         fatal = [p for p in problems if p.startswith(_UNJUDGEABLE)]
         if fatal:  # a quantile of it would be a guess: say so instead of reporting nothing
-            yield NotJudged(f"{inst}: {metric} cannot be trusted ({'; '.join(fatal)})")
+            yield NotJudged(f"{names.subject(inst)}: {metric} cannot be trusted ({'; '.join(fatal)})")
             continue
         q = quantile_of(0.99, h.buckets)
         p99 = q.value
         if math.isnan(p99):
-            yield NotJudged(f"{inst}: {metric} has no observations to take a p99 of")
+            yield NotJudged(f"{names.subject(inst)}: {metric} has no observations to take a p99 of")
             continue
         if p99 <= degraded.value:
             continue
         n = h.buckets[-1][1] if h.buckets else 0
         sev = Severity.CRITICAL if p99 > paging.value else Severity.WARNING
         tier = "paging" if sev is Severity.CRITICAL else "degraded"
-        span = "since the process started" if w.is_snapshot else "over the window"
+        span = w.span_for({"instance": key[0]})
         ev = [
             Evidence(
                 f"{what} p99 {span} ({n:g} observations), {metric}",
                 value=round(p99, 6),
                 threshold=degraded.value,
                 unit="s",
-                source=w.source or None,
+                source=w.source_for({"instance": key[0]}) or None,
             )
         ]
         if warn_mixin is not None and p99 > warn_mixin.value and sev is Severity.WARNING:
@@ -319,18 +349,19 @@ def _tail_findings(
             )
         for p in problems + q.problems:
             ev.append(Evidence(f"histogram check: {p}"))
+        ev += earlier_dump_evidence(w, key[0], histogram=metric, what=what)
         yield rule_obj.finding(
-            f"etcd {inst}: {what} p99 {p99 * 1000:.1f} ms > {degraded.value * 1000:g} ms ({tier})",
+            f"etcd {names.describe(inst)}: {what} p99 {p99 * 1000:.1f} ms > {degraded.value * 1000:g} ms ({tier})",
             evidence=ev,
             severity=sev,
-            subject=inst,
+            subject=names.subject(inst),
             confidence=0.9 if n >= 20 else 0.6,
         )
 
 
 def _periodic(w: MetricWindow, metric: str, instance: str = ""):
     """Period of the per-step p99 (None for a snapshot or a short/aperiodic window)."""
-    if w.is_snapshot:
+    if w.snapshot_for({"instance": instance}):
         return None
     match = {"instance": instance} if instance else {}
     steps = [(t, v) for t, v in w.quantile_steps(metric, 0.99, **match) if v == v]
@@ -344,7 +375,7 @@ def _periodic(w: MetricWindow, metric: str, instance: str = ""):
 def _first_crossing(
     w: MetricWindow, metric: str, threshold: float, instance: str = ""
 ) -> tuple[float, float] | None:
-    if w.is_snapshot:
+    if w.snapshot_for({"instance": instance}):
         return None
     match = {"instance": instance} if instance else {}
     for t, v in w.quantile_steps(metric, 0.99, **match):
@@ -377,6 +408,7 @@ def etcd_slow_wal_fsync(obs: Observations) -> Iterable[Finding]:
     w: MetricWindow = obs.get("etcd_metrics")
     yield from _tail_findings(
         etcd_slow_wal_fsync,
+        obs,
         w,
         "etcd_disk_wal_fsync_duration_seconds",
         "WAL fsync",
@@ -408,6 +440,7 @@ def etcd_slow_backend_commit(obs: Observations) -> Iterable[Finding]:
     w: MetricWindow = obs.get("etcd_metrics")
     yield from _tail_findings(
         etcd_slow_backend_commit,
+        obs,
         w,
         "etcd_disk_backend_commit_duration_seconds",
         "backend commit",
@@ -438,6 +471,7 @@ def etcd_slow_apply(obs: Observations) -> Iterable[Finding]:
     **Verify**: `etcdctl endpoint status -w table` and `journalctl -u etcd | grep -E 'took too long|heartbeat'`
     """
     w: MetricWindow = obs.get("etcd_metrics")
+    names = _Names(obs)
     for metric, what in (
         ("etcd_server_slow_apply_total", "applies slower than 100 ms"),
         ("etcd_server_heartbeat_send_failures_total", "heartbeats not sent on time"),
@@ -447,17 +481,25 @@ def etcd_slow_apply(obs: Observations) -> Iterable[Finding]:
             if inc <= 0:
                 continue
             inst = _instance(labels)
-            span = "since the process started" if w.is_snapshot else "over the window"
-            ev = [Evidence(f"{metric} increase {span}", value=inc, threshold=0, source=w.source or None)]
+            span = w.span_for(labels)
+            ev = [
+                Evidence(
+                    f"{metric} increase {span}",
+                    value=inc,
+                    threshold=0,
+                    source=w.source_for(labels, metric) or None,
+                )
+            ]
             if resets:
                 ev.append(Evidence("counter resets in the window (restarts)", value=resets))
+            ev += earlier_dump_evidence(w, labels.get("instance", ""), counter=metric)
             sev = Severity.WARNING if (metric != "etcd_server_slow_read_indexes_total") else Severity.INFO
             yield etcd_slow_apply.finding(
-                f"etcd {inst}: {inc:g} {what} {span}",
+                f"etcd {names.describe(inst)}: {inc:g} {what} {span}",
                 evidence=ev,
                 severity=sev,
-                subject=inst,
-                confidence=0.7 if w.is_snapshot else 0.85,
+                subject=names.subject(inst),
+                confidence=0.7 if w.snapshot_for(labels) else 0.85,
             )
 
 
@@ -484,10 +526,13 @@ def etcd_leader_changes(obs: Observations) -> Iterable[Finding]:
     **Verify**: `etcdctl endpoint status --cluster -w table` and `journalctl -u etcd | grep -E 'elected leader|lost leader|starting a new election'`
     """
     w: MetricWindow = obs.get("etcd_metrics")
+    names = _Names(obs)
     name = "etcd_server_leader_changes_seen_total"
+    seen: dict[str, list] = {}
     for labels, inc, resets in w.increase(name):
         inst = _instance(labels)
-        if w.is_snapshot:
+        snapshot = w.snapshot_for(labels)
+        if snapshot:
             changes = inc - 1  # the first value is the initial election seen at start-up
             span = "since the process started (the initial election not counted)"
         else:
@@ -499,27 +544,38 @@ def etcd_leader_changes(obs: Observations) -> Iterable[Finding]:
         per_15m = changes if window_s is None or window_s <= 900 else changes * 900 / window_s
         sev = (
             Severity.CRITICAL
-            if (not w.is_snapshot and per_15m >= LEADER_CHANGES_PAGING.value)
+            if (not snapshot and per_15m >= LEADER_CHANGES_PAGING.value)
             else Severity.WARNING
         )
+        subject = names.subject(inst)
         ev = [
             Evidence(
-                f"{name} {span}",
+                f"{subject}: {name} {span}",
                 value=changes,
                 threshold=LEADER_CHANGES_DEGRADED.value,
-                source=w.source or None,
+                source=w.source_for(labels, name) or None,
             )
         ]
         t = _first_increase_time(w, name, labels)
         if t is not None:
-            ev.append(Evidence("first leader change in the window", value=changes, time=t))
+            ev.append(Evidence(f"{subject}: first leader change in the window", value=changes, time=t))
         if resets:
-            ev.append(Evidence("counter resets (member restarts) in the window", value=resets))
+            ev.append(Evidence(f"{subject}: counter resets (member restarts) in the window", value=resets))
+        ev += earlier_dump_evidence(w, labels.get("instance", ""), counter=name, what=f"{subject}: {name}")
+        seen.setdefault(names.cluster(inst), []).append((subject, changes, span, sev, ev))
+    # a leader change is one event of the cluster, seen by each member: one finding per cluster
+    for cluster, rows in seen.items():
+        most = max(r[1] for r in rows)
+        spans = sorted({r[2] for r in rows})
+        per: dict[str, float] = {}
+        for r in rows:
+            per[r[0]] = max(per.get(r[0], 0.0), r[1])
+        by = ", ".join(f"{k}: {v:g}" for k, v in sorted(per.items()))
         yield etcd_leader_changes.finding(
-            f"etcd {inst}: {changes:g} leader change{'s' if changes != 1 else ''} {span}",
-            evidence=ev,
-            severity=sev,
-            subject=inst,
+            f"{cluster}: {most:g} leader change{'s' if most != 1 else ''} {' / '.join(spans)} (seen by {by})",
+            evidence=[e for r in rows for e in r[4]],
+            severity=max(r[3] for r in rows),
+            subject=cluster,
             confidence=0.9,
         )
 
@@ -557,8 +613,10 @@ def etcd_no_leader(obs: Observations) -> Iterable[Finding]:
     **Verify**: `etcdctl endpoint status --cluster -w table` and `etcdctl endpoint health --cluster -w table`
     """
     w: MetricWindow = obs.get("etcd_metrics")
+    names = _Names(obs)
     for labels, v, t in w.latest("etcd_server_has_leader"):
         inst = _instance(labels)
+        snapshot = w.snapshot_for(labels)
         zero_since = None
         for s in w.select("etcd_server_has_leader", **labels):
             for pt, pv in s.points:
@@ -572,14 +630,17 @@ def etcd_no_leader(obs: Observations) -> Iterable[Finding]:
                     "etcd_server_has_leader",
                     value=v,
                     threshold=1,
-                    source=w.source or None,
-                    time=t if not w.is_snapshot else None,
+                    source=w.source_for(labels, "etcd_server_has_leader") or None,
+                    time=t if not snapshot else None,
                 )
             ]
-            if zero_since is not None and not w.is_snapshot:
+            if zero_since is not None and not snapshot:
                 ev.append(Evidence("no leader since", value=0, time=zero_since))
             yield etcd_no_leader.finding(
-                f"etcd {inst}: no leader", evidence=ev, subject=inst, confidence=0.95
+                f"etcd {names.describe(inst)}: no leader",
+                evidence=ev,
+                subject=names.subject(inst),
+                confidence=0.95,
             )
 
 
@@ -605,6 +666,7 @@ def etcd_peer_rtt(obs: Observations) -> Iterable[Finding]:
     **Verify**: `curl -s http://127.0.0.1:2381/metrics | grep etcd_network_peer_round_trip_time_seconds` and `ping -c 20 <peer ip>`
     """
     w: MetricWindow = obs.get("etcd_metrics")
+    names = _Names(obs)
     hb = obs.get("etcd_heartbeat_interval") or HEARTBEAT_DEFAULT.value
     for (inst, to), h in sorted(
         w.merged_histogram("etcd_network_peer_round_trip_time_seconds", by=("instance", "To")).items()
@@ -615,16 +677,16 @@ def etcd_peer_rtt(obs: Observations) -> Iterable[Finding]:
             continue
         sev = Severity.CRITICAL if p99 > PEER_RTT_PAGING.value else Severity.WARNING
         inst = inst or "etcd"
+        src = w.source_for({"instance": inst}) or None
         yield etcd_peer_rtt.finding(
-            f"etcd {inst} -> peer {to}: RTT p99 {p99 * 1000:.1f} ms > heartbeat interval {hb * 1000:g} ms",
+            f"etcd {names.describe(inst)} -> peer {names.d.describe(to)}: RTT p99 {p99 * 1000:.1f} ms "
+            f"> heartbeat interval {hb * 1000:g} ms",
             evidence=[
-                Evidence(
-                    "peer RTT p99", value=round(p99, 6), threshold=hb, unit="s", source=w.source or None
-                ),
+                Evidence("peer RTT p99", value=round(p99, 6), threshold=hb, unit="s", source=src),
                 Evidence("heartbeat interval used", value=hb, unit="s"),
             ],
             severity=sev,
-            subject=f"{inst}->{to}",
+            subject=f"{names.subject(inst)} -> {names.d.label(to)}",
         )
 
 
@@ -648,36 +710,52 @@ def etcd_peer_unreachable(obs: Observations) -> Iterable[Finding]:
     **Verify**: `etcdctl member list -w table` and `etcdctl endpoint health --cluster -w table`
     """
     w: MetricWindow = obs.get("etcd_metrics")
+    names = _Names(obs)
     dur = (w.end - w.start) if (w.end is not None and w.start is not None and w.end > w.start) else None
+    by_peer: dict[str, list[tuple[str, float, float | None, dict[str, str]]]] = {}
     for labels, inc, _ in w.increase("etcd_network_peer_sent_failures_total"):
         if inc <= 0:
             continue
-        inst = _instance(labels)
-        to = labels.get("To", "?")
-        rate_v = inc / dur if dur else None
+        snapshot = w.snapshot_for(labels)
+        rate_v = inc / dur if dur and not snapshot else None
         if rate_v is not None and rate_v <= PEER_FAILURE_RATE.value:
             continue
-        ev = [
-            Evidence(
-                "etcd_network_peer_sent_failures_total "
-                + ("since the process started" if w.is_snapshot else "increase over the window"),
-                value=inc,
-                threshold=0,
-                source=w.source or None,
-            )
-        ]
-        if rate_v is not None:
+        to = labels.get("To", "?")
+        by_peer.setdefault(names.d.label(to), []).append((to, inc, rate_v, labels))
+    # one finding per peer that cannot be reached, with what each sender saw
+    for peer, rows in sorted(by_peer.items()):
+        ev = []
+        senders = []
+        for _to, inc, rate_v, labels in rows:
+            sender = names.subject(_instance(labels))
+            senders.append(sender)
             ev.append(
                 Evidence(
-                    "failure rate", value=round(rate_v, 4), threshold=PEER_FAILURE_RATE.value, unit="1/s"
+                    f"etcd_network_peer_sent_failures_total from {sender} to {peer} "
+                    + w.span_for(labels).replace("over the window", "increase over the window"),
+                    value=inc,
+                    threshold=0,
+                    source=w.source_for(labels, "etcd_network_peer_sent_failures_total") or None,
                 )
             )
+            if rate_v is not None:
+                ev.append(
+                    Evidence(
+                        f"failure rate from {sender}",
+                        value=round(rate_v, 4),
+                        threshold=PEER_FAILURE_RATE.value,
+                        unit="1/s",
+                    )
+                )
+        total = sum(r[1] for r in rows)
+        who = sorted(set(senders))
         yield etcd_peer_unreachable.finding(
-            f"etcd {inst}: {inc:g} failed sends to peer {to}",
+            f"etcd member {names.d.describe(rows[0][0])} cannot be reached: {total:g} failed sends from "
+            f"{', '.join(who)}",
             evidence=ev,
             severity=Severity.WARNING,
-            subject=f"{inst}->{to}",
-            confidence=0.7 if w.is_snapshot else 0.9,
+            subject=peer,
+            confidence=0.7 if all(w.snapshot_for(r[3]) for r in rows) else 0.9,
         )
 
 
@@ -704,43 +782,221 @@ def etcd_endpoint_status(obs: Observations) -> Iterable[Finding]:
     health = getattr(st, "health", []) or []
     statuses = getattr(st, "statuses", []) or []
     errors = getattr(st, "errors", []) or []
+    d = member_directory(obs)
+    # one finding per endpoint: what every etcdctl output said about it
+    bad: dict[str, list[Evidence]] = {}
+    what: dict[str, list[str]] = {}
     for h in health:
         if not h.healthy:
-            yield etcd_endpoint_status.finding(
-                f"etcd endpoint {h.endpoint} unhealthy: {h.error or 'health false'}",
-                evidence=[
-                    Evidence("endpoint health", value=False, source="etcdctl endpoint health"),
+            bad.setdefault(h.endpoint, []).extend(
+                [
+                    Evidence(
+                        f"endpoint health: false ({h.error or 'no error given'})",
+                        value=False,
+                        source=h.source or "etcdctl endpoint health",
+                    ),
                     Evidence("took", value=h.took_seconds, unit="s"),
+                ]
+            )
+            what.setdefault(h.endpoint, []).append(f"unhealthy: {h.error or 'health false'}")
+    for e in errors:
+        bad.setdefault(e.endpoint, []).append(
+            Evidence("etcdctl error", value=e.message, source=e.source or "etcdctl endpoint status")
+        )
+        what.setdefault(e.endpoint, []).append(f"status failed: {e.message}")
+    for ep, ev in bad.items():
+        yield etcd_endpoint_status.finding(
+            f"etcd endpoint {ep} (member {d.describe(ep)}): {'; '.join(dict.fromkeys(what[ep]))}",
+            evidence=ev,
+            severity=Severity.CRITICAL,
+            subject=d.label(ep),
+            confidence=0.95,
+        )
+    by_source: dict[str, list] = {}
+    for s in statuses:
+        by_source.setdefault(s.source, []).append(s)
+    for src, rows in by_source.items():
+        leaders = {s.leader for s in rows if s.leader}
+        if len(leaders) > 1:  # rows of one output are one moment; outputs of two moments may differ
+            yield etcd_endpoint_status.finding(
+                "etcd endpoints disagree on the leader (election in progress or partition)"
+                + (f" in {src}" if src else ""),
+                evidence=[
+                    Evidence(f"{s.endpoint} sees leader", value=d.label(s.leader), source=src or None)
+                    for s in rows
                 ],
                 severity=Severity.CRITICAL,
-                subject=h.endpoint,
-                confidence=0.95,
+                subject="etcd cluster (" + ", ".join(sorted({d.label(s.member_id) for s in rows})) + ")",
             )
-    for e in errors:
-        yield etcd_endpoint_status.finding(
-            f"etcd endpoint {e.endpoint}: {e.message}",
-            evidence=[Evidence("etcdctl error", value=e.message, source="etcdctl endpoint status")],
-            severity=Severity.CRITICAL,
-            subject=e.endpoint,
-            confidence=0.9,
-        )
-    leaders = {s.leader for s in statuses if s.leader}
-    if len(leaders) > 1:
-        yield etcd_endpoint_status.finding(
-            "etcd endpoints disagree on the leader (election in progress or partition)",
-            evidence=[Evidence(f"{s.endpoint} sees leader", value=format(s.leader, "x")) for s in statuses],
-            severity=Severity.CRITICAL,
-        )
-    if statuses:
-        top = max(s.raft_applied_index for s in statuses)
-        for s in statuses:
+        top = max(s.raft_applied_index for s in rows)
+        for s in rows:
             lag = top - s.raft_applied_index
             if lag > APPLIED_INDEX_LAG.value:
                 yield etcd_endpoint_status.finding(
-                    f"etcd endpoint {s.endpoint} lags {lag} raft entries behind",
+                    f"etcd member {d.describe(s.member_id)} lags {lag} raft entries behind",
                     evidence=[
-                        Evidence("raft applied index lag", value=lag, threshold=APPLIED_INDEX_LAG.value)
+                        Evidence(
+                            "raft applied index lag",
+                            value=lag,
+                            threshold=APPLIED_INDEX_LAG.value,
+                            source=src or None,
+                        )
                     ],
                     severity=Severity.WARNING,
-                    subject=s.endpoint,
+                    subject=d.label(s.member_id),
                 )
+
+
+UP_DOWN = Threshold(
+    "up_down",
+    0,
+    "",
+    "Prometheus docs, 'Jobs and instances': up is 1 when the target is healthy (the scrape succeeded), "
+    "0 when the scrape failed; etcd mixin etcdMembersDown counts members with up == 0",
+    "a target whose scrapes fail until the end of the data",
+)
+ELECTION_TIMEOUT = Threshold(
+    "election_timeout_default",
+    1.0,
+    "s",
+    "etcd tuning guide: --election-timeout default 1000 ms (etcd-io/website content/en/docs/v3.5/tuning.md)",
+    "followers elect a new leader this long after the leader goes silent",
+)
+DOWN_RANK_BONUS = 10.0  # a dead member is the cause: it ranks above the symptoms it causes
+
+
+@rule(
+    id="ETCD009",
+    name="etcd-member-down",
+    layer="control-plane",
+    title="etcd member stopped (the cause of what follows)",
+    requires=(),
+    requires_any=("events", "etcd_metrics", "metrics", "etcd_status"),
+    thresholds=(UP_DOWN, ELECTION_TIMEOUT),
+    severity=Severity.CRITICAL,
+)
+def etcd_member_down(obs: Observations) -> Iterable[Finding]:
+    """An etcd member stopped and did not come back: the cause, not one more symptom.
+
+    **Symptom**: Prometheus `up == 0` for the member's target; its peers log `lost TCP streaming
+    connection with remote peer`, `peer became inactive`, `failed to reach the peer URL ... connection
+    refused`; `etcdctl endpoint health` says false for its endpoint; its own log stops. When it was
+    the leader its followers log `lost leader` and elect another, and clients see `context deadline
+    exceeded` / `request timed out` until they do.
+    **Why**: a dead member leaves the cluster one failure from losing quorum (3 members → 2: one more
+    and writes stop); when it was the leader, every write waits an election timeout (default 1 s)
+    for a new one, and requests in flight fail. The leader change, failed proposals and slow or failed
+    requests that follow are symptoms of this one cause.
+    **Fix**: find why it stopped on its host — `journalctl -u etcd` (its last lines), `dmesg -T | grep -i
+    -E 'oom|killed process'` (OOM kill), a full disk (`df -h <data dir>`), a crash loop — and restart it;
+    if it cannot come back, replace it: `etcdctl member remove <ID>`, then `etcdctl member add` a new
+    member with an empty data dir.
+    **Verify**: `etcdctl member list -w table` and `etcdctl endpoint health --cluster -w table` (every
+    member true); `curl -sG http://<prometheus>:9090/api/v1/query --data-urlencode 'query=up{job=~".*etcd.*"} == 0'`
+    returns no series.
+    """
+    from clusterdoctor.analyze.etcd_members import members_down
+    from clusterdoctor.rules.etcd_log import utc
+
+    d = member_directory(obs)
+    for down in members_down(obs, d):
+        m = down.member
+        timed = [s for s in down.signals if s.time is not None and s.strong]
+        ev: list[Evidence] = []
+        if down.stopped_at is not None:
+            first = min(timed, key=lambda s: s.time)
+            ev.append(
+                Evidence(f"stopped: {first.what}", utc(down.stopped_at), source=first.source, time=first.time)
+            )
+        if down.last_alive is not None:
+            ev.append(
+                Evidence(
+                    f"last sign of life: {down.last_alive_basis}", utc(down.last_alive), time=down.last_alive
+                )
+            )
+        grouped: dict[str, list] = {}
+        for s in down.signals:
+            grouped.setdefault(s.what, []).append(s)
+        for what, ss in grouped.items():
+            t0 = min((s.time for s in ss if s.time is not None), default=None)
+            ev.append(
+                Evidence(
+                    what + ("" if s.strong else " (supporting)"),
+                    len(ss) if len(ss) > 1 else None,
+                    source=ss[0].source,
+                    time=t0,
+                )
+            )
+        if down.was_leader:
+            ev.append(Evidence(f"it was the leader: {down.leader_basis}", down.term, time=down.stopped_at))
+            if down.new_leader:
+                ev.append(Evidence("new leader elected", down.new_leader, time=down.elected_at))
+        symptoms = _symptoms_after(obs, down.stopped_at)
+        ev.extend(symptoms)
+        bases = down.bases
+        conf = {1: 0.8, 2: 0.9}.get(len(bases), 0.95)
+        when = (
+            f"at {utc(down.stopped_at)}" if down.stopped_at is not None else "(time unknown: untimed sources)"
+        )
+        lead = ""
+        if down.was_leader:
+            lead = (
+                f" It was the leader: its followers lost it at term {down.term or '?'}"
+                + (f" and elected {down.new_leader}" if down.new_leader else "")
+                + (f" at {utc(down.elected_at)}" if down.elected_at is not None else "")
+                + " — that leader change, and the failed requests around it, follow from this."
+            )
+        seen_by = {
+            "up": "Prometheus up",
+            "peers": "its peers' logs",
+            "etcdctl": "etcdctl",
+            "metrics": "peers' metrics",
+        }
+        yield etcd_member_down.finding(
+            f"etcd member {m.describe()} stopped {when} and did not come back "
+            f"(seen by {', '.join(seen_by.get(b, b) for b in bases)}).{lead}",
+            evidence=ev,
+            subject=m.label(),
+            confidence=conf,
+            score=float(Severity.CRITICAL) * conf + DOWN_RANK_BONUS,
+        )
+
+
+def _symptoms_after(obs: Observations, t: float | None) -> list[Evidence]:
+    """Client timeouts and failed proposals after the member stopped (within a minute)."""
+    if t is None:
+        return []
+    out = []
+    clients = [
+        e
+        for e in obs.get("events") or []
+        if e.kind == "etcd.client_timeout" and e.time is not None and t <= e.time <= t + 60
+    ]
+    if clients:
+        first = min(clients, key=lambda e: e.time)
+        src = first.source.location if first.source else None
+        out.append(
+            Evidence(
+                "symptom: client requests failed after it stopped (deadline exceeded / timed out)",
+                len(clients),
+                source=src,
+                time=first.time,
+            )
+        )
+    w = obs.get("etcd_metrics")
+    if w is not None and hasattr(w, "select"):
+        for s in w.select("etcd_server_proposals_failed_total"):
+            prev = None
+            for pt, v in s.points:
+                if prev is not None and v > prev and t <= pt <= t + 60:
+                    out.append(
+                        Evidence(
+                            f"symptom: proposals failed on {member_subject(obs, s.labels.get('instance', ''))}",
+                            v - prev,
+                            source=w.source_for(s.labels, "etcd_server_proposals_failed_total") or None,
+                            time=pt,
+                        )
+                    )
+                    break
+                prev = v
+    return out

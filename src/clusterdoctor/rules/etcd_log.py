@@ -85,6 +85,32 @@ def _src(e: Event) -> str | None:
     return f"{e.source.location}:{(e.source.detail or '').replace('line ', '')}".rstrip(":")
 
 
+def _directory(obs: Observations):
+    from clusterdoctor.analyze.etcd_members import member_directory
+
+    return member_directory(obs)
+
+
+def _writer(e: Event, d) -> str:
+    """Who logged ``e``: the etcd member (``m0 (8e9e05c52164694d)``) or, when unknown, the file."""
+    lm = _a(e, "local_member") or _a(e, "local-member-id")
+    if lm:
+        return d.label(lm)
+    return e.source.location if e.source is not None else "a log"
+
+
+def _by_writer(evs: list[Event], d) -> dict[str, list[Event]]:
+    out: dict[str, list[Event]] = {}
+    for e in evs:
+        out.setdefault(_writer(e, d), []).append(e)
+    return out
+
+
+def _who(evs: list[Event], d) -> str:
+    names = sorted({_a(e, "member_label") or _writer(e, d) for e in evs})
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
 @rule(
     id="ETCDLOG001",
     name="etcd-leader-lost",
@@ -114,11 +140,11 @@ def etcd_leader_lost(obs: Observations) -> Iterator[Finding]:
     )
     if not evs:
         return
+    d = _directory(obs)
     by_term: dict[str, list[Event]] = {}
     for e in evs:
         by_term.setdefault(_a(e, "term") or "?", []).append(e)
-    times = sorted(e.time for e in evs if e.time is not None)
-    # leader changes within any 15-minute window (distinct terms)
+    # leader changes within any 15-minute window (distinct terms), over the whole cluster
     term_first = sorted(
         min((e.time for e in es if e.time is not None), default=float("inf")) for es in by_term.values()
     )
@@ -126,38 +152,58 @@ def etcd_leader_lost(obs: Observations) -> Iterator[Finding]:
     for i, t in enumerate(term_first):
         worst = max(worst, sum(1 for u in term_first[i:] if u - t <= 900))
     sev = Severity.CRITICAL if worst >= LEADER_CHANGES_PAGING.value else Severity.WARNING
-    evidence = []
+    from clusterdoctor.analyze.etcd_members import members_down
+
+    down = {x.member.hex_id: x for x in members_down(obs, d)}
+    # one finding per leader that was lost: that member is what the finding is about
+    by_leader: dict[str, list[tuple[str, list[Event]]]] = {}
     for term, es in sorted(by_term.items(), key=lambda kv: min(e.time or 0 for e in kv[1])):
-        lost = [e for e in es if e.kind == "etcd.lost_leader"]
         old = _a(es[0], "leader") if es[0].kind == "etcd.lost_leader" else _a(es[0], "old_leader")
-        members = sorted({_a(e, "member") or "?" for e in es})
-        evidence.append(
-            Evidence(
-                f"term {term}: leader {old} lost (seen by {', '.join(members)})",
-                len(lost) or len(es),
-                unit="members",
-                source=_src(es[0]),
-                time=min((e.time for e in es if e.time is not None), default=None),
+        by_leader.setdefault(old or "?", []).append((term, es))
+    for old, terms in by_leader.items():
+        evidence = []
+        times = []
+        for term, es in terms:
+            lost = [e for e in es if e.kind == "etcd.lost_leader"]
+            members = sorted({d.label(_a(e, "member")) if _a(e, "member") else _writer(e, d) for e in es})
+            t0 = min((e.time for e in es if e.time is not None), default=None)
+            if t0 is not None:
+                times.append(t0)
+            evidence.append(
+                Evidence(
+                    f"term {term}: leader {d.label(old)} lost (seen by {', '.join(members)})",
+                    len(lost) or len(es),
+                    unit="members",
+                    source=_src(es[0]),
+                    time=t0,
+                )
             )
-        )
-    hb = _ev(obs, "etcd.heartbeat_slow", "etcd.slow_fdatasync", "etcd.slow_apply")
-    if hb:
-        first = min((e for e in hb if e.time is not None), key=lambda e: e.time, default=hb[0])
-        evidence.append(
-            Evidence(
-                f"also in the logs: {first.kind} ({len(hb)}×) — see the stall rules",
-                source=_src(first),
-                time=first.time,
+        hb = _ev(obs, "etcd.heartbeat_slow", "etcd.slow_fdatasync", "etcd.slow_apply")
+        if hb:
+            first = min((e for e in hb if e.time is not None), key=lambda e: e.time, default=hb[0])
+            evidence.append(
+                Evidence(
+                    f"also in the logs: {first.kind} ({len(hb)}×) — see the stall rules",
+                    source=_src(first),
+                    time=first.time,
+                )
             )
+        cause = ""
+        if old in down:
+            x = down[old]
+            cause = f" The old leader had stopped at {utc(x.stopped_at)}: see ETCD009, the cause."
+            evidence.append(
+                Evidence("the old leader stopped (ETCD009)", utc(x.stopped_at), time=x.stopped_at)
+            )
+        yield etcd_leader_lost.finding(
+            f"etcd leader {d.describe(old)} lost in {len(terms)} term(s), first at "
+            f"{utc(min(times) if times else None)}; up to {worst} leader change(s) within 15 min "
+            f"in the cluster.{cause}",
+            evidence=evidence,
+            severity=sev,
+            confidence=0.9,
+            subject=d.label(old),
         )
-    yield etcd_leader_lost.finding(
-        f"etcd leader lost in {len(by_term)} term(s), first at {utc(times[0] if times else None)}; "
-        f"up to {worst} leader change(s) within 15 min.",
-        evidence=evidence,
-        severity=sev,
-        confidence=0.9,
-        subject="etcd",
-    )
 
 
 @rule(
@@ -182,45 +228,45 @@ def etcd_heartbeat_late(obs: Observations) -> Iterator[Finding]:
     --heartbeat-interval towards the peer RTT.
     **Verify**: `etcdctl check perf` and `curl -s localhost:2379/metrics | grep -E 'wal_fsync|heartbeat_send_failures'`.
     """
-    evs = [e for e in _ev(obs, "etcd.heartbeat_slow")]
-    if not evs:
-        return
-    exceeded = [x for x in (_fl(_a(e, "exceeded_s")) for e in evs) if x is not None]
-    worst = max(exceeded) if exceeded else None
-    sev = (
-        Severity.CRITICAL
-        if worst is not None and worst >= ELECTION_TIMEOUT_DEFAULT.value
-        else Severity.WARNING
-    )
-    first = min(evs, key=lambda e: e.time if e.time is not None else float("inf"))
-    ev = [
-        Evidence("late heartbeats logged", len(evs), source=_src(first), time=first.time),
-    ]
-    if worst is not None:
-        worst_e = max(evs, key=lambda e: _fl(_a(e, "exceeded_s")) or 0)
-        ev.append(
-            Evidence(
-                "longest heartbeat delay (exceeded-duration)",
-                round(worst, 6),
-                ELECTION_TIMEOUT_DEFAULT.value,
-                "s",
-                _src(worst_e),
-                worst_e.time,
-            )
+    d = _directory(obs)
+    for who, evs in sorted(_by_writer(_ev(obs, "etcd.heartbeat_slow"), d).items()):
+        exceeded = [x for x in (_fl(_a(e, "exceeded_s")) for e in evs) if x is not None]
+        worst = max(exceeded) if exceeded else None
+        sev = (
+            Severity.CRITICAL
+            if worst is not None and worst >= ELECTION_TIMEOUT_DEFAULT.value
+            else Severity.WARNING
         )
-    yield etcd_heartbeat_late.finding(
-        f"{len(evs)} late heartbeat(s) from the etcd leader"
-        + (f", the longest {worst:.3g} s late" if worst is not None else "")
-        + (
-            " — longer than the default election timeout, so followers elect a new leader."
-            if sev == Severity.CRITICAL
-            else "."
-        ),
-        evidence=ev,
-        severity=sev,
-        confidence=0.85,
-        subject="etcd",
-    )
+        first = min(evs, key=lambda e: e.time if e.time is not None else float("inf"))
+        ev = [
+            Evidence("late heartbeats logged", len(evs), source=_src(first), time=first.time),
+        ]
+        if worst is not None:
+            worst_e = max(evs, key=lambda e: _fl(_a(e, "exceeded_s")) or 0)
+            ev.append(
+                Evidence(
+                    "longest heartbeat delay (exceeded-duration)",
+                    round(worst, 6),
+                    ELECTION_TIMEOUT_DEFAULT.value,
+                    "s",
+                    _src(worst_e),
+                    worst_e.time,
+                )
+            )
+        lm = _a(first, "local_member") or _a(first, "local-member-id")
+        yield etcd_heartbeat_late.finding(
+            f"{len(evs)} late heartbeat(s) from the etcd leader {d.describe(lm) if lm else who}"
+            + (f", the longest {worst:.3g} s late" if worst is not None else "")
+            + (
+                " — longer than the default election timeout, so followers elect a new leader."
+                if sev == Severity.CRITICAL
+                else "."
+            ),
+            evidence=ev,
+            severity=sev,
+            confidence=0.85,
+            subject=who,
+        )
 
 
 @rule(
@@ -243,9 +289,12 @@ def etcd_slow_apply(obs: Observations) -> Iterator[Finding]:
     backend, avoid large range requests (paginate lists, use watch caches).
     **Verify**: `etcdctl check perf`; `curl -s localhost:2379/metrics | grep -E 'backend_commit|apply_duration|slow_apply'`.
     """
-    evs = _ev(obs, "etcd.slow_apply", "etcd.slow_fdatasync")
-    if not evs:
-        return
+    d = _directory(obs)
+    for who, evs in sorted(_by_writer(_ev(obs, "etcd.slow_apply", "etcd.slow_fdatasync"), d).items()):
+        yield from _slow_apply_one(obs, d, who, evs)
+
+
+def _slow_apply_one(obs: Observations, d, who: str, evs: list[Event]) -> Iterator[Finding]:
     took = [(x, e) for e in evs if (x := _fl(_a(e, "took_s"))) is not None]
     worst = max(took, key=lambda p: p[0]) if took else None
     failed = [e for e in evs if "deadline" in (_a(e, "error") or "")]
@@ -271,15 +320,17 @@ def etcd_slow_apply(obs: Observations) -> Iterator[Finding]:
         ev.append(
             Evidence("slow WAL fdatasync", len(fsync), FSYNC_WARN.value, "s", _src(fsync[0]), fsync[0].time)
         )
+    lm = _a(evs[0], "local_member") or _a(evs[0], "local-member-id")
     yield etcd_slow_apply.finding(
-        f"etcd applied {len(evs) - len(fsync)} request(s) slower than 100 ms"
+        f"etcd {('member ' + d.describe(lm)) if lm else who} applied {len(evs) - len(fsync)} request(s) "
+        "slower than 100 ms"
         + (f" (slowest {worst[0]:.3g} s)" if worst else "")
         + (f"; {len(failed)} failed with a deadline" if failed else "")
         + ".",
         evidence=ev,
         severity=sev,
         confidence=0.85,
-        subject="etcd",
+        subject=who,
     )
 
 
@@ -309,6 +360,8 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
     evs = [e for e in obs.get("events") or [] if isinstance(e, Event)]
     skews = _skews(obs, evs)
     aligned, shifts = _align(obs, evs, skews)
+    d = _directory(obs)
+    aligned = aligned + _member_down_events(obs, d)
     chain = build_chain(aligned, window_s=float(CHAIN_WINDOW.value))
     timed = [lk for lk in chain.links if lk.first is not None]
     if len(chain.links) < 2 or not timed:
@@ -361,9 +414,34 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
         + clock_note,
         evidence=evidence,
         confidence=conf,
-        subject=root.stage.name,
+        subject=f"{root.stage.name}: {_who(root.events, d)}",
         score=float(Severity.CRITICAL) * conf + len(chain.links),
     )
+
+
+def _member_down_events(obs: Observations, d) -> list[Event]:
+    """The members that stopped (ETCD009's analysis) as events of the cascade's first stage."""
+    from clusterdoctor.analyze.etcd_members import members_down
+    from clusterdoctor.model import SourceRef
+
+    out = []
+    for x in members_down(obs, d):
+        if x.stopped_at is None:
+            continue
+        first = min((s for s in x.signals if s.time == x.stopped_at), key=lambda s: s.time, default=None)
+        loc, _, line = (first.source or "").rpartition(":") if first and first.source else ("", "", "")
+        if not line.isdigit():
+            loc, line = (first.source if first else "") or "", ""
+        out.append(
+            Event(
+                x.stopped_at,
+                "etcd.member_down",
+                f"etcd member {x.member.label()} stopped ({x.stopped_basis})",
+                SourceRef("analysis", loc or "ETCD009", f"line {line}" if line else None),
+                (("member_label", x.member.label()),),
+            )
+        )
+    return out
 
 
 def _collection_times(obs: Observations, evs: list[Event]) -> dict[str, float]:
@@ -608,5 +686,5 @@ def periodic_degradation(obs: Observations) -> Iterator[Finding]:
         f"{len(eps)} degradation bursts recur every {period:.4g} s (regularity {strength:.2f}).{tail}",
         evidence=ev,
         confidence=0.6 + 0.3 * strength * (1.0 if matches else 0.5),
-        subject=matches[0][0] if matches else None,
+        subject=matches[0][0] if matches else f"recurring degradation: {_who(evs, _directory(obs))}",
     )

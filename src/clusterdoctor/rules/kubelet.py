@@ -189,7 +189,15 @@ def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
         + "."
         + (" The CNI call waited on the API server: the control plane is the upstream cause." if api else "")
     )
-    yield cni_cri_timeouts.finding(summary, evidence=ev, severity=sev, confidence=0.8 if api else 0.75)
+    # the node(s) these came from: their logs' hosts are not always known, the files always are
+    where = sorted({e.source.location for e in relevant if e.source is not None}) or ["kubelet log"]
+    yield cni_cri_timeouts.finding(
+        summary,
+        evidence=ev,
+        severity=sev,
+        confidence=0.8 if api else 0.75,
+        subject=", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else ""),
+    )
 
 
 POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"
@@ -258,6 +266,7 @@ def pod_start_sli_tail(obs: Observations) -> Iterator[Finding]:
     daemonset start-up.
     **Verify**: `kubectl get --raw /api/v1/nodes/NODE/proxy/metrics | grep kubelet_pod_start_sli_duration_seconds`
     """
+    from clusterdoctor.analyze.metric_window import earlier_dump_evidence
     from clusterdoctor.analyze.quantile import fraction_above, quantile_of, validate_histogram
 
     window = obs.get("kubelet_metrics")
@@ -271,20 +280,23 @@ def pod_start_sli_tail(obs: Observations) -> Iterator[Finding]:
         problems = validate_histogram(h) + list(q.problems)
         total = h.buckets[-1][1]
         slow = fraction_above(POD_START_SLOW.value, h.buckets)
-        inst = h.labels.get("instance") or h.labels.get("node") or "kubelet"
+        inst = window.subject_for(h.labels.get("instance", "")) or h.labels.get("node") or "kubelet"
         ev = [
             Evidence(
                 f"{POD_START_SLI_NAME} p99 ({total:g} pod starts)",
                 round(p99, 3),
                 POD_START_SLOW.value,
                 "s",
-                getattr(window, "source", None),
+                window.source_for(h.labels) or None,
             ),
             Evidence(
                 f"share of pod starts slower than {POD_START_SLOW.value:g} s", round(slow, 3), unit="fraction"
             ),
         ]
         ev += [Evidence(f"invalid histogram data: {p}") for p in problems]
+        ev += earlier_dump_evidence(
+            window, h.labels.get("instance", ""), histogram=POD_START_SLI_NAME, what="pod start"
+        )
         if p99 > POD_START_SLOW.value:
             yield pod_start_sli_tail.finding(
                 f"{inst}: pod start p99 {p99:.1f} s over {total:g} starts, above the "

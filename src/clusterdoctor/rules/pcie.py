@@ -116,6 +116,7 @@ def gpus_uneven_over_numa(obs: Observations) -> Iterator[Finding]:
                 Evidence("max - min GPUs per CPU node", diff, GPU_SPREAD_MAX_DIFF.value, "GPUs", topo.source)
             ],
             confidence=0.7,
+            subject=topo.hostname or topo.source,
         )
 
 

@@ -141,6 +141,7 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     fn: RuleFn
     severity: Severity
+    requires_any: tuple[str, ...] = ()  # and at least one of these (a rule that joins several sources)
     # Prometheus alerts over the rule's own evidence (rules/alerts.py); none: the rule alerts through
     # the agent's clusterdoctor_finding series.
     alerts: tuple[Alert, ...] = ()
@@ -223,9 +224,13 @@ def rule(
     requires: tuple[str, ...],
     thresholds: tuple[Threshold, ...] = (),
     severity: Severity = Severity.WARNING,
+    requires_any: tuple[str, ...] = (),
     alerts: tuple[Alert, ...] = (),
 ) -> Callable[[RuleFn], Rule]:
     """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``).
+
+    It runs when every kind in ``requires`` is present and, if ``requires_any`` is given, at least
+    one of those (a rule that judges whichever of several sources the user has).
 
     ``alerts``: PromQL alerts over the same evidence where it lives in Prometheus (etcd, scheduler,
     apiserver, kubelet, node exporter, dcgm-exporter, the fail-slow probe); `clusterdoctor rules
@@ -235,7 +240,18 @@ def rule(
     def deco(fn: RuleFn) -> Rule:
         if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"duplicate rule id {id}")
-        r = Rule(id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity, tuple(alerts))
+        r = Rule(
+            id,
+            name,
+            layer,
+            title,
+            tuple(requires),
+            tuple(thresholds),
+            fn,
+            severity,
+            tuple(requires_any),
+            tuple(alerts),
+        )
         _REGISTRY[id] = r
         return r
 
@@ -278,8 +294,16 @@ def run_rules(
     derive(obs)
     for r in catalog:
         missing = [k for k in r.requires if not obs.has(k)]
+        if r.requires_any and not any(obs.has(k) for k in r.requires_any):
+            missing.append("|".join(r.requires_any))
         if missing:
-            skipped.append(Skipped(r.id, "; ".join(obs.missing_reason(k) for k in missing)))
+            reasons = [
+                obs.missing_reason(k)
+                if "|" not in k
+                else "none of: " + "; ".join(obs.missing_reason(x) for x in k.split("|"))
+                for k in missing
+            ]
+            skipped.append(Skipped(r.id, "; ".join(reasons)))
             continue
         ran.append(r.id)
         for x in r.fn(obs):
@@ -287,5 +311,64 @@ def run_rules(
                 skipped.append(Skipped(r.id, f"not judged: {x.reason}"))
             else:
                 findings.append(x)
+    findings = merge_same_subject(findings)
     findings.sort(key=lambda f: (-f.score, -int(f.severity), f.rule, f.subject or ""))
     return findings, skipped, ran
+
+
+def _evidence_key(e: Evidence) -> tuple:
+    return (e.description, repr(e.value), e.source, e.time)
+
+
+def merge_same_subject(findings: list[Finding]) -> list[Finding]:
+    """One finding per rule and subject: findings of one rule about the same subject — the same
+    member seen in a dump, in Prometheus and in a log; a target dumped before and after — become
+    the most severe one, carrying the others' summaries and evidence. Findings without a subject
+    are left alone."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    order: list[Finding | tuple[str, str]] = []
+    for f in findings:
+        if not f.subject:
+            order.append(f)
+            continue
+        key = (f.rule, f.subject)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(f)
+    out: list[Finding] = []
+    for item in order:
+        if isinstance(item, Finding):
+            out.append(item)
+            continue
+        fs = groups[item]
+        if len(fs) == 1:
+            out.append(fs[0])
+            continue
+        ranked = sorted(fs, key=lambda f: (-int(f.severity), -f.score))
+        primary = ranked[0]
+        seen = {_evidence_key(e) for e in primary.evidence}
+        evidence = list(primary.evidence)
+        for other in ranked[1:]:
+            if other.summary != primary.summary:
+                evidence.append(Evidence(f"also: {other.summary}"))
+            for e in other.evidence:
+                k = _evidence_key(e)
+                if k not in seen:
+                    seen.add(k)
+                    evidence.append(e)
+        merged = Finding(
+            rule=primary.rule,
+            title=primary.title,
+            layer=primary.layer,
+            severity=primary.severity,
+            summary=primary.summary,
+            evidence=evidence,
+            fix=primary.fix,
+            verify=list(primary.verify),
+            confidence=max(f.confidence for f in fs),
+            score=max(f.score for f in fs),
+            subject=primary.subject,
+        )
+        out.append(merged)
+    return out

@@ -160,7 +160,8 @@ def test_scrape_window_real_dump_and_dead_endpoint(server, tmp_path):
         scrape_window([dead], interval=0, timeout=1)
     assert sniff_metrics(dump.read_bytes()[:65536], dump.name)
     obs = load_metrics_observations(dump)
-    assert set(obs) == {"metrics", "etcd_metrics"} and obs["metrics"].is_snapshot
+    assert set(obs) == {"metrics", "etcd_metrics", "described_as"} and obs["metrics"].is_snapshot
+    assert obs["described_as"] == "Prometheus metrics dump (etcd)"
     with pytest.raises(InputError):
         load_metrics_observations(tmp_path / "missing.prom")
 

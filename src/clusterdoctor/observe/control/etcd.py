@@ -1,9 +1,11 @@
-"""etcdctl output: ``endpoint status -w json`` and ``endpoint health -w json``.
+"""etcdctl output: ``endpoint status -w json``, ``endpoint health -w json`` and ``member list -w json``.
 
-Parsers are pure (:func:`parse_endpoint_status`, :func:`parse_endpoint_health`); the stderr of
+Parsers are pure (:func:`parse_endpoint_status`, :func:`parse_endpoint_health`,
+:func:`parse_member_list`); the stderr of
 a failed ``endpoint status`` ("Failed to get the status of endpoint X (reason)") is read by
 :func:`parse_etcdctl_errors`. :func:`collect_etcd_status` runs the real ``etcdctl`` with a timeout.
-Member ids are uint64 (printed in hex by ``-w table``); they stay Python ints here.
+Member ids are uint64 (printed in hex by ``-w table``, in decimal by ``-w json`` — etcdctl 3.4.23
+with or without ``--hex``; a hex string is read too); they stay Python ints here.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ __all__ = [
     "EndpointError",
     "EndpointHealth",
     "EndpointStatus",
+    "EtcdMember",
     "EtcdStatus",
+    "MemberList",
     "collect_etcd_status",
     "load_etcdctl_observations",
     "parse_duration",
     "parse_endpoint_health",
     "parse_endpoint_status",
     "parse_etcdctl_errors",
+    "parse_member_list",
     "sniff_etcdctl",
 ]
 
@@ -49,6 +54,7 @@ class EndpointStatus:
     raft_applied_index: int
     is_learner: bool = False
     errors: tuple[str, ...] = ()
+    source: str = ""  # the file (or command) this row was read from: rows of one file are one moment
 
     @property
     def is_leader(self) -> bool:
@@ -63,6 +69,7 @@ class EndpointHealth:
     healthy: bool
     took_seconds: float | None
     error: str | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class EndpointError:
 
     endpoint: str
     message: str
+    source: str = ""
 
 
 @dataclass
@@ -89,6 +97,35 @@ class EtcdStatus:
         return EtcdStatus(
             self.statuses + other.statuses, self.health + other.health, self.errors + other.errors
         )
+
+
+@dataclass(frozen=True)
+class EtcdMember:
+    """One etcd member as something names it: ``etcdctl member list`` (every field), a member's own
+    log (its name, ID and URLs when it starts) or its metrics (``etcd_server_id``). Unknown fields
+    are empty; ``id`` is 0 when unknown."""
+
+    id: int
+    name: str = ""
+    peer_urls: tuple[str, ...] = ()
+    client_urls: tuple[str, ...] = ()
+    is_learner: bool = False
+    cluster_id: int = 0
+    source: str = ""  # where this was read (a file path, "etcdctl member list")
+
+    @property
+    def hex_id(self) -> str:
+        return format(self.id, "x") if self.id else ""
+
+
+@dataclass
+class MemberList:
+    """``etcdctl member list -w json``: the cluster's members, as the answering member sees them."""
+
+    cluster_id: int
+    answered_by: int  # header.member_id: the member etcdctl asked
+    raft_term: int
+    members: list[EtcdMember] = field(default_factory=list)
 
 
 _DUR_RE = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
@@ -161,6 +198,7 @@ def parse_endpoint_status(text: str | bytes, path: str | None = None) -> list[En
                 raft_applied_index=_int(st.get("raftAppliedIndex", 0), "raftAppliedIndex", path),
                 is_learner=bool(st.get("isLearner", False)),
                 errors=tuple(str(e) for e in errs) if isinstance(errs, list) else (str(errs),),
+                source=path or "",
             )
         )
     return out
@@ -181,6 +219,70 @@ def parse_endpoint_health(text: str | bytes, path: str | None = None) -> list[En
                 healthy=healthy,
                 took_seconds=parse_duration(took) if isinstance(took, str) else None,
                 error=str(row["error"]) if row.get("error") else None,
+                source=path or "",
+            )
+        )
+    return out
+
+
+def _member_id(v: Any, path: str | None) -> int:
+    """A member ID as ``-w json`` prints it (a decimal uint64), or as a hex string."""
+    if isinstance(v, str):  # JSON numbers are decimal; a string ID is hex (as -w table prints it)
+        try:
+            n = int(v, 16)
+        except ValueError:
+            raise InputError(f"member ID {v!r} is not a hexadecimal ID", path) from None
+    else:
+        n = _int(v, "ID", path)
+    if not 0 <= n < 1 << 64:
+        raise InputError(f"member ID {n} is not a uint64", path)
+    return n
+
+
+def _str_list(v: Any) -> tuple[str, ...]:
+    if isinstance(v, str):
+        return (v,)
+    if isinstance(v, list):
+        return tuple(str(x) for x in v if isinstance(x, (str, int, float)))
+    return ()
+
+
+def parse_member_list(text: str | bytes, path: str | None = None) -> MemberList:
+    """``etcdctl member list -w json`` (etcd 3.4-3.6; decimal IDs; hex strings are read too).
+
+    A member that was added but has not started yet has no name and no client URLs; it is kept.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    s = text.strip()
+    if not s:
+        raise InputError("empty etcdctl member list output", path)
+    try:
+        data = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not etcdctl member list JSON: {e.msg}", path, e.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
+        raise InputError("no members list (not etcdctl member list -w json output?)", path)
+    hdr = data.get("header") if isinstance(data.get("header"), dict) else {}
+    cluster = _member_id(hdr.get("cluster_id", 0), path)
+    out = MemberList(
+        cluster_id=cluster,
+        answered_by=_member_id(hdr.get("member_id", 0), path),
+        raft_term=_int(hdr.get("raft_term", 0), "raft_term", path),
+    )
+    where = path or "etcdctl member list"
+    for i, m in enumerate(data["members"]):
+        if not isinstance(m, dict) or "ID" not in m:
+            raise InputError(f"member {i} has no ID", path)
+        out.members.append(
+            EtcdMember(
+                id=_member_id(m["ID"], path),
+                name=str(m.get("name") or ""),
+                peer_urls=_str_list(m.get("peerURLs")),
+                client_urls=_str_list(m.get("clientURLs")),
+                is_learner=bool(m.get("isLearner", False)),
+                cluster_id=cluster,
+                source=where,
             )
         )
     return out
@@ -189,7 +291,7 @@ def parse_endpoint_health(text: str | bytes, path: str | None = None) -> list[En
 _FAILED_RE = re.compile(r"Failed to get the status of endpoint (\S+) \((.*)\)\s*$")
 
 
-def parse_etcdctl_errors(text: str | bytes) -> list[EndpointError]:
+def parse_etcdctl_errors(text: str | bytes, path: str | None = None) -> list[EndpointError]:
     """Endpoints named in etcdctl's stderr as failed (``Failed to get the status of endpoint X (why)``)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
@@ -197,7 +299,7 @@ def parse_etcdctl_errors(text: str | bytes) -> list[EndpointError]:
     for line in text.splitlines():
         m = _FAILED_RE.search(line)
         if m:
-            out.append(EndpointError(m.group(1), m.group(2)))
+            out.append(EndpointError(m.group(1), m.group(2), path or ""))
     return out
 
 
@@ -240,7 +342,7 @@ def collect_etcd_status(
             raise CollectError(f"etcdctl endpoint {sub}: {e.reason}") from None
         out = stdout.decode("utf-8", errors="replace")
         if sub == "status":
-            res.errors.extend(parse_etcdctl_errors(stderr))
+            res.errors.extend(parse_etcdctl_errors(stderr, "etcdctl endpoint status"))
             if out.strip():
                 res.statuses = parse_endpoint_status(out, "etcdctl endpoint status")
         elif out.strip():
@@ -250,25 +352,62 @@ def collect_etcd_status(
     return res
 
 
+_FAILED_RE_B = re.compile(rb"^Failed to get the status of endpoint \S+ \(", re.M)
+
+
+def _load_stderr(data: bytes, path: str) -> dict[str, Any]:
+    """etcdctl's stderr: the endpoints it could not read, and its client's own log lines (zap JSON)."""
+    out: dict[str, Any] = {
+        "etcd_status": EtcdStatus(errors=parse_etcdctl_errors(data, path)),
+        "described_as": "etcdctl stderr",
+    }
+    from clusterdoctor.observe.control.logs import parse_logs
+
+    try:
+        res = parse_logs(data, path)
+    except InputError:
+        return out
+    if res.events:
+        out["events"] = res.events
+    return out
+
+
+def _is_member_list(h: bytes) -> bool:
+    return h.startswith(b"{") and b'"members"' in h and (b'"peerURLs"' in h or b'"header"' in h)
+
+
 def sniff_etcdctl(head: bytes, name: str = "") -> bool:
-    """Loader hook: ``etcdctl endpoint status|health -w json`` output."""
+    """Loader hook: ``etcdctl endpoint status|health -w json`` or ``member list -w json`` output."""
     h = head.lstrip()[:4096]
+    if _is_member_list(h) or _FAILED_RE_B.search(h):
+        return True
     if not h.startswith(b"["):
         return False
     return (b'"Status"' in h and b'"header"' in h) or (b'"endpoint"' in h and b'"health"' in h)
 
 
-def load_etcdctl_observations(path: str) -> dict[str, EtcdStatus]:
-    """Loader hook: ``{"etcd_status": EtcdStatus}`` from a saved status or health JSON file."""
+def load_etcdctl_observations(path: str) -> dict[str, Any]:
+    """Loader hook: ``{"etcd_status": EtcdStatus}`` from a saved status or health JSON file, or
+    ``{"etcd_members": [EtcdMember…]}`` from a saved member list."""
     from pathlib import Path
 
     p = Path(path)
     from clusterdoctor.observe.limits import read_input
 
     data = read_input(p)  # size-limited, one-line errors
+    if not data.lstrip().startswith((b"[", b"{")) or _FAILED_RE_B.search(data[:4096]):
+        return _load_stderr(data, str(p))
+    if _is_member_list(data.lstrip()[:4096]):
+        ml = parse_member_list(data, str(p))
+        return {
+            "etcd_members": ml.members,
+            "described_as": f"etcdctl member list ({len(ml.members)} members)",
+        }
     st = EtcdStatus()
     if b'"Status"' in data:
         st.statuses = parse_endpoint_status(data, str(p))
+        what = "etcdctl endpoint status"
     else:
         st.health = parse_endpoint_health(data, str(p))
-    return {"etcd_status": st}
+        what = "etcdctl endpoint health"
+    return {"etcd_status": st, "described_as": what}

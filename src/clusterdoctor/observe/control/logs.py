@@ -19,6 +19,13 @@ without a year (syslog, klog) take it from the file itself when a full date occu
 ``podCreationTimestamp``), else from ``year=``, else the current year, with a warning. Forms without
 a zone are read as UTC, with a warning.
 
+Besides events, etcd logs name their members: a member's log says its own ID, name and client URLs
+when it starts, and the ID and peer URL of every member it adds (``starting local member``, ``added
+member``, ``published local member``). :func:`parse_logs` keeps these as
+:class:`~clusterdoctor.observe.control.etcd.EtcdMember` records (``LogParse.members``), stamps the
+events of a file written by one member with ``local_member``, and records the time span of the
+file's lines (``LogParse.first_time``/``last_time``: a member whose log stops early may have died).
+
 Lines that are not logs (garbage, a truncated record) are skipped with a warning naming the line;
 :class:`~clusterdoctor.errors.InputError` is raised only when no line is a log line at all.
 """
@@ -39,6 +46,8 @@ from clusterdoctor.model import Event, SourceRef
 __all__ = [
     "EVENT_KINDS",
     "LogParse",
+    "LogSpan",
+    "describe_log",
     "load_logs",
     "parse_duration",
     "parse_logs",
@@ -58,6 +67,10 @@ EVENT_KINDS: dict[str, str] = {
     "etcd.request_timeout": "etcdserver: request timed out",
     "etcd.lease_not_found": "etcd: requested lease not found (a lease expired or was revoked)",
     "etcd.peer_inactive": "an etcd peer connection failed",
+    "etcd.peer_lost": "an etcd member lost its stream to a peer (the peer stopped or is unreachable)",
+    "etcd.peer_unreachable": "an etcd member cannot reach a peer (connection refused, dial/probe failed)",
+    "etcd.peer_active": "an etcd member (re)established its connection to a peer",
+    "etcd.client_timeout": "an etcd client's request failed (deadline exceeded, request timed out)",
     "etcd.lease_revoke_failed": "etcd failed to revoke expired leases",
     "k8s.lease_renew_failed": "a Kubernetes component failed to renew its leader-election lease",
     "k8s.leader_election_lost": "a Kubernetes component lost leader election",
@@ -136,6 +149,22 @@ class LogParse:
     lines: int = 0
     log_lines: int = 0
     formats: dict[str, int] = field(default_factory=dict)
+    members: list[Any] = field(default_factory=list)  # EtcdMember records named by the log
+    local_member: str | None = None  # hex ID of the etcd member that wrote the file, when one did
+    first_time: float | None = None  # time of the first and last timed line of any kind
+    last_time: float | None = None
+    components: dict[str, int] = field(default_factory=dict)  # etcd / kubelet / containerd … lines
+
+
+@dataclass(frozen=True)
+class LogSpan:
+    """The time span of one log file's lines (``log_spans`` observation): whose log, from when to when."""
+
+    source: str
+    first: float | None
+    last: float | None
+    lines: int
+    member: str | None = None  # hex ID of the etcd member that wrote it
 
 
 def parse_duration(text: str | float | int | None) -> float | None:
@@ -210,6 +239,14 @@ class _Ctx:
     zone_warned: bool = False
     formats: dict[str, int] = field(default_factory=dict)
     describe_cols: list[int] | None = None
+    first_t: float | None = None
+    last_t: float | None = None
+    local_ids: list[str] = field(default_factory=list)  # "starting (local) member X" lines, in order
+    local_name: str = ""
+    local_clients: tuple[str, ...] = ()
+    cluster_id: str = ""
+    peer_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # member hex ID -> peer URLs
+    components: dict[str, int] = field(default_factory=dict)
 
     def no_zone(self, lineno: int, form: str) -> None:
         if not self.zone_warned:
@@ -288,7 +325,57 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
     if ctx.year_guessed and any(f in ctx.formats for f in ("syslog", "klog")):
         out.warnings.append(f"log timestamps carry no year; assumed {ctx.year}")
     out.formats = dict(ctx.formats)
+    out.components = dict(ctx.components)
+    out.first_time, out.last_time = ctx.first_t, ctx.last_t
+    _finish_members(out, ctx)
     return out
+
+
+def _finish_members(out: LogParse, ctx: _Ctx) -> None:
+    """Members the log named, and ``local_member`` on the events of a file one member wrote."""
+    from clusterdoctor.observe.control.etcd import EtcdMember
+
+    local = sorted(set(ctx.local_ids))
+    owner = local[0] if len(local) == 1 else None
+    if len(local) > 1:
+        out.warnings.append(
+            f"log of several etcd members ({', '.join(local)}); its events are not attributed to one"
+        )
+    out.local_member = owner
+    cluster = _hex(ctx.cluster_id)
+    src = ctx.path or "<log>"
+    ids = set(ctx.peer_urls) | ({owner} if owner else set())
+    for mid in sorted(ids):
+        n = _hex(mid)
+        if not n:
+            continue
+        mine = mid == owner
+        out.members.append(
+            EtcdMember(
+                id=n,
+                name=ctx.local_name if mine else "",
+                peer_urls=ctx.peer_urls.get(mid, ()),
+                client_urls=ctx.local_clients if mine else (),
+                cluster_id=cluster,
+                source=src,
+            )
+        )
+    if owner is None:
+        return
+    for i, e in enumerate(out.events):
+        if not e.kind.startswith("etcd.") or e.kind == "etcd.client_timeout":
+            continue
+        a = dict(e.attrs)
+        if "local_member" not in a:
+            a["local_member"] = a.get("local-member-id") or owner
+            out.events[i] = Event(e.time, e.kind, e.message, e.source, tuple(a.items()))
+
+
+def _hex(v: str | None) -> int:
+    try:
+        return int(v, 16) if v else 0
+    except ValueError:
+        return 0
 
 
 def _json_obj(s: str) -> dict[str, Any] | None:
@@ -536,6 +623,38 @@ def _classify(
         a.update(attrs)
         return _event(kind, t, msg, lineno, ctx, comp, level, a)
 
+    if t is not None:
+        if ctx.first_t is None or t < ctx.first_t:
+            ctx.first_t = t
+        if ctx.last_t is None or t > ctx.last_t:
+            ctx.last_t = t
+    client = "retrying of unary invoker failed" in msg or str(fields.get("caller", "")).startswith(
+        "clientv3/"
+    )
+    if client:
+        comp = "etcd client"
+    ctx.components[comp] = ctx.components.get(comp, 0) + 1
+    peer = None if client else _etcd_identity_and_peer(msg, fields, ctx)
+    if peer is not None:
+        kind, pid = peer
+        return ev(kind, peer=pid)
+    if client and fields.get("error"):
+        err = str(fields.get("error", ""))
+        if any(
+            d in err for d in ("DeadlineExceeded", "deadline exceeded", "request timed out", "Unavailable")
+        ):
+            target = str(fields.get("target", ""))
+            return _event(
+                "etcd.client_timeout",
+                t,
+                msg,
+                lineno,
+                ctx,
+                comp,
+                level,
+                {"endpoint": target.rsplit("/", 1)[-1] if target else None, "error": err[:200]},
+            )
+
     if reason == "FailedCreatePodSandBox" or "RunPodSandbox" in msg and "failed" in msg.lower():
         return ev("sandbox.create_failed", cause=_sandbox_cause(msg))
     if "apply request took too long" in msg:
@@ -634,7 +753,100 @@ def _classify(
     if "PLEG is not healthy" in msg:
         return ev("kubelet.pleg_unhealthy")
     if "peer became inactive" in msg or re.search(r"peer \S+ became inactive", msg):
-        return ev("etcd.peer_inactive", peer=fields.get("peer-id"))
+        m = _RE_CAPN_PEER_INACTIVE.search(msg)
+        return ev("etcd.peer_inactive", peer=fields.get("peer-id") or (m.group(1) if m else None))
+    return None
+
+
+# etcd rafthttp / etcdserver lines about one peer, zap (fields) and capnslog (in the text) forms
+_RE_CAPN_PEER_INACTIVE = re.compile(r"peer ([0-9a-f]{1,16}) became inactive")
+_RE_CAPN_LOST = re.compile(r"lost the TCP streaming connection with peer ([0-9a-f]{1,16})")
+_RE_CAPN_READ = re.compile(r"failed to read ([0-9a-f]{1,16}) on stream")
+_RE_CAPN_REACH = re.compile(r"failed to reach the peerURL\((\S+?)\) of member ([0-9a-f]{1,16})")
+_RE_CAPN_VERSION = re.compile(r"cannot get the version of member ([0-9a-f]{1,16})")
+_RE_CAPN_DIAL = re.compile(r"(?:health check for|failed to dial) (?:peer )?([0-9a-f]{1,16})")
+_RE_CAPN_ACTIVE = re.compile(r"peer ([0-9a-f]{1,16}) became active")
+_RE_CAPN_ESTABLISHED = re.compile(
+    r"(?:established a TCP streaming connection|streaming) with peer ([0-9a-f]{1,16})"
+)
+_RE_CAPN_START = re.compile(r"(?:re)?starting member ([0-9a-f]{1,16}) in cluster ([0-9a-f]{1,16})")
+_RE_CAPN_ADDED = re.compile(r"added member ([0-9a-f]{1,16}) \[([^\]]*)\] to cluster ([0-9a-f]{1,16})")
+_RE_PUBLISHED = re.compile(r"\{Name:(\S*) ClientURLs:\[([^\]]*)\]\}")
+_RE_CAPN_NAME = re.compile(r"^name = (\S+)$")
+
+
+def _peer_field(fields: dict[str, Any], *names: str) -> str | None:
+    for n in names:
+        v = fields.get(n)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _etcd_identity_and_peer(msg: str, fields: dict[str, Any], ctx: _Ctx) -> tuple[str, str | None] | None:
+    """Record what an etcd line says about members (``ctx``); return ``(kind, peer)`` for the lines
+    about one peer's connection (lost, unreachable, active again), else None."""
+    if "member" in msg or "name = " in msg:
+        if msg in ("starting local member", "restarting local member"):
+            if isinstance(fields.get("local-member-id"), str):
+                ctx.local_ids.append(fields["local-member-id"])
+            if isinstance(fields.get("cluster-id"), str):
+                ctx.cluster_id = fields["cluster-id"]
+            return None
+        if msg == "added member":
+            pid = _peer_field(fields, "added-peer-id")
+            if pid:
+                ctx.peer_urls[pid] = tuple(str(u) for u in fields.get("added-peer-peer-urls") or ())
+            return None
+        if msg.startswith("published local member"):
+            m = _RE_PUBLISHED.search(str(fields.get("local-member-attributes", "")))
+            if m:
+                ctx.local_name, ctx.local_clients = m.group(1), tuple(m.group(2).split())
+            return None
+        m = _RE_CAPN_START.search(msg)
+        if m:
+            ctx.local_ids.append(m.group(1))
+            ctx.cluster_id = m.group(2)
+            return None
+        m = _RE_CAPN_ADDED.search(msg)
+        if m:
+            ctx.peer_urls[m.group(1)] = tuple(u.strip(",") for u in m.group(2).split())
+            return None
+        m = _RE_CAPN_NAME.match(msg)
+        if m and not ctx.local_name:
+            ctx.local_name = m.group(1)
+            return None
+    if msg.startswith("published {Name:"):
+        m = _RE_PUBLISHED.search(msg)
+        if m:
+            ctx.local_name, ctx.local_clients = m.group(1), tuple(m.group(2).split())
+        return None
+    if msg == "starting an etcd server" and isinstance(fields.get("name"), str):
+        ctx.local_name = ctx.local_name or fields["name"]
+        return None
+    if "TCP streaming connection" in msg or "on stream" in msg:
+        if msg.startswith("lost TCP streaming connection"):
+            return "etcd.peer_lost", _peer_field(fields, "remote-peer-id", "peer-id")
+        if msg.startswith("established TCP streaming connection"):
+            return "etcd.peer_active", _peer_field(fields, "remote-peer-id", "peer-id")
+        m = _RE_CAPN_LOST.search(msg) or _RE_CAPN_READ.search(msg)
+        if m:
+            return "etcd.peer_lost", m.group(1)
+    if msg == "failed to reach the peer URL" or msg == "failed to get version":
+        return "etcd.peer_unreachable", _peer_field(fields, "remote-member-id", "remote-peer-id")
+    if msg == "prober detected unhealthy status":
+        return "etcd.peer_unreachable", _peer_field(fields, "remote-peer-id")
+    if msg == "peer became active":
+        return "etcd.peer_active", _peer_field(fields, "peer-id")
+    m = _RE_CAPN_REACH.search(msg)
+    if m:
+        return "etcd.peer_unreachable", m.group(2)
+    m = _RE_CAPN_VERSION.search(msg) or (_RE_CAPN_DIAL.search(msg) if "dial" in msg else None)
+    if m:
+        return "etcd.peer_unreachable", m.group(1)
+    m = _RE_CAPN_ACTIVE.search(msg) or (_RE_CAPN_ESTABLISHED.search(msg) if "established" in msg else None)
+    if m:
+        return "etcd.peer_active", m.group(1)
     return None
 
 
@@ -646,6 +858,9 @@ _KEEP_FIELDS = (
     "caller",
     "local-member-id",
     "peer-id",
+    "remote-peer-id",
+    "stream-reader-type",
+    "stream-writer-type",
     "reason",
     "age",
     "from",
@@ -705,7 +920,39 @@ def load_logs(path: str | Path, *, year: int | None = None) -> dict[str, Any]:
             f"not enough memory to parse {len(data) >> 20} MiB of log (cut it, e.g. with tail or grep)",
             str(p),
         ) from None
-    return {"events": res.events, "warnings": [f"{p}: {w}" for w in res.warnings]}
+    out: dict[str, Any] = {
+        "events": res.events,
+        "warnings": [f"{p}: {w}" for w in res.warnings],
+        "described_as": describe_log(res),
+        "log_spans": [LogSpan(str(p), res.first_time, res.last_time, res.log_lines, res.local_member)],
+    }
+    if res.members:
+        out["etcd_members"] = res.members
+    return out
+
+
+_COMPONENT_NAMES = {"etcd client": "etcd client", "grpc": "", "": ""}
+
+
+def describe_log(res: LogParse) -> str:
+    """What a parsed log is, in words: ``etcd log (member m0)``, ``kubelet log``, ``containerd log``,
+    ``kubectl describe events``, or the components when several wrote it."""
+    if res.formats.get("kubectl-describe") and len(res.formats) == 1:
+        return "kubectl describe events"
+    comps = [
+        _COMPONENT_NAMES.get(c, c)
+        for c, _ in sorted(res.components.items(), key=lambda kv: -kv[1])
+        if _COMPONENT_NAMES.get(c, c)
+    ]
+    if res.local_member:
+        name = next((m.name for m in res.members if m.hex_id == res.local_member and m.name), "")
+        who = f"member {name} ({res.local_member})" if name else f"member {res.local_member}"
+        return f"etcd log ({who})"
+    if not comps:
+        return "log"
+    if len(comps) == 1:
+        return f"{comps[0]} log"
+    return f"log ({', '.join(comps[:3])})"
 
 
 def event_attrs(ev: Event) -> dict[str, str]:

@@ -165,8 +165,55 @@ def sniff_metrics(head: bytes, name: str = "") -> bool:
     return sniff_prom_text(head[:8192]) or _sniff_api_answer(head)
 
 
+# Series a dump names its own target by: (metric, label, identity prefix).
+_SELF_NAMES = (
+    ("etcd_server_id", "server_id", "etcd"),
+    ("node_uname_info", "nodename", "node"),
+    ("kubelet_node_name", "node", "kubelet"),
+)
+# Components a dump is from, by metric name prefix, for the source label.
+_COMPONENT_LABELS = (
+    ("etcd_server_", "etcd"),
+    ("scheduler_", "kube-scheduler"),
+    ("apiserver_request_", "kube-apiserver"),
+    ("kubelet_", "kubelet"),
+    ("node_uname_info", "node exporter"),
+    ("kafka_consumergroup_", "kafka exporter"),
+    ("kminion_", "KMinion"),
+    ("DCGM_", "dcgm-exporter"),
+    ("prometheus_tsdb_", "Prometheus"),
+)
+
+
+def dump_identity(ms: MetricSet) -> str | None:
+    """What target a saved ``/metrics`` dump is, from its own series: ``etcd:<member hex ID>``
+    (``etcd_server_id``), ``node:<nodename>`` (``node_uname_info``), ``kubelet:<node>``
+    (``kubelet_node_name``); None when it does not say (kube-scheduler, kube-apiserver)."""
+    for metric, label, prefix in _SELF_NAMES:
+        values = {dict(s.labels).get(label) for s in ms.samples if s.name == metric}
+        values.discard(None)
+        values.discard("")
+        if len(values) == 1:
+            return f"{prefix}:{values.pop()}"
+    return None
+
+
+def components_of(names: set[str]) -> list[str]:
+    """The components whose metrics are among ``names``, for a source label."""
+    out = []
+    for prefix, label in _COMPONENT_LABELS:
+        if label not in out and any(n.startswith(prefix) for n in names):
+            out.append(label)
+    return out
+
+
 def load_metrics_observations(path: str | Path) -> dict[str, object]:
-    """Loader hook for ``observe.detect``: ``{"metrics": window, "<component>_metrics": window}``."""
+    """Loader hook for ``observe.detect``: ``{"metrics": window, "<component>_metrics": window}``.
+
+    A dump without timestamps and without ``instance`` labels (``curl …/metrics > file``) gets
+    ``instance=<its path>`` on every series, so dumps of several targets — or of one target at two
+    times — never mix their series; what the dump says it is (:func:`dump_identity`) and its path
+    are kept on the window (see :meth:`MetricWindow.canonical`)."""
     from clusterdoctor.analyze.metric_window import MetricWindow, observations_from_metrics
 
     p = Path(path)
@@ -179,9 +226,29 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
         window = MetricWindow.from_series(
             series, min(times, default=None), max(times, default=None), source=str(p)
         )
-        return dict(observations_from_metrics(window, source=str(p)))
+        names = sorted({s.name for s in series})
+        window.name_sources = {n: str(p) for n in names}
+        out = dict(observations_from_metrics(window, source=str(p)))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out["described_as"] = f"Prometheus query answer ({shown or 'empty'})"
+        return out
     ms = load_metrics_file(path)
-    out: dict[str, object] = dict(observations_from_metrics(ms, source=str(path)))
+    timed = any(s.timestamp is not None for s in ms.samples)
+    has_instance = any(k == "instance" for s in ms.samples[:2000] for k, _ in s.labels)
+    identity = None if timed else dump_identity(ms)
+    if not timed and not has_instance:
+        _with_instance(ms, str(p))
+    window = MetricWindow.from_metricset(ms, source=str(p))
+    if not timed:
+        insts = {str(p)} if not has_instance else {dict(s.labels).get("instance", "") for s in ms.samples}
+        window.snapshot_instances = insts
+        window.instance_sources = {i: str(p) for i in insts}
+        if identity and not has_instance:
+            window.instance_identity = {str(p): identity}
+    out = dict(observations_from_metrics(window, source=str(p)))
+    comps = components_of(window.names())
+    what = "Prometheus federate dump" if timed else "Prometheus metrics dump"
+    out["described_as"] = f"{what} ({', '.join(comps)})" if comps else what
     # lines the parser skipped reach the report's warnings (never silently dropped)
     warns = ms.warnings.summary() if hasattr(ms.warnings, "summary") else list(ms.warnings)
     if warns:

@@ -1,0 +1,74 @@
+"""Progress of long work on stderr (never on stdout, never in a report).
+
+On a terminal one line is rewritten in place (``reading 12/340 etcd-m0.log``) and cleared at the
+end. Elsewhere (a CI log, a pipe) nothing is printed for work that ends within ``quiet_s``; longer
+work prints one line every ``every_s`` seconds, so a log shows that it is alive without noise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+
+class Progress:
+    """A ``progress(done, total, what)`` callback for :func:`clusterdoctor.diagnosis.load_sources`."""
+
+    def __init__(
+        self,
+        verb: str,
+        stream: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        quiet_s: float = 2.0,
+        every_s: float = 5.0,
+    ) -> None:
+        self.verb = verb
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.quiet_s = quiet_s
+        self.every_s = every_s
+        self.start = clock()
+        self.last = -1e9
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.drawn = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        now = self.clock()
+        if self.tty:
+            if now - self.last < 0.1 and done < total:
+                return
+            width = _columns()
+            name = os.path.basename(what) if what else ""
+            line = f"{self.verb} {done}/{total} {name}"[: max(10, width - 1)]
+            self.stream.write("\r" + line.ljust(max(10, width - 1)))
+            self.stream.flush()
+            self.drawn = True
+            self.last = now
+            return
+        if now - self.start < self.quiet_s or now - self.last < self.every_s or not total:
+            return
+        self.stream.write(f"clusterdoctor: {self.verb} {done}/{total} files ({now - self.start:.0f} s)\n")
+        self.stream.flush()
+        self.last = now
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\r" + " " * max(10, _columns() - 1) + "\r")
+            self.stream.flush()
+            self.drawn = False
+
+
+def _columns() -> int:
+    try:
+        return int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
+    except (ValueError, OSError):
+        return 80
