@@ -454,7 +454,8 @@ def _latest(g: GpuState, name: str) -> float | None:
     alerts=GPU001_ALERTS,
 )
 def gpu_xid(obs: Observations) -> Iterator[Finding]:
-    """One finding per GPU and Xid code: what it means, how often, and what NVIDIA says to do.
+    """One finding per GPU with Xid errors: for each code, what it means, how often, and what NVIDIA
+    says to do; the finding takes the severity of its worst code.
 
     **Symptom**: a job crashed or hung, or one rank slowed down; the kernel log holds ``NVRM: Xid`` lines
     (or dcgm-exporter's ``DCGM_FI_DEV_XID_ERRORS`` is non-zero).
@@ -482,8 +483,17 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
                     source=g.source_of("xid_last"),
                 )
             ]
+        if not by_code:
+            continue
+        parts: list[tuple[Severity, int, str]] = []  # (severity, code, sentence)
+        evidence: list[Evidence] = list(_extra_ident(g))
+        actions: list[str] = []
+        hardware = False
+        located = True
         for code, evs in sorted(by_code.items()):
             info = xid_info(code)
+            hardware = hardware or info.hardware
+            located = located and evs[0].line is not None
             procs = sorted({e.process or str(e.pid) for e in evs if e.process or e.pid})
             sev = info.severity
             if not info.hardware and len(procs) >= int(XID_APP_REPEAT.value):
@@ -497,34 +507,43 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
                 if times
                 else (evs[0].time_text or "time not in the log")
             )
-            cost = (
-                "the job on it lost its work" if not info.hardware else "the GPU is unreliable until acted on"
+            parts.append(
+                (
+                    sev,
+                    code,
+                    f"Xid {code} ({info.name}) ×{len(evs)} — {info.meaning}. Action: {info.action}.{note}",
+                )
             )
-            yield gpu_xid.finding(
-                f"{g.label()}: Xid {code} ({info.name}) ×{len(evs)} — {info.meaning}. "
-                f"Action: {info.action}.{note} " + _cost(g, cost),
-                evidence=[
-                    *_extra_ident(g),
-                    Evidence(
-                        f"Xid {code} events",
-                        len(evs),
-                        source=evs[0].source + (f":{evs[0].line}" if evs[0].line else ""),
-                    ),
-                    Evidence("when", when),
-                    Evidence("first message", evs[0].message[:200]),
-                    *([Evidence("processes", ", ".join(procs[:8]))] if procs else []),
-                    Evidence("catalog action", info.action, source=XID_SOURCE),
-                ],
-                severity=sev,
-                subject=g.label(),
-                confidence=0.9 if evs[0].line is not None else 0.7,
-                fix=info.action,
-                verify=[
-                    f"nvidia-smi -q {_sel(g)} -d ECC,ROW_REMAPPER,PERFORMANCE".replace("  ", " "),
-                    "dmesg -T | grep -E 'NVRM: Xid'",
-                    "dcgmi diag -r 2",
-                ],
-            )
+            if info.action not in actions:
+                actions.append(info.action)
+            evidence += [
+                Evidence(
+                    f"Xid {code} events ({str(sev)})",
+                    len(evs),
+                    source=evs[0].source + (f":{evs[0].line}" if evs[0].line else ""),
+                ),
+                Evidence(f"Xid {code} when", when),
+                Evidence(f"Xid {code} first message", evs[0].message[:200]),
+                *([Evidence(f"Xid {code} processes", ", ".join(procs[:8]))] if procs else []),
+                Evidence(f"Xid {code} catalog action", info.action, source=XID_SOURCE),
+            ]
+        # the worst code leads; then the others in code order
+        parts.sort(key=lambda x: (-int(x[0]), x[1]))
+        worst = parts[0][0]
+        cost = "the GPU is unreliable until acted on" if hardware else "the job on it lost its work"
+        yield gpu_xid.finding(
+            f"{g.label()}: " + " ".join(p[2] for p in parts) + " " + _cost(g, cost),
+            evidence=evidence,
+            severity=worst,
+            subject=g.label(),
+            confidence=0.9 if located else 0.7,
+            fix="; then ".join(actions) if len(actions) > 1 else actions[0],
+            verify=[
+                f"nvidia-smi -q {_sel(g)} -d ECC,ROW_REMAPPER,PERFORMANCE".replace("  ", " "),
+                "dmesg -T | grep -E 'NVRM: Xid'",
+                "dcgmi diag -r 2",
+            ],
+        )
 
 
 @rule(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clusterdoctor.errors import InputError
@@ -235,6 +235,8 @@ STACKED = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(STACKED, st.integers(0, 40))
+# found by hypothesis: a timestamp and a bracketed pid look like "host:pid:tid [dev]" ("23:29:35 [80746]")
+@example(prefixes=["2024/04/30 23:29:35 ", "[80746] "], cut=0)
 def test_launcher_prefixes_stacked_before_real_lines(prefixes: list[str], cut: int) -> None:
     """The real EFA log (already MPI-tagged) behind any stack of launcher prefixes, cut after any line:
     the lines that are whole give the same transports, affinities and communicators as without them."""

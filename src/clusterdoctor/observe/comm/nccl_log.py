@@ -71,8 +71,11 @@ REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
 _BLOCK = 16 << 20
 
-# "host:pid:tid [dev] NCCL INFO|WARN" with anything (launcher prefix, timestamp) before it.
-_PREFIX = re.compile(r"(?:.*?[\s\]:>])?(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+# "host:pid:tid [dev] NCCL INFO|WARN" with anything (launcher prefix, timestamp) before it: the header
+# is the one that ends right before "NCCL" (a timestamp "23:29:35 [80746]" before it is not a header).
+_PREFIX = re.compile(
+    r"(?:^|(?<=[\s\]:>]))(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]\s*$"
+)
 _INFO = re.compile(
     r"NCCL INFO (?:"
     r"(?P<chan>Channel \d+(?:/\d+)? : [^\n]*)"
@@ -437,7 +440,7 @@ class _Parser:
             return self._procs[key]
         except KeyError:
             pass
-        p = _PREFIX.match(key)
+        p = _PREFIX.search(key)
         proc = None
         if p is not None:
             proc = Proc(p.group("host"), int(p.group("pid")))
