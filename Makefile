@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test test-clock lint bench clean
+.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,3 +47,15 @@ bench: $(STAMP_TEST)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info
+
+# deploy/: alert rules, PrometheusRule, promtool tests and the Grafana dashboard are generated from the
+# rule catalogue; tests/deploy fails when the committed files differ from what this writes.
+deploy-generate: $(STAMP_TEST)
+	$(BIN)/clusterdoctor rules --format prometheus > deploy/components/prometheus-config/clusterdoctor-rules.yaml
+	$(BIN)/clusterdoctor rules --format prometheus-operator > deploy/components/prometheusrule/prometheusrule.yaml
+	$(BIN)/clusterdoctor rules --format promtool-tests > deploy/prometheus-tests/clusterdoctor-rules.test.yaml
+	$(BIN)/python -m clusterdoctor.report.dashboard > deploy/components/grafana-dashboard/clusterdoctor.json
+
+# The kubelet pod-resources gRPC code, from the vendored api.proto (needs grpcio-tools, pinned).
+podresources-proto: $(STAMP_TEST)
+	$(BIN)/python -m clusterdoctor.observe.node.podresources_v1._generate

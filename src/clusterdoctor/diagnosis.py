@@ -57,8 +57,13 @@ def audit_processes(
     match: str | None = None,
     proc_root: str = "/proc",
     sysfs_root: str = "/",
+    kube: Any = None,
 ) -> list[dict[str, Any]]:
-    """Audit live processes (``pids``, or those matching ``match``, or every GPU/NIC user)."""
+    """Audit live processes (``pids``, or those matching ``match``, or every GPU/NIC user).
+
+    With ``kube`` (a :class:`~clusterdoctor.observe.node.kube_context.KubeContext`) each record of a
+    process in a pod gets ``pod``: namespace/pod/container and the pod's GPUs and exclusive CPUs.
+    """
     from clusterdoctor.observe.node import procfs
     from clusterdoctor.topology import placement
 
@@ -75,6 +80,8 @@ def audit_processes(
     out = [r.as_dict() for r in placement.audit(infos, topo, gpu_uuids=gpu_uuids() or None)]
     if not pids and not match:
         out = [p for p in out if p.get("gpus") or p.get("nics")]
+    if kube is not None:
+        kube.annotate(out, proc_root)
     return out
 
 
@@ -326,9 +333,11 @@ def diagnose_local(
     proc_root: str = "/proc",
     obs: Observations | None = None,
     extra_sources: list[SourceRef] | None = None,
+    kube: Any = None,
 ) -> Diagnosis:
     """Diagnose this machine, live: topology from sysfs, placement of every GPU/NIC-using process
-    (plus whatever ``obs`` already holds, e.g. metrics pulled from Prometheus)."""
+    (plus whatever ``obs`` already holds, e.g. metrics pulled from Prometheus). With ``kube`` (a
+    :class:`~clusterdoctor.observe.node.kube_context.KubeContext`) findings name pods, not pids."""
     from clusterdoctor.topology.build import from_sysfs
 
     obs = obs if obs is not None else new_observations()
@@ -336,16 +345,40 @@ def diagnose_local(
     add_topology(obs, topo)
     sources = [SourceRef("sysfs", sysfs_root), *(extra_sources or [])]
     try:
-        placements = audit_processes(topo, proc_root=proc_root, sysfs_root=sysfs_root)
+        placements = audit_processes(topo, proc_root=proc_root, sysfs_root=sysfs_root, kube=kube)
         add_processes(obs, placements)
         sources.append(SourceRef("procfs", proc_root, f"{len(placements)} GPU/NIC processes"))
         if not placements:
             obs.absent_reasons["processes"] = "no process on this machine uses a GPU or RDMA NIC"
     except ModuleNotFoundError as e:  # pragma: no cover - procfs module is part of the package
         obs.get("warnings_list").append(f"process audit unavailable: {e}")
+    if kube is not None:
+        add_kube_context(obs, kube, sources)
     _add_live_rdma(obs, sysfs_root, sources)
     add_live_gpu(obs, sysfs_root, sources)
+    if kube is not None:
+        from clusterdoctor.observe.node.kube_context import name_gpu_pods
+
+        name_gpu_pods(obs)  # GPU-health findings name the pod holding the GPU
     return run(obs, sources, host=topo.hostname or socket.gethostname())
+
+
+def add_kube_context(obs: Observations, kube: Any, sources: list[SourceRef]) -> None:
+    """Pod resources as an observation (``pod_resources``: GPU → owning container, for GPU-health and
+    straggler rules to name pods) and the context's warnings in the report."""
+    for w in kube.warnings:
+        obs.data.setdefault("warnings_list", []).append(w)
+    if kube.resources is not None:
+        obs.put("pod_resources", kube.resources)
+        sources.append(
+            SourceRef(
+                "kubelet-pod-resources",
+                kube.resources.socket,
+                f"{kube.resources.api}, {len(kube.resources.containers)} containers",
+            )
+        )
+    if kube.pods is not None:
+        sources.append(SourceRef("kubernetes-pods", kube.pods.source, f"{len(kube.pods)} pods"))
 
 
 def add_live_gpu(obs: Observations, sysfs_root: str, sources: list[SourceRef]) -> None:

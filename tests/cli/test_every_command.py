@@ -71,6 +71,7 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "--trace": "bogus-trace",
     "--scrape": "notaurl",
     "--prometheus": "notaurl",
+    "--runbook-url": "notaurl",
     "--listen": "127.0.0.1:notaport",
     "diagnose --since": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "gpu health --window": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
@@ -96,6 +97,10 @@ FREE_FORM: dict[str, str] = {
     "diagnose --etcd-endpoints": "any host:port; an endpoint that does not answer is evidence, not bad usage",
     "watch --job": "any training job's name; a job without probe series is reported as such (exit 2)",
     "comm analyze --ray-address": "a Ray address (host:port, ray://..., auto); Ray's own error when it cannot connect",
+    "diagnose --pod-resources-socket": "a missing or dead kubelet socket is a warning; the rest of the report still comes out (issue 14)",
+    "serve agent --pod-resources-socket": "a missing or dead kubelet socket is a series (clusterdoctor_pod_resources_up 0) and a warning, never a crash loop of the DaemonSet pod (issue 14)",
+    "diagnose --node-name": "any node name; one the API server does not know lists no pods, which the report says",
+    "serve agent --node-name": "any node name; one the API server does not know lists no pods, which /metrics says",
 }
 EXTRA_BUSY = {"--listen"}  # options that also get a port that is in use
 

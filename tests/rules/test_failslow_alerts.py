@@ -1,4 +1,6 @@
-"""The fail-slow alerts as a Prometheus rule file, checked and unit-tested by the real promtool."""
+"""The fail-slow alerts, as the catalogue renders them (``clusterdoctor rules --format prometheus``),
+checked and unit-tested by the real promtool on a job whose straggler appears at minute 10 (the
+catalogue's own promtool tests, tests/deploy/test_alerts.py, check the fires/healthy examples)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import subprocess
 
 import pytest
 
-from clusterdoctor.rules.failslow import alert_rule_file
+from clusterdoctor.report.prometheus_rules import rule_groups, to_yaml
+from clusterdoctor.rules.failslow import failslow_rules
 from tests.conftest import REPO
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -28,11 +31,11 @@ tests:
       - eval_time: 20m
         alertname: TrainingStragglerPresent
         exp_alerts:
-          - exp_labels: {{severity: warning, job: llm, rank: "2", host: h2, gpu: "0"}}
+          - exp_labels: {{severity: warning, rule: FS001, layer: failslow, job: llm, rank: "2", host: h2, gpu: "0"}}
             exp_annotations:
               summary: "Rank 2 of job llm on h2 is a straggler"
-              description: "For 5 minutes the other ranks of llm have waited for rank 2 (host h2, GPU 0) more than 0.2 of a step."
-              runbook: "clusterdoctor rules FS001; clusterdoctor watch --prometheus <URL> --job llm"
+              description: "For 5 minutes the other ranks of llm have waited for rank 2 (host h2, GPU 0) more than 0.2 of a step. `clusterdoctor watch --prometheus URL --job llm` names its class and onset."
+              runbook: "clusterdoctor rules FS001"
       - eval_time: 20m
         alertname: TrainingRankSilent
         exp_alerts: []
@@ -61,8 +64,15 @@ def _series() -> str:
     return "\n".join(out)
 
 
-def test_committed_alert_file_is_generated():
-    assert (REPO / "deploy/prometheus/failslow-alerts.yml").read_text() == alert_rule_file()
+def alert_rule_file() -> str:
+    """The fail-slow rules' alerts only, as the catalogue renders them."""
+    return to_yaml(rule_groups(rules=failslow_rules()))
+
+
+def test_the_alerts_are_in_the_committed_prometheus_rule_file():
+    committed = (REPO / "deploy/components/prometheusrule").rglob("*.yaml")
+    text = "".join(p.read_text() for p in committed)
+    assert "TrainingStragglerPresent" in text and "TrainingRankSilent" in text
 
 
 def test_promtool_checks_and_fires_the_alert(tmp_path):

@@ -78,3 +78,38 @@ def test_single_node_machine_skips_with_reason():
     findings, skipped, ran = _findings(topo, [os.getpid()])
     if len([n for n in topo.nodes if n.cpus]) == 1:
         assert "NUMA001" in skipped and not [f for f in findings if f.layer == "numa"]
+
+
+def test_numa_finding_names_the_pod(procs, tmp_path):
+    """Under Kubernetes the finding's subject is namespace/pod/container (the pid stays in brackets)."""
+    import json
+
+    from clusterdoctor.observe.control.kube_pods import parse_pod_index
+    from clusterdoctor.observe.node.kube_context import KubeContext
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    topo = load_topology(shared_fixture(SL390))
+    raw = shared_fixture("ctrl/app/pods/pods_kubelet_podlist_k8s1.35_minikube.json").read_bytes()
+    pod = next(i for i in json.loads(raw)["items"] if i["metadata"]["name"] == "e2e-statefulset-1")
+    uid, cid = pod["metadata"]["uid"], pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    wrong = procs({1}, {"CUDA_VISIBLE_DEVICES": "0"})
+    # the process's cgroup as the kubelet (systemd driver, cgroup v2, containerd) would name it
+    proc = tmp_path / "proc" / str(wrong)
+    proc.mkdir(parents=True)
+    (proc / "cgroup").write_text(
+        f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid.replace('-', '_')}.slice/"
+        f"cri-containerd-{cid}.scope\n"
+    )
+    records = [p.as_dict() for p in placement.audit([procfs.collect_process(wrong)], topo)]
+    KubeContext(pods=parse_pod_index(raw)).annotate(records, str(tmp_path / "proc"))
+    obs = diagnosis.new_observations()
+    diagnosis.add_topology(obs, topo)
+    diagnosis.add_processes(obs, records)
+    findings, _, _ = run_rules(obs)
+    numa2 = [f for f in findings if f.rule == "NUMA002"]
+    assert numa2 and numa2[0].subject.startswith("scraper/e2e-statefulset-1/compute-pi-digits (pid ")
+    assert any(
+        v.startswith("kubectl exec -n scraper e2e-statefulset-1 -c compute-pi-digits")
+        for v in numa2[0].verify
+    )

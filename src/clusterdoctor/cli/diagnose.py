@@ -50,6 +50,28 @@ def diagnose(
         None, "--etcd-endpoints", help="Comma-separated etcd endpoints for etcdctl endpoint status/health."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Text report: include the placement table."),
+    proc_root: str = typer.Option(
+        "/proc",
+        "--proc-root",
+        help="Read processes from this procfs (live only; /host/proc in the agent pod).",
+    ),
+    pod_resources_socket: str = typer.Option(
+        None,
+        "--pod-resources-socket",
+        help="Kubelet pod-resources socket (/var/lib/kubelet/pod-resources/kubelet.sock): name pods and "
+        "their GPUs instead of pids (live only; needs the k8s extra).",
+    ),
+    node_name: str = typer.Option(
+        None,
+        "--node-name",
+        help="This node's name: list its pods from the API server (in a pod, with its service account) "
+        "to map processes to namespace/pod/container.",
+    ),
+    pods: Path = typer.Option(
+        None,
+        "--pods",
+        help="A PodList (kubectl get pods -o json) to map processes to pods instead of the API.",
+    ),
 ) -> None:
     """Find what slows this node (or the given captures) down; rank causes with evidence and fixes.
 
@@ -102,7 +124,19 @@ def diagnose(
     elif refs:
         diag = diagnosis.run(obs, refs)  # remote sources only: this machine is not what was asked about
     else:
-        diag = diagnosis.diagnose_local(sysfs_root=sysfs_root, obs=obs)
+        from clusterdoctor.cli.kube_options import check_dir, check_pods_file
+
+        check_dir("--proc-root", proc_root)
+        if pods:
+            check_pods_file(pods)
+        kube = None
+        if pod_resources_socket or node_name or pods:
+            from clusterdoctor.observe.node.kube_context import collect_kube_context
+
+            kube = collect_kube_context(
+                node_name, pod_resources_socket, pods_file=str(pods) if pods else None
+            )
+        diag = diagnosis.diagnose_local(sysfs_root=sysfs_root, proc_root=proc_root, obs=obs, kube=kube)
     emit(diag, fmt, output, verbose=verbose)
     if obs.get("incomplete_inputs"):  # the report has said which (its warnings); the exit code says so too
         raise typer.Exit(EXIT_BAD_INPUT)

@@ -13,10 +13,39 @@ def rules(
     rule_id: str = typer.Argument(None, help="A rule id (e.g. NUMA002) or name to explain."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     layer: str = typer.Option(None, "--layer", help="Only rules of this layer (numa, pcie, etcd, ...)."),
+    fmt: str = typer.Option(
+        "text",
+        "--format",
+        help="text | json | prometheus (alerting rule file) | prometheus-operator (PrometheusRule) | "
+        "promtool-tests (unit tests for the rule file).",
+    ),
+    runbook_url: str = typer.Option(
+        None, "--runbook-url", help="With prometheus formats: base URL; alerts get runbook_url=BASE/RULE_ID."
+    ),
 ) -> None:
-    """List every rule (id, layer, title, inputs), or explain one: symptom, why, fix, verify, thresholds."""
+    """List every rule (id, layer, title, inputs), or explain one: symptom, why, fix, verify, thresholds.
+
+    `--format prometheus` prints the catalogue as Prometheus alerting rules (deploy/ holds the output).
+    """
     from clusterdoctor.report.text import terminal_width
     from clusterdoctor.rules.registry import get_rule, load_all
+
+    if runbook_url:
+        from clusterdoctor.cli.kube_options import check_http_url
+
+        check_http_url("--runbook-url", runbook_url)
+    if fmt in ("prometheus", "prometheus-operator", "promtool-tests"):
+        from clusterdoctor.cli.rules_export import export_alerts
+
+        typer.echo(export_alerts(fmt, runbook_url, rule_id, layer), nl=False)
+        return
+    if fmt == "json":
+        as_json = True
+    elif fmt != "text":
+        raise CliExit(
+            2,
+            f"error: --format {fmt!r}: expected text, json, prometheus, prometheus-operator or promtool-tests",
+        )
 
     if rule_id:
         r = get_rule(rule_id)

@@ -74,6 +74,19 @@ def agent(
     source_timeout: float = typer.Option(
         5.0, "--source-timeout", min=0.1, help="Seconds each source may take per scrape."
     ),
+    proc_root: str = typer.Option(
+        None,
+        "--proc-root",
+        help="Audit GPU/NIC processes' NUMA placement from this procfs (/host/proc in a pod).",
+    ),
+    pod_resources_socket: str = typer.Option(
+        None,
+        "--pod-resources-socket",
+        help="Kubelet pod-resources socket: name pods and their GPUs (needs the k8s extra).",
+    ),
+    node_name: str = typer.Option(
+        None, "--node-name", help="This node's name, to list its pods from the API server (in a pod)."
+    ),
 ) -> None:
     """Expose this node's findings and derived gauges on /metrics for Prometheus.
 
@@ -89,9 +102,16 @@ def agent(
         if not os.path.isfile(f):
             why = "is a directory" if os.path.isdir(f) else "no such file"
             raise CliExit(EXIT_BAD_INPUT, f"error: --log {f}: {why}")
+    if proc_root:
+        from clusterdoctor.cli.kube_options import check_dir
+
+        check_dir("--proc-root", proc_root)
     from clusterdoctor.serve.agent import Agent, default_sources, make_server
 
-    a = Agent(default_sources(sysfs_root, list(log), source_timeout))
+    a = Agent(
+        default_sources(sysfs_root, list(log), source_timeout, proc_root, pod_resources_socket, node_name),
+        pod_resources=bool(pod_resources_socket),
+    )
     try:
         srv = _bind(make_server, host, port, a)
         typer.echo(f"clusterdoctor agent on {_url(srv, '/metrics')}", err=True)
@@ -107,6 +127,12 @@ def extender(
     ),
     policy: str = typer.Option(
         "", "--policy", help="Placement policy to score nodes with (default: the extender's first policy)."
+    ),
+    prometheus: str = typer.Option(
+        None,
+        "--prometheus",
+        help="Prometheus URL with the agents' series: filter nodes with a critical GPU or straggler finding, "
+        "score down warned ones, use the agents' free-GPU counts.",
     ),
 ) -> None:
     """Run the kube-scheduler extender (filter/prioritize over HTTP).
@@ -129,7 +155,13 @@ def extender(
     if policies and policy not in policies:
         raise CliExit(EXIT_BAD_INPUT, f"error: --policy {policy!r}: expected one of {', '.join(policies)}")
     host, port = _hostport(listen, 8888)
-    srv = _bind(lambda h, p: mod.make_server(h, p, policy), host, port)
+    signals = None
+    if prometheus:
+        from clusterdoctor.cli.kube_options import check_http_url
+        from clusterdoctor.serve.signals import PrometheusSignals
+
+        signals = PrometheusSignals(check_http_url("--prometheus", prometheus))
+    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals=signals), host, port)
     typer.echo(
         f"clusterdoctor scheduler extender ({policy}) on {_url(srv, '/scheduler')} (urlPrefix; verbs filter, prioritize)",
         err=True,

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from clusterdoctor.analyze.metric_window import MetricWindow, detect_kube_version, earlier_dump_evidence
 from clusterdoctor.analyze.quantile import fraction_above, quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
 from clusterdoctor.rules.registry import Observations, rule
 
 MIXIN = "kubernetes-monitoring/kubernetes-mixin @ aa38e2bf"
@@ -100,6 +101,188 @@ SKIP_VERBS = frozenset({"WATCH", "CONNECT", "WATCHLIST"})
 STREAMING_SUBRESOURCES = frozenset({"proxy", "attach", "log", "exec", "portforward"})
 
 
+# --- alerts over the scheduler's and apiserver's own metrics -------------------------------------------
+_S = 'job="kube-scheduler",instance="10.0.0.2:10259",profile="default-scheduler"'
+_SL = {"job": "kube-scheduler", "instance": "10.0.0.2:10259", "profile": "default-scheduler"}
+_ATTEMPT = "scheduler_scheduling_attempt_duration_seconds"
+_E2E = "scheduler_pod_scheduling_sli_duration_seconds"
+_MS = (("0.001", 100), ("0.002", 100), ("0.004", 100), ("+Inf", 100))  # attempts of ~1 ms
+
+
+def _sched(metric: str, th: Threshold, sev: str, buckets, what: str, name: str, also=()) -> Alert:
+    return Alert(
+        name=name,
+        expr=p99_above(metric, "job, instance, profile", th.value),
+        severity=sev,
+        for_="10m",
+        source="kube-scheduler",
+        summary=f"{{{{ $labels.instance }}}}: {what} p99 above {th.value:g} s",
+        description=f"{what} p99 over 5 minutes has stayed above {th.value:g} s ({th.meaning}; {th.source}).",
+        fires=Example(hist(metric, _S, buckets), _SL, also=also),
+        healthy=Example(hist(metric, _S, _MS) + hist(_E2E, _S, _MS)),
+    )
+
+
+CP001_ALERTS = (
+    _sched(_ATTEMPT, ATTEMPT_DEGRADED, "warning", (("0.128", 0), ("0.256", 100), ("+Inf", 100)),
+           "one scheduling attempt", "ClusterdoctorSchedulerAttemptLatency"),
+    _sched(_ATTEMPT, SCHED_PAGING, "critical", (("4.096", 0), ("8.192", 100), ("+Inf", 100)),
+           "one scheduling attempt", "ClusterdoctorSchedulerAttemptLatency", ("warning",)),
+    _sched(_E2E, E2E_DEGRADED, "warning", (("1.024", 0), ("2.048", 100), ("+Inf", 100)),
+           "pod scheduling (queue to bound)", "ClusterdoctorSchedulerPodSchedulingLatency"),
+)  # fmt: skip
+CP002_ALERTS = (
+    Alert(
+        name="ClusterdoctorSchedulerUnschedulablePods",
+        expr='sum by (job, instance) (scheduler_pending_pods{queue="unschedulable"}) > 0',
+        severity="warning",
+        for_="15m",
+        source="kube-scheduler",
+        summary="{{ $labels.instance }}: pods the scheduler cannot place for 15 minutes",
+        description=(
+            "scheduler_pending_pods{queue=unschedulable} has been above 0 for 15 minutes: no node fits these "
+            "pods (GPUs, affinity, taints, topology). Read a pending pod's FailedScheduling event."
+        ),
+        fires=Example(
+            ((f'scheduler_pending_pods{{{_S},queue="unschedulable"}}', "3x30"),),
+            {"job": "kube-scheduler", "instance": "10.0.0.2:10259"},
+        ),
+        healthy=Example(
+            (
+                (f'scheduler_pending_pods{{{_S},queue="unschedulable"}}', "0x30"),
+                (f'scheduler_pending_pods{{{_S},queue="active"}}', "5x30"),  # waiting their turn: fine
+            )
+        ),
+    ),
+    Alert(
+        name="ClusterdoctorSchedulerErrors",
+        expr='sum by (job, instance) (increase(scheduler_schedule_attempts_total{result="error"}[10m])) > 0',
+        severity="critical",
+        for_="1m",
+        source="kube-scheduler",
+        summary="{{ $labels.instance }}: scheduling attempts fail with internal errors",
+        description=f"{SCHED_ERRORS.meaning} ({SCHED_ERRORS.source}). Check the scheduler's log.",
+        fires=Example(
+            ((f'scheduler_schedule_attempts_total{{{_S},result="error"}}', "0+1x30"),),
+            {"job": "kube-scheduler", "instance": "10.0.0.2:10259"},
+        ),
+        healthy=Example(
+            (
+                (f'scheduler_schedule_attempts_total{{{_S},result="error"}}', "0x30"),
+                (f'scheduler_schedule_attempts_total{{{_S},result="scheduled"}}', "0+20x30"),
+            )
+        ),
+    ),
+)
+_API = "apiserver_request_sli_duration_seconds"
+_A = 'job="apiserver",instance="10.0.0.1:6443",component="apiserver"'
+_WRITE = 'verb!~"GET|LIST|WATCH|WATCHLIST|CONNECT"'
+_MIN_RATE = MIN_REQUESTS / 300  # MIN_REQUESTS observations in the 5-minute window
+_BY = "job, instance, verb, resource"
+
+
+def _api_expr(selector: str, bound: float) -> str:
+    return (
+        p99_above(_API, _BY, bound, selector=selector)
+        + f" and on ({_BY}) sum by ({_BY}) (rate({_API}_count{{{selector}}}[5m])) >= {_MIN_RATE:g}"
+    )
+
+
+def _api_example(verb: str, resource: str, scope: str, buckets) -> tuple[tuple[str, str], ...]:
+    return hist(
+        _API, f'{_A},verb="{verb}",resource="{resource}",scope="{scope}",subresource=""', buckets, count=True
+    )
+
+
+_API_FAST = (("0.05", 100), ("0.1", 100), ("1", 100), ("+Inf", 100))
+
+
+def _api_healthy() -> Example:
+    return Example(
+        _api_example("POST", "pods", "resource", _API_FAST)
+        + _api_example("GET", "nodes", "resource", _API_FAST)
+        + _api_example("LIST", "pods", "cluster", _API_FAST)
+        # a slow WATCH is normal (long-running): never an alert
+        + hist(
+            f"{_API}",
+            f'{_A},verb="WATCH",resource="pods",scope="cluster",subresource=""',
+            (("60", 0), ("+Inf", 100)),
+            True,
+        )
+    )
+
+
+def _api_labels(verb: str, resource: str) -> dict[str, str]:
+    return {"job": "apiserver", "instance": "10.0.0.1:6443", "verb": verb, "resource": resource}
+
+
+def _read_alert(scope: str, th: Threshold, verb: str, resource: str, buckets) -> Alert:
+    sel = f'verb=~"GET|LIST",scope="{scope}"'
+    return Alert(
+        name="ClusterdoctorApiserverReadLatency",
+        labels=(("scope", scope),),
+        expr=_api_expr(sel, th.value),
+        severity="warning",
+        for_="15m",
+        source="kube-apiserver",
+        summary=f"apiserver {{{{ $labels.instance }}}}: {{{{ $labels.verb }}}} {{{{ $labels.resource }}}} (scope {scope}) p99 above {th.value:g} s",
+        description=(
+            f"Read latency p99 over 5 minutes (at least {MIN_REQUESTS} requests) is above the {th.meaning} "
+            f"bound ({th.source}). Check etcd latency first, then webhooks and unpaginated LISTs."
+        ),
+        fires=Example(_api_example(verb, resource, scope, buckets), _api_labels(verb, resource)),
+        healthy=_api_healthy(),
+    )
+
+
+CP003_ALERTS = (
+    _read_alert(
+        "resource", APISERVER_SLO_BOUND["resource"], "GET", "nodes", (("1", 0), ("2", 100), ("+Inf", 100))
+    ),
+    _read_alert(
+        "namespace", APISERVER_SLO_BOUND["namespace"], "LIST", "pods", (("5", 0), ("10", 100), ("+Inf", 100))
+    ),
+    _read_alert(
+        "cluster", APISERVER_SLO_BOUND["cluster"], "LIST", "pods", (("30", 0), ("60", 100), ("+Inf", 100))
+    ),
+    Alert(
+        name="ClusterdoctorApiserverWriteLatency",
+        expr=_api_expr(_WRITE, APISERVER_SLO_BOUND["write"].value),
+        severity="warning",
+        for_="15m",
+        source="kube-apiserver",
+        summary="apiserver {{ $labels.instance }}: {{ $labels.verb }} {{ $labels.resource }} p99 above 1 s",
+        description=(
+            f"Write latency p99 over 5 minutes (at least {MIN_REQUESTS} requests) is above the 1 s SLO bound "
+            f"({MIXIN}). Writes wait on etcd (disk, leader changes) or admission webhooks."
+        ),
+        fires=Example(
+            _api_example("POST", "pods", "resource", (("0.1", 90), ("1", 97), ("2", 100), ("+Inf", 100))),
+            _api_labels("POST", "pods"),
+        ),
+        healthy=_api_healthy(),
+    ),
+    Alert(
+        name="ClusterdoctorApiserverWriteLatency",
+        expr=(
+            f'1 - sum by ({_BY}) (rate({_API}_bucket{{{_WRITE},le=~"1|1[.]0"}}[5m])) '
+            f"/ sum by ({_BY}) (rate({_API}_count{{{_WRITE}}}[5m])) > {APISERVER_BURN_PAGING.value:g}"
+        ),
+        severity="critical",
+        for_="5m",
+        source="kube-apiserver",
+        summary="apiserver {{ $labels.instance }}: over 14.4% of {{ $labels.verb }} {{ $labels.resource }} slower than 1 s",
+        description=f"{APISERVER_BURN_PAGING.meaning} ({APISERVER_BURN_PAGING.source}): the error budget burns 14.4x too fast.",
+        fires=Example(
+            _api_example("POST", "pods", "resource", (("0.1", 50), ("1", 70), ("2", 100), ("+Inf", 100))),
+            _api_labels("POST", "pods"),
+            also=("warning",),
+        ),
+        healthy=_api_healthy(),
+    ),
+)
+
+
 def _version_evidence(w: MetricWindow, used: str) -> Evidence:
     v = detect_kube_version(w)
     where = f"Kubernetes v{v[0]}.{v[1]}" if v else "Kubernetes version unknown (no kubernetes_build_info)"
@@ -137,6 +320,7 @@ def _first_step_above(
     title="kube-scheduler latency tail is high",
     requires=("scheduler_metrics",),
     thresholds=(ATTEMPT_DEGRADED, E2E_DEGRADED, SCHED_PAGING),
+    alerts=CP001_ALERTS,
 )
 def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
     """The scheduler's p99 attempt/algorithm or end-to-end pod scheduling latency is high.
@@ -232,6 +416,7 @@ def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
     title="Pods the scheduler cannot place (pending, unschedulable, errors)",
     requires=("scheduler_metrics",),
     thresholds=(PENDING_UNSCHEDULABLE, SCHED_ERRORS),
+    alerts=CP002_ALERTS,
 )
 def scheduler_pending_pods(obs: Observations) -> Iterable[Finding]:
     """Pods wait in the scheduler's unschedulable/backoff queues, or attempts fail.
@@ -316,6 +501,7 @@ def _slo_class(labels: dict[str, str]) -> str | None:
     title="kube-apiserver requests are slow (by verb and resource)",
     requires=("apiserver_metrics",),
     thresholds=(*APISERVER_SLO_BOUND.values(), APISERVER_BURN_PAGING),
+    alerts=CP003_ALERTS,
 )
 def apiserver_latency(obs: Observations) -> Iterable[Finding]:
     """apiserver request latency p99 exceeds the SLO bucket for its verb/scope.

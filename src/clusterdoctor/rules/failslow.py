@@ -7,8 +7,8 @@ episodes of its class. Findings name the rank, host, GPU and NIC (the NIC from t
 one for that host was given, else what the probe saw), onset time and step, slowdown factor, the
 steps the job lost and the detector's confidence.
 
-:data:`ALERTS` holds the Prometheus alerting rules for the probe's metrics, as data (a
-PrometheusRule generator reads them from ``clusterdoctor rules FS001 --json``).
+:data:`FS001_ALERTS` and :data:`FS006_ALERTS` are the Prometheus alerts over the probe's metrics, as
+data; ``clusterdoctor rules --format prometheus`` renders them into deploy/ with the catalogue's others.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from clusterdoctor.analyze.failslow_params import (
     THRESHOLDS,
 )
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.alerts import Alert, Example
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input(
@@ -59,40 +60,71 @@ LATENESS_EXPR = (
     f"  + (({_STALL}) - on(job) group_left() quantile by (job) (0.5, {_STALL}))"
 )
 
-# Prometheus alerting rules over the probe's series (labels job, rank, host, gpu), as data.
-ALERTS: tuple[dict[str, Any], ...] = (
-    {
-        "alert": "TrainingStragglerPresent",
-        "expr": (
+
+# Prometheus alerts over the probe's series (labels job, rank, host, gpu), in the catalogue's form
+# (rules/alerts.py): `clusterdoctor rules --format prometheus` renders them into deploy/ with the
+# others, and its promtool tests check each fires on its example and stays quiet on a healthy job.
+def _probe_series(rank: int, wait: str, stall: str = "0x40", last: str = "0+60x40") -> list[tuple[str, str]]:
+    """One rank of job "llm" for promtool (1-minute samples): one 1-second step a second."""
+    lab = f'job="llm",rank="{rank}",host="h{rank}",gpu="0"'
+    return [
+        (f"clusterdoctor_watch_steps_total{{{lab}}}", "0+60x40"),
+        (f"clusterdoctor_watch_step_seconds_total{{{lab}}}", "0+60x40"),
+        (f"clusterdoctor_watch_collective_wait_seconds_total{{{lab}}}", wait),
+        (f"clusterdoctor_watch_stall_seconds_total{{{lab}}}", stall),
+        (f"clusterdoctor_watch_last_step_timestamp_seconds{{{lab}}}", last),
+    ]
+
+
+# three ranks: the others wait 0.5 s a step in the collectives, rank 2 only 0.1 s (they wait for it)
+_STRAGGLING = tuple(s for r in range(3) for s in _probe_series(r, "0+6x40" if r == 2 else "0+30x40"))
+_EVEN = tuple(s for r in range(3) for s in _probe_series(r, "0+30x40"))
+_RANK2 = {"job": "llm", "rank": "2", "host": "h2", "gpu": "0"}
+FS001_ALERTS = (
+    Alert(
+        name="TrainingStragglerPresent",
+        expr=(
             f"{LATENESS_EXPR}\n  > on(job) group_left() {STRAGGLER_RATIO.value} * quantile by (job) (0.5, {_STEP})"
         ),
-        "for": str(STRAGGLER_FOR.value),
-        "labels": {"severity": "warning"},
-        "annotations": {
-            "summary": "Rank {{ $labels.rank }} of job {{ $labels.job }} on {{ $labels.host }} is a straggler",
-            "description": (
-                "For 5 minutes the other ranks of {{ $labels.job }} have waited for rank {{ $labels.rank }} "
-                "(host {{ $labels.host }}, GPU {{ $labels.gpu }}) more than "
-                f"{STRAGGLER_RATIO.value:g} of a step."
-            ),
-            "runbook": "clusterdoctor rules FS001; clusterdoctor watch --prometheus <URL> --job {{ $labels.job }}",
-        },
-    },
-    {
-        "alert": "TrainingRankSilent",
-        "expr": (
+        severity="warning",
+        for_=str(STRAGGLER_FOR.value),
+        source="failslow-probe",
+        summary="Rank {{ $labels.rank }} of job {{ $labels.job }} on {{ $labels.host }} is a straggler",
+        description=(
+            "For 5 minutes the other ranks of {{ $labels.job }} have waited for rank {{ $labels.rank }} "
+            f"(host {{{{ $labels.host }}}}, GPU {{{{ $labels.gpu }}}}) more than {STRAGGLER_RATIO.value:g} of a "
+            "step. `clusterdoctor watch --prometheus URL --job {{ $labels.job }}` names its class and onset."
+        ),
+        fires=Example(_STRAGGLING, _RANK2),
+        healthy=Example(_EVEN),
+    ),
+)
+FS006_ALERTS = (
+    Alert(
+        name="TrainingRankSilent",
+        expr=(
             "max by (job) (clusterdoctor_watch_last_step_timestamp_seconds)\n"
             "  - on(job) group_right() clusterdoctor_watch_last_step_timestamp_seconds > 60"
         ),
-        "for": "2m",
-        "labels": {"severity": "critical"},
-        "annotations": {
-            "summary": "Rank {{ $labels.rank }} of job {{ $labels.job }} stopped reporting steps",
-            "description": "Rank {{ $labels.rank }} on {{ $labels.host }} is more than 60 s behind the job's "
-            "newest step: hung, dead or frozen.",
-            "runbook": "clusterdoctor rules FS006",
-        },
-    },
+        severity="critical",
+        for_="2m",
+        source="failslow-probe",
+        summary="Rank {{ $labels.rank }} of job {{ $labels.job }} stopped reporting steps",
+        description=(
+            "Rank {{ $labels.rank }} on {{ $labels.host }} is more than 60 s behind the job's newest step: "
+            "hung, dead or frozen."
+        ),
+        # rank 2's last step stays at minute 10 while the others go on
+        fires=Example(
+            tuple(
+                s
+                for r in range(3)
+                for s in _probe_series(r, "0+30x40", last="0+60x10 600x30" if r == 2 else "0+60x40")
+            ),
+            _RANK2,
+        ),
+        healthy=Example(_EVEN),
+    ),
 )
 
 
@@ -220,7 +252,7 @@ def _where_evidence(where: dict[str, Any], source: str) -> list[Evidence]:
     requires=("watch",),
     thresholds=(*THRESHOLDS, STRAGGLER_RATIO, STRAGGLER_FOR),
     severity=Severity.CRITICAL,
-    alerts=(ALERTS[0],),
+    alerts=FS001_ALERTS,
 )
 def compute_straggler(obs: Observations) -> Iterator[Finding]:
     """One rank's own work (or its process not running) makes every other rank wait at the collectives.
@@ -461,7 +493,7 @@ def periodic_slowdown(obs: Observations) -> Iterator[Finding]:
     requires=("watch",),
     thresholds=THRESHOLDS,
     severity=Severity.CRITICAL,
-    alerts=(ALERTS[1],),
+    alerts=FS006_ALERTS,
 )
 def rank_silent(obs: Observations) -> Iterator[Finding]:
     """A rank's last step is far behind the other ranks' (or every rank stopped, live).
@@ -512,11 +544,3 @@ def run_failslow_rules(obs: Observations) -> tuple[list[Finding], list[Any], lis
     from clusterdoctor.rules.registry import run_rules
 
     return run_rules(obs, failslow_rules())
-
-
-def alert_rule_file() -> str:
-    """The :data:`ALERTS` as a Prometheus rule file (JSON, which Prometheus' YAML loader reads)."""
-    import json
-
-    group = {"name": "clusterdoctor-failslow", "rules": [dict(a) for a in ALERTS]}
-    return json.dumps({"groups": [group]}, indent=2) + "\n"

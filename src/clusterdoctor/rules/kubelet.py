@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
 from clusterdoctor.rules.etcd_log import utc
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
@@ -200,6 +201,46 @@ def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
 
 
 POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"
+_K = 'job="kubelet",instance="10.0.3.7:10250",node="gpu-node-7"'
+_KL = {"job": "kubelet", "instance": "10.0.3.7:10250", "node": "gpu-node-7"}
+_KBY = "job, instance, node"
+_QUICK = (("1", 10), ("5", 10), ("30", 10), ("60", 10), ("+Inf", 10))  # every start within a second
+
+
+def _kubelet_alert(sev: str, expr: str, summary: str, buckets, also=()) -> Alert:
+    return Alert(
+        name="ClusterdoctorPodStartSliTail",
+        expr=expr,
+        severity=sev,
+        for_="15m",
+        source="kubelet",
+        summary=summary,
+        description=(
+            f"kubelet_pod_start_sli_duration_seconds (image pulls excluded) over 10 minutes: {POD_START_SLOW.meaning} "
+            f"is {POD_START_SLOW.value:g} s; the SLO is {POD_START_SLO.value:g} s p99. The time goes to sandbox "
+            "creation (CNI, CRI), volume mounts or waiting on the API server."
+        ),
+        fires=Example(hist(POD_START_SLI_NAME, _K, buckets, count=True), _KL, also=also),
+        healthy=Example(hist(POD_START_SLI_NAME, _K, _QUICK, count=True)),
+    )
+
+
+KUBELET003_ALERTS = (
+    _kubelet_alert(
+        "warning",
+        p99_above(POD_START_SLI_NAME, _KBY, POD_START_SLOW.value, window="10m"),
+        "kubelet {{ $labels.node }}: pod start p99 above 30 s",
+        (("1", 6), ("5", 8), ("30", 9), ("60", 10), ("+Inf", 10)),
+    ),
+    _kubelet_alert(
+        "critical",
+        f'1 - sum by ({_KBY}) (rate({POD_START_SLI_NAME}_bucket{{le=~"30|30[.]0"}}[10m])) '
+        f"/ sum by ({_KBY}) (rate({POD_START_SLI_NAME}_count[10m])) > 0.5",
+        "kubelet {{ $labels.node }}: most pod starts take longer than 30 s",
+        (("1", 0), ("5", 1), ("30", 3), ("60", 8), ("+Inf", 10)),
+        ("warning",),
+    ),
+)
 
 
 @rule(
@@ -209,6 +250,7 @@ POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"
     title="Kubelet pod-start SLI p99 above 30 s",
     requires=("kubelet_metrics",),
     thresholds=(POD_START_SLOW,),  # one threshold, stated once (the 5 s SLO is in its source text)
+    alerts=KUBELET003_ALERTS,
     severity=Severity.WARNING,
 )
 def pod_start_sli_tail(obs: Observations) -> Iterator[Finding]:

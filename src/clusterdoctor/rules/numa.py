@@ -93,16 +93,27 @@ def _flag(p: dict[str, Any], name: str) -> bool:
 
 
 def _subject(p: dict[str, Any]) -> str:
+    """Under Kubernetes the pod names the finding (``namespace/pod/container, pid N``); else the pid."""
+    pod = p.get("pod") or {}
+    if pod.get("label"):
+        return f"{pod['label']} (pid {p.get('pid')}, {p.get('comm', '?')})"
     return f"pid {p.get('pid')} ({p.get('comm', '?')})"
 
 
 def _verify_for(p: dict[str, Any]) -> list[str]:
     pid = p.get("pid")
-    return [
+    out = [
         f"grep -E 'Cpus_allowed_list|Mems_allowed_list' /proc/{pid}/status",
         f"numastat -p {pid}",
         f"clusterdoctor numa audit --pid {pid}",
     ]
+    pod = p.get("pod") or {}
+    if pod.get("namespace") and pod.get("pod"):
+        c = f" -c {pod['container']}" if pod.get("container") else ""
+        out.append(
+            f"kubectl exec -n {pod['namespace']} {pod['pod']}{c} -- grep Cpus_allowed_list /proc/self/status"
+        )
+    return out
 
 
 def _cpus_evidence(p: dict[str, Any]) -> Evidence:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.alerts import Alert, Example, counter_rates
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input(
@@ -124,6 +125,113 @@ CQE = (
 FLUSH = ("req_cqe_flush_error", "resp_cqe_flush_error")
 
 
+# --- alerts: node exporter's InfiniBand counters (IB link and port counters), and the agent's
+# clusterdoctor_rdma_counter_rate for the hardware counters node exporter does not export (RoCE
+# out_of_buffer, ECN/CNP, retransmission, completion errors) -----------------------------------------
+_N = 'job="node",instance="10.0.3.7:9100",device="mlx5_0",port="1"'
+_NL = {"job": "node", "instance": "10.0.3.7:9100", "device": "mlx5_0", "port": "1"}
+_AG = 'job="clusterdoctor-agent",instance="10.0.3.7:9877",node="gpu-node-7",device="mlx5_0",port="1"'
+_AGL = {"node": "gpu-node-7", "instance": "10.0.3.7:9877", "device": "mlx5_0", "port": "1"}
+_NE_LINK = (
+    "link_downed", "link_error_recovery", "port_errors_received", "symbol_error",
+    "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_receive_remote_physical_errors",
+)  # fmt: skip
+
+
+def _re(names: tuple[str, ...]) -> str:
+    """A PromQL regex (inside a double-quoted string) matching exactly these counter names."""
+    return "|".join(n.replace(".", "\\\\.") for n in names)
+
+
+def _agent_rate(names: tuple[str, ...], what: str, rid_counter: str, quiet_counter: str) -> tuple[Alert, ...]:
+    expr = (
+        f'max by (node, instance, device, port) (clusterdoctor_rdma_counter_rate{{counter=~"{_re(names)}"}})'
+    )
+    healthy = Example(
+        (
+            (f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{rid_counter}"}}', "0x30"),
+            (
+                f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{quiet_counter}"}}',
+                "1.2e9x30",
+            ),  # data, not errors
+        )
+    )
+
+    def one(sev: str, rate: float, threshold: str, also=()) -> Alert:
+        return Alert(
+            expr=f"{expr} {threshold}",
+            severity=sev,
+            for_="5m",
+            source="clusterdoctor-agent",
+            summary=f"{{{{ $labels.node }}}} {{{{ $labels.device }}}}/{{{{ $labels.port }}}}: {what}",
+            description=(
+                f"The agent's counter rates (between two scrapes) show {what} on this port "
+                f"({ANY_INCREASE.meaning}; at {HIGH_RATE.value:g}/s and above it is critical). "
+                "`clusterdoctor rules` explains the counters and the fix."
+            ),
+            fires=Example(
+                ((f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{rid_counter}"}}', f"{rate}x30"),),
+                _AGL,
+                also=also,
+            ),
+            healthy=healthy,
+        )
+
+    return (
+        one("warning", 3, "> 0"),
+        one("critical", 450, f">= {HIGH_RATE.value:g}", ("warning",)),
+    )
+
+
+def _node_exporter(names: tuple[str, ...], what: str, fires_metric: str, name: str) -> Alert:
+    rates = counter_rates(tuple(f"node_infiniband_{n}_total" for n in names))
+    return Alert(
+        name=name,
+        expr=f"max by (job, instance, device, port) ({rates}) > 0",
+        severity="warning",
+        for_="10m",
+        source="node-exporter",
+        summary=f"{{{{ $labels.instance }}}} {{{{ $labels.device }}}}/{{{{ $labels.port }}}}: {what} (node exporter)",
+        description=(
+            f"node exporter's InfiniBand counters for this port grew for 10 minutes: {what}. "
+            f"{ANY_INCREASE.meaning} ({ANY_INCREASE.source})."
+        ),
+        # every counter of the alert present on the same port, as node exporter exports them
+        fires=Example(
+            tuple(
+                (f"node_infiniband_{n}_total{{{_N}}}", "0+12x30" if n == fires_metric else "2x30")
+                for n in names
+            )
+            + ((f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),),
+            _NL,
+        ),
+        healthy=Example(
+            tuple((f"node_infiniband_{n}_total{{{_N}}}", "7x30") for n in names)  # old errors, none new
+            + ((f"node_infiniband_port_data_received_bytes_total{{{_N}}}", "0+1e10x30"),)
+        ),
+    )
+
+
+RDMA001_ALERTS = _agent_rate(RX_DROPS, "receive drops (no receive buffer)", "out_of_buffer", "rx_bytes")
+RDMA002_ALERTS = (
+    *_agent_rate(CONGESTION, "congestion signals (ECN/CNP, pause, transmit wait)", "np_cnp_sent", "rx_bytes"),
+    _node_exporter(
+        ("port_transmit_wait", "port_discards_transmitted"),
+        "transmit wait / discards (congestion)",
+        "port_transmit_wait",
+        "ClusterdoctorRdmaCongestionNodeExporter",
+    ),
+)
+RDMA003_ALERTS = _agent_rate(
+    RETRANS, "retransmissions and transport timeouts", "local_ack_timeout_err", "rx_bytes"
+)
+RDMA004_ALERTS = (
+    *_agent_rate(LINK, "link errors", "symbol_error", "rx_bytes"),
+    _node_exporter(_NE_LINK, "link errors", "link_error_recovery", "ClusterdoctorRdmaLinkErrorsNodeExporter"),
+)
+RDMA005_ALERTS = _agent_rate(CQE, "completion errors", "req_cqe_error", "rx_bytes")
+
+
 def _views(obs: Observations) -> list[tuple[str, dict[str, float], dict[str, Any], bool]]:
     """(port name, values, info, is_rate) per port: rates when available, else totals."""
     out = []
@@ -232,6 +340,7 @@ def _emit(
     title="Receive queue drops (no receive WQE / descriptor / buffer)",
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE, LOSS_HIGH, LOSS_NEGLIGIBLE),
+    alerts=RDMA001_ALERTS,
 )
 def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     """Packets dropped because the receiver had no posted receive buffer (``out_of_buffer``, RNR NAKs).
@@ -255,6 +364,7 @@ def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     title="RDMA fabric congestion (ECN/CNP, transmit wait)",
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
+    alerts=RDMA002_ALERTS,
 )
 def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     """Congestion signals: ECN-marked RoCE packets, CNPs sent/handled, PFC pauses, IB transmit wait.
@@ -301,6 +411,7 @@ def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     title="RDMA retransmissions and transport timeouts (packet loss)",
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
+    alerts=RDMA003_ALERTS,
 )
 def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     """Loss recovery at the transport: out-of-sequence packets, NAK sequence errors, ACK timeouts.
@@ -327,6 +438,7 @@ def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     title="RDMA link errors (symbol errors, link down, recovery)",
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
+    alerts=RDMA004_ALERTS,
 )
 def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     """Physical-layer errors: symbol errors, link error recovery, link downed, receive errors.
@@ -349,6 +461,7 @@ def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     title="RDMA completion errors (access, length, remote errors)",
     requires=("rdma",),
     thresholds=(ANY_INCREASE,),
+    alerts=RDMA005_ALERTS,
 )
 def rdma_completion_errors(obs: Observations) -> Iterator[Finding]:
     """Work completions with errors (``req/resp_cqe_error``, remote access / invalid request errors).

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Skipped, Threshold
+from clusterdoctor.rules.alerts import Alert
 
 # Modules that hold rules, in catalog order. Importing one registers its rules.
 RULE_MODULES = (
@@ -53,6 +54,7 @@ INPUT_HINTS: dict[str, str] = {
     "rdma": "no RDMA/NIC counters (/sys/class/infiniband, rdma statistic, ethtool -S, DPDK xstats)",
     "app": "no application data (Flink checkpoints, Kafka lag, pod phases)",
     "comm": "no NCCL logs, nccl-tests output, traces or flight-recorder dumps",
+    "pod_resources": "no kubelet pod-resources API reading (run in the agent pod, or pass --pod-resources-socket)",
 }
 
 
@@ -141,9 +143,9 @@ class Rule:
     fn: RuleFn
     severity: Severity
     requires_any: tuple[str, ...] = ()  # and at least one of these (a rule that joins several sources)
-    # Prometheus alerting rules that watch for the same pattern live (dicts: alert, expr, for,
-    # labels, annotations), as data for whoever generates PrometheusRule objects from the catalog.
-    alerts: tuple[dict[str, Any], ...] = ()
+    # Prometheus alerts over the rule's own evidence (rules/alerts.py); none: the rule alerts through
+    # the agent's clusterdoctor_finding series.
+    alerts: tuple[Alert, ...] = ()
 
     @property
     def doc(self) -> str:
@@ -224,20 +226,33 @@ def rule(
     thresholds: tuple[Threshold, ...] = (),
     severity: Severity = Severity.WARNING,
     requires_any: tuple[str, ...] = (),
-    alerts: tuple[dict[str, Any], ...] = (),
+    alerts: tuple[Alert, ...] = (),
 ) -> Callable[[RuleFn], Rule]:
     """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``).
 
     It runs when every kind in ``requires`` is present and, if ``requires_any`` is given, at least
-    one of those (a rule that judges whichever of several sources the user has)."""
+    one of those (a rule that judges whichever of several sources the user has).
+
+    ``alerts``: PromQL alerts over the same evidence where it lives in Prometheus (etcd, scheduler,
+    apiserver, kubelet, node exporter, dcgm-exporter, the fail-slow probe); `clusterdoctor rules
+    --format prometheus` turns them, and a finding alert for every other rule, into rule groups.
+    """
 
     def deco(fn: RuleFn) -> Rule:
         if id in _REGISTRY and _REGISTRY[id].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"duplicate rule id {id}")
         r = Rule(
-            id, name, layer, title, tuple(requires), tuple(thresholds), fn, severity,
-            requires_any=tuple(requires_any), alerts=tuple(alerts),
-        )  # fmt: skip
+            id,
+            name,
+            layer,
+            title,
+            tuple(requires),
+            tuple(thresholds),
+            fn,
+            severity,
+            tuple(requires_any),
+            tuple(alerts),
+        )
         _REGISTRY[id] = r
         return r
 

@@ -46,8 +46,9 @@ class Source:
 class Agent:
     """Runs sources and rules on demand and renders the exposition."""
 
-    def __init__(self, sources: list[Source], max_workers: int = 8) -> None:
+    def __init__(self, sources: list[Source], max_workers: int = 8, pod_resources: bool = False) -> None:
         self.sources = sources
+        self.pod_resources = pod_resources  # a pod-resources socket is configured: always report its state
         self.pool = cf.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cd-source")
         self.lock = threading.Lock()
         self.prev_rdma: list[Any] | None = None
@@ -91,6 +92,7 @@ class Agent:
             obs.put("now", time.time())  # the agent is live: now is when it scraped
             for k, v in data.items():
                 obs.put(k, v)
+            _add_node_observations(obs, data)
             if data.get("rdma"):
                 if self.prev_rdma:
                     try:
@@ -142,6 +144,9 @@ class Agent:
                     lines.append(
                         f'clusterdoctor_rdma_counter_rate{{device="{escape_label(r.device)}",port="{r.port}",counter="{escape_label(k)}"}} {v:.6g}'
                     )
+        from clusterdoctor.serve.kube_sources import kube_metric_lines
+
+        lines += kube_metric_lines(data, self.pod_resources)
         evs = obs.get("events") or []
         if evs:
             counts: dict[str, int] = {}
@@ -159,13 +164,63 @@ class Agent:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _add_node_observations(obs: Any, data: dict[str, Any]) -> None:
+    """Topology and processes from the placement source merge the way diagnose merges them."""
+    from clusterdoctor import diagnosis
+
+    if data.get("topology") is not None:
+        diagnosis.add_topology(obs, data["topology"])
+    if "processes" in data:
+        diagnosis.add_processes(obs, data["processes"])
+    if data.get("gpu_reports"):
+        from clusterdoctor.observe.node.kube_context import name_gpu_pods
+
+        name_gpu_pods(obs)  # GPU-health findings name the pod holding the GPU
+
+
 def default_sources(
-    sysfs_root: str = "/", logs: list[str] | None = None, timeout_s: float = 5.0
+    sysfs_root: str = "/",
+    logs: list[str] | None = None,
+    timeout_s: float = 5.0,
+    proc_root: str | None = None,
+    pod_resources_socket: str | None = None,
+    node_name: str | None = None,
 ) -> list[Source]:
-    """RDMA counters from sysfs and the given log files, each with ``timeout_s``."""
+    """RDMA counters from sysfs and the given log files, each with ``timeout_s``; with ``proc_root``
+    the placement of GPU/NIC processes, and with a pod-resources socket / node name their pods."""
     from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
 
     srcs = [Source("rdma-sysfs", lambda: {"rdma": read_sysfs_infiniband(sysfs_root)}, timeout_s)]
+    if proc_root or pod_resources_socket or node_name:
+
+        def node() -> dict[str, Any]:
+            from clusterdoctor.serve.kube_sources import kubernetes_source, placement_source
+
+            out: dict[str, Any] = {}
+            if pod_resources_socket or node_name:
+                out.update(kubernetes_source(node_name, pod_resources_socket, timeout_s))
+            if proc_root:
+                ctx = out.get("kube_context")
+                try:
+                    out.update(placement_source(sysfs_root, proc_root, ctx))
+                except Exception as e:
+                    if ctx is None:
+                        raise
+                    # keep the pods reading; the failed audit shows as a warning series
+                    ctx.warnings.append(f"placement audit: {type(e).__name__}: {e}")
+            return out
+
+        # placement needs the pod context first: one source, both readings, one timeout
+        srcs.append(Source("node-placement" if proc_root else "kubernetes", node, timeout_s))
+
+        def gpu() -> dict[str, Any]:
+            from clusterdoctor.observe.gpu.live import collect_live_gpu
+
+            live = collect_live_gpu(sysfs_root, timeout=timeout_s)
+            return {"gpu_reports": live.reports}
+
+        # GPU health (NVML, nvidia-smi, kernel log, sysfs) on the node the agent is deployed to
+        srcs.append(Source("gpu", gpu, timeout_s))
     for path in logs or []:
 
         def load(path: str = path) -> dict[str, Any]:

@@ -323,12 +323,33 @@ def fgd_node_score(n: NodeView, p: PodRequest) -> int:
 
 
 class Extender:
-    """The verbs, independent of HTTP (easy to test and to embed)."""
+    """The verbs, independent of HTTP (easy to test and to embed).
 
-    def __init__(self, policy: str = "tidal") -> None:
+    ``signals`` (a :class:`clusterdoctor.serve.signals.PrometheusSignals`): nodes with a critical GPU-health
+    or straggler finding are filtered out, nodes with a warning scored down, and the agents' free-GPU
+    counts replace the static allocatable count (unless the node carries ``gpu-free-milli``).
+    """
+
+    def __init__(self, policy: str = "tidal", signals: Any = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}")
         self.policy = policy
+        self.signals = signals
+
+    def _node(self, raw: dict) -> tuple[NodeView, Any]:
+        n = NodeView(raw)
+        sig = self.signals.get(n.name) if self.signals is not None else None
+        ann = ((raw.get("metadata") or {}).get("annotations") or {}) if isinstance(raw, dict) else {}
+        if (
+            sig is not None
+            and sig.free_gpus is not None
+            and ANNO + "gpu-free-milli" not in ann
+            and n.gpu_free
+        ):
+            # a count, not which GPUs: the free ones are taken to be the lowest indices
+            free = max(0, min(sig.free_gpus, len(n.gpu_free)))
+            n.gpu_free = [MILLI] * free + [0] * (len(n.gpu_free) - free)
+        return n, sig
 
     @staticmethod
     def _args(body: Any) -> tuple[PodRequest, list[dict] | None, list[str] | None]:
@@ -355,8 +376,8 @@ class Extender:
             return {"nodenames": names or [], "failedNodes": {}, "error": ""}
         keep, failed = [], {}
         for raw in items:
-            n = NodeView(raw)
-            why = pod.fits(n)
+            n, sig = self._node(raw)
+            why = pod.fits(n) or (sig.filter_reason() if sig is not None else None)
             if why is None:
                 keep.append(raw)
             else:
@@ -374,13 +395,15 @@ class Extender:
             return [{"host": h, "score": 0} for h in names or []]
         out = []
         for raw in items:
-            n = NodeView(raw)
+            n, sig = self._node(raw)
             if pod.fits(n) is not None:
                 score = 0
             elif self.policy == "tidal":
                 score = round(tidal_node_score(n) * MAX_EXTENDER_PRIORITY)
             else:
                 score = fgd_node_score(n, pod) * MAX_EXTENDER_PRIORITY // 100
+            if sig is not None:
+                score = int(score * sig.score_factor())
             out.append({"host": n.name, "score": int(min(max(score, 0), MAX_EXTENDER_PRIORITY))})
         return out
 
@@ -401,7 +424,10 @@ class ExtenderApp:
         verb = path.rsplit("/", 1)[-1]
         if method == "GET":
             if verb == "healthz":
-                return json_response(start, 200, {"ok": True, "policy": self.extender.policy})
+                doc: dict[str, Any] = {"ok": True, "policy": self.extender.policy}
+                if self.extender.signals is not None:
+                    doc["signals"] = self.extender.signals.status()
+                return json_response(start, 200, doc)
             return json_response(start, 404, {"error": "not found"})
         if method != "POST":
             return json_response(start, 405, {"error": f"method {method[:20]} not allowed (POST)"})
@@ -427,20 +453,20 @@ def _load_body(data: bytes) -> Any:
         raise RequestError(f"bad JSON: {e.reason}") from None
 
 
-def make_server(host: str, port: int, policy: str = "tidal", limits: Any = None) -> Any:
+def make_server(host: str, port: int, policy: str = "tidal", limits: Any = None, signals: Any = None) -> Any:
     """A bound, listening (not yet serving) extender server (:mod:`clusterdoctor.serve.http`); port 0
-    picks a free port; ``OSError`` if the address is taken."""
+    picks a free port; ``OSError`` if the address is taken. ``signals``: see :class:`Extender`."""
     from clusterdoctor.serve.http import make_server as http_server
 
-    ext = Extender(policy)
+    ext = Extender(policy, signals)
     srv = http_server(ExtenderApp(ext), host, port, limits)
     srv.extender = ext  # type: ignore[attr-defined]
     return srv
 
 
-def run_extender(host: str, port: int, policy: str) -> None:
+def run_extender(host: str, port: int, policy: str, signals: Any = None) -> None:
     """Serve the extender on ``host:port`` until interrupted (``clusterdoctor serve extender``)."""
-    srv = make_server(host, port, policy)
+    srv = make_server(host, port, policy, signals=signals)
     try:
         srv.serve_forever()
     finally:
@@ -448,10 +474,10 @@ def run_extender(host: str, port: int, policy: str) -> None:
 
 
 def serve_in_thread(
-    host: str = "127.0.0.1", port: int = 0, policy: str = "tidal", limits: Any = None
+    host: str = "127.0.0.1", port: int = 0, policy: str = "tidal", limits: Any = None, signals: Any = None
 ) -> tuple[Any, threading.Thread]:
     """Start a server on a background thread (tests, benchmarks); stop with ``srv.shutdown()``."""
-    srv = make_server(host, port, policy, limits)
+    srv = make_server(host, port, policy, limits, signals=signals)
     t = threading.Thread(target=srv.serve_forever, name="cd-extender", daemon=True)
     t.start()
     return srv, t

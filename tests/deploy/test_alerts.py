@@ -1,0 +1,138 @@
+"""Alerts as data: deploy/ holds exactly what the rule catalogue generates, promtool accepts the rule
+file, and promtool's unit tests (every alert fires on its example and stays quiet on healthy series)
+pass."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusterdoctor.cli.rules_export import export_alerts
+from clusterdoctor.report import prometheus_rules as pr
+from clusterdoctor.rules.registry import load_all
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+RULE_FILE = REPO / "deploy/components/prometheus-config/clusterdoctor-rules.yaml"
+OPERATOR_FILE = REPO / "deploy/components/prometheusrule/prometheusrule.yaml"
+TEST_FILE = REPO / "deploy/prometheus-tests/clusterdoctor-rules.test.yaml"
+GENERATED = {"prometheus": RULE_FILE, "prometheus-operator": OPERATOR_FILE, "promtool-tests": TEST_FILE}
+
+
+def promtool() -> str:
+    exe = shutil.which("promtool")
+    if not exe:
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return exe
+
+
+@pytest.mark.parametrize("fmt", sorted(GENERATED))
+def test_deploy_files_are_what_the_catalogue_generates(fmt):
+    assert GENERATED[fmt].read_text() == export_alerts(fmt, None, None, None), (
+        f"{GENERATED[fmt].relative_to(REPO)} is stale: run `make deploy-generate`"
+    )
+
+
+def test_cli_prints_the_rule_file():
+    r = run_cli("rules", "--format", "prometheus")
+    assert r.code == 0, r.err
+    assert r.out == RULE_FILE.read_text()
+    one = run_cli(
+        "rules", "ETCD001", "--format", "prometheus", "--runbook-url", "https://runbooks.example/cd"
+    )
+    assert one.code == 0
+    doc = yaml.safe_load(one.out)
+    assert [g["name"] for g in doc["groups"]] == ["clusterdoctor.control-plane"]
+    assert {a["annotations"]["runbook_url"] for a in doc["groups"][0]["rules"]} == {
+        "https://runbooks.example/cd/ETCD001"
+    }
+    bad = run_cli("rules", "--format", "nagios")
+    assert bad.code == 2 and "--format" in bad.err
+
+
+def test_every_rule_has_an_alert_with_the_required_fields():
+    doc = yaml.safe_load(RULE_FILE.read_text())
+    seen = {}
+    for g in doc["groups"]:
+        assert g["name"].startswith("clusterdoctor.")
+        for a in g["rules"]:
+            assert set(a) == {"alert", "expr", "for", "labels", "annotations"}
+            assert a["labels"]["severity"] in ("warning", "critical", "{{ $labels.severity }}")
+            assert {"summary", "description", "runbook"} <= set(a["annotations"])
+            assert a["annotations"]["runbook"] == f"clusterdoctor rules {a['labels']['rule']}"
+            seen.setdefault(a["labels"]["rule"], []).append(a)
+    assert set(seen) == {r.id for r in load_all()}
+    # rules whose evidence is in Prometheus alert on it; the others on the agent's finding series
+    for rid in ("ETCD001", "ETCD005", "CP001", "CP002", "CP003", "KUBELET003", "RDMA004"):
+        assert all("clusterdoctor_finding" not in a["expr"] for a in seen[rid]), rid
+    assert any("node_infiniband_" in a["expr"] for a in seen["RDMA004"])
+    # GPU health (issue 12) on dcgm-exporter's series where it exports the evidence
+    for rid in ("GPU001", "GPU004", "GPU005", "GPU006", "GPU007", "GPU008", "GPU012", "GPU014"):
+        assert all("DCGM_FI_DEV_" in a["expr"] for a in seen[rid]), rid
+    assert "clusterdoctor_finding" in seen["GPU002"][0]["expr"]
+    for rid in ("NUMA002", "ETCD008", "COMM007"):
+        assert "clusterdoctor_finding" in seen[rid][0]["expr"]
+
+
+def test_alert_thresholds_are_the_rules_thresholds():
+    from clusterdoctor.rules import control_plane, etcd, kubelet
+
+    by_rule = {ca.rule_id: [] for ca in pr.catalog_alerts()}
+    for ca in pr.catalog_alerts():
+        by_rule[ca.rule_id].append(ca.alert.expr)
+    assert any(e.endswith(f"> {etcd.FSYNC_DEGRADED.value:g}") for e in by_rule["ETCD001"])
+    assert any(e.endswith(f"> {etcd.FSYNC_PAGING.value:g}") for e in by_rule["ETCD001"])
+    assert any(f"> {control_plane.ATTEMPT_DEGRADED.value:g}" in e for e in by_rule["CP001"])
+    assert any(f"> {kubelet.POD_START_SLOW.value:g}" in e for e in by_rule["KUBELET003"])
+
+
+def test_promtool_check_rules():
+    out = subprocess.run([promtool(), "check", "rules", str(RULE_FILE)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    n = sum(len(g["rules"]) for g in yaml.safe_load(RULE_FILE.read_text())["groups"])
+    assert f"SUCCESS: {n} rules found" in out.stdout
+
+
+def test_promtool_unit_tests_cover_every_alert_firing_and_quiet():
+    tests = yaml.safe_load(TEST_FILE.read_text())["tests"]
+    rules = yaml.safe_load(RULE_FILE.read_text())
+    entries = [(a["alert"], a["labels"]["rule"]) for g in rules["groups"] for a in g["rules"]]
+    fires = [t for t in tests if t["name"].endswith(" fires")]
+    quiet = [t for t in tests if "quiet on healthy" in t["name"]]
+    assert len(fires) == len(quiet) == len(entries)
+    for t in fires:
+        assert t["alert_rule_test"][0]["exp_alerts"], t["name"]
+    for t in quiet:
+        assert t["alert_rule_test"][0]["exp_alerts"] == [], t["name"]
+    out = subprocess.run(
+        [promtool(), "test", "rules", str(TEST_FILE)],
+        capture_output=True,
+        text=True,
+        cwd=TEST_FILE.parent,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "SUCCESS" in out.stdout
+
+
+def test_promtool_tests_can_fail(tmp_path):
+    """A wrong expectation (an alert that does not fire on healthy series) is caught: the harness bites."""
+    doc = pr.promtool_tests(str(RULE_FILE))
+    quiet = next(t for t in doc["tests"] if "ETCD005" in t["name"] and "quiet" in t["name"])
+    quiet["alert_rule_test"][0]["exp_alerts"] = [{"exp_labels": {"severity": "critical"}}]
+    doc["tests"] = [quiet]
+    f = tmp_path / "t.yaml"
+    f.write_text(pr.to_yaml(doc))
+    out = subprocess.run([promtool(), "test", "rules", str(f)], capture_output=True, text=True)
+    assert out.returncode != 0 and "FAILED" in out.stdout + out.stderr
+
+
+def test_yaml_writer_round_trips():
+    doc = pr.rule_groups()
+    assert yaml.safe_load(pr.to_yaml(doc)) == doc
+    odd = {"a": ["yes", "1.5", "x: y", "multi\nline", "", "{{ $labels.x }}", 3, None, True, [], {}]}
+    assert yaml.safe_load(pr.to_yaml(odd)) == odd

@@ -1,0 +1,111 @@
+"""The agent in a Kubernetes pod: GPU allocations from a real gRPC pod-resources server, and a missing
+socket reported as a series (not a crash) while the rest of the scrape still comes out."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from concurrent import futures
+
+import pytest
+
+from clusterdoctor.serve.agent import Agent, default_sources, make_server
+
+grpc = pytest.importorskip("grpc")
+
+from clusterdoctor.observe.node.podresources_v1 import api_pb2, api_pb2_grpc  # noqa: E402
+
+GPUS = [f"GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}" for i in range(4)]
+
+
+class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
+    def List(self, request, context):
+        return api_pb2.ListPodResourcesResponse(
+            pod_resources=[
+                api_pb2.PodResources(
+                    name="gpt-worker-3",
+                    namespace="training",
+                    containers=[
+                        api_pb2.ContainerResources(
+                            name="trainer",
+                            devices=[
+                                api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS[:2])
+                            ],
+                        )
+                    ],
+                )
+            ]
+        )
+
+    def GetAllocatableResources(self, request, context):
+        return api_pb2.AllocatableResourcesResponse(
+            devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS)]
+        )
+
+
+def _scrape(agent: Agent) -> str:
+    srv = make_server(agent, "127.0.0.1", 0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.server_address[1]}/metrics", timeout=20) as r:
+            return r.read().decode()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        agent.close()
+
+
+def test_gpu_allocations_and_free_gpus(tmp_path):
+    sock = tmp_path / "k.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
+    server.add_insecure_port(f"unix://{sock}")
+    server.start()
+    try:
+        body = _scrape(
+            Agent(default_sources(str(tmp_path), [], 5.0, pod_resources_socket=str(sock)), pod_resources=True)
+        )
+    finally:
+        server.stop(None)
+    assert 'clusterdoctor_source_up{source="kubernetes"} 1' in body
+    assert "clusterdoctor_pod_resources_up 1" in body
+    assert (
+        f'clusterdoctor_gpu_allocation{{gpu="{GPUS[0]}",resource="nvidia.com/gpu",namespace="training",'
+        'pod="gpt-worker-3",container="trainer"} 1'
+    ) in body
+    assert 'clusterdoctor_node_gpus{state="allocatable"} 4' in body
+    assert 'clusterdoctor_node_gpus{state="allocated"} 2' in body
+    assert 'clusterdoctor_node_gpus{state="free"} 2' in body
+    assert "clusterdoctor_kubernetes_warning" not in body
+
+
+def test_missing_socket_is_a_series_and_the_rest_still_answers(tmp_path):
+    agent = Agent(
+        default_sources(
+            str(tmp_path), [], 5.0, proc_root="/proc", pod_resources_socket=str(tmp_path / "none.sock")
+        ),
+        pod_resources=True,
+    )
+    body = _scrape(agent)
+    assert 'clusterdoctor_source_up{source="node-placement"} 1' in body
+    assert "clusterdoctor_pod_resources_up 0" in body
+    assert 'clusterdoctor_kubernetes_warning{source="pod-resources",message=' in body
+    assert "no kubelet pod-resources socket" in body
+    # the rest of the scrape: rule catalog status and findings counts
+    assert 'clusterdoctor_findings{severity="critical"}' in body
+    assert "clusterdoctor_rule_skipped" in body
+
+
+def test_failed_audit_keeps_the_pod_reading(tmp_path):
+    """A procfs/sysfs that cannot be read turns into a warning series; pods are still reported."""
+    agent = Agent(
+        default_sources(
+            str(tmp_path), [], 5.0, proc_root="/proc", pod_resources_socket=str(tmp_path / "none.sock")
+        ),
+        pod_resources=True,
+    )
+    body = _scrape(agent)
+    assert 'clusterdoctor_source_up{source="node-placement"} 1' in body
+    assert 'clusterdoctor_kubernetes_warning{source="placement",message="placement audit: InputError' in body
+    assert "clusterdoctor_pod_resources_up 0" in body
