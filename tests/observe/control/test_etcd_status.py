@@ -130,3 +130,11 @@ def test_loader_hooks_sniff_and_load_captured_files():
     )
     assert len(merged.statuses) == 3 and len(merged.health) == 3
     assert merged.leader_endpoints() == ["127.0.0.1:22379"]
+
+
+@pytest.mark.parametrize("value", ["1e999", "-1e999", "NaN", "Infinity"])
+def test_number_fields_out_of_range_are_input_errors(value):
+    """Found by hypothesis: a status field of 1e999 (JSON reads it as infinity) raised OverflowError."""
+    text = '[{"Endpoint":"x","Status":{"header":{"member_id":%s},"leader":1}}]' % value
+    with pytest.raises(InputError, match="member_id is not a number"):
+        parse_endpoint_status(text, "status.json")

@@ -171,7 +171,7 @@ def _int(v: Any, name: str, path: str | None) -> int:
         raise InputError(f"etcdctl status field {name} is not a number", path)
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 reads as infinity
         raise InputError(f"etcdctl status field {name} is not a number: {v!r}", path) from None
 
 
