@@ -30,7 +30,7 @@ def test_prometheus_scrapes_the_probes_and_watch_names_the_straggler(tmp_path, c
         "scrape_configs:\n"
         f"  - job_name: clusterdoctor-watch\n    honor_labels: true\n    static_configs: [{{targets: [{targets}]}}]\n"
     )
-    from clusterdoctor.rules.failslow import alert_rule_file
+    from tests.rules.test_failslow_alerts import alert_rule_file  # FS001/FS006 as the catalogue renders them
 
     (tmp_path / "alerts.yml").write_text(alert_rule_file())
     services = Services()
@@ -56,12 +56,15 @@ def test_prometheus_scrapes_the_probes_and_watch_names_the_straggler(tmp_path, c
         got = {(s["metric"]["job"], s["metric"]["rank"]) for s in up["data"]["result"]}
         assert got == {(job, str(r)) for r in range(4)}
         rules = json.loads(wait_http(f"{url}/api/v1/rules", 10))["data"]["groups"][0]["rules"]
-        assert {r["name"] for r in rules} == {"TrainingStragglerPresent", "TrainingRankSilent"}
+        # the probe's own alerts (the other fail-slow rules alert through the agent's finding series)
+        assert {"TrainingStragglerPresent", "TrainingRankSilent"} <= {r["name"] for r in rules}
         assert all(r["health"] == "ok" for r in rules), rules
         time.sleep(2)
+        # how much slower the throttled rank gets depends on the machine's load (WARNING or CRITICAL):
+        # --fail-on warning makes exit 1 mean "a straggler was named" either way
         r = cli("watch", "--prometheus", url, "--job", job, "--once", "--since", "3m", "--step", "1",
-                "--format", "json", timeout=120)  # fmt: skip
-        assert r.code == 1, r.err
+                "--fail-on", "warning", "--format", "json", timeout=120)  # fmt: skip
+        assert r.code == 1, r.out[-4000:] + r.err
         doc = json.loads(r.out)
         first = doc["findings"][0]
         assert first["rule"] == "FS001" and first["subject"].startswith("rank 2"), doc["findings"]

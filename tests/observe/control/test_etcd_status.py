@@ -135,6 +135,6 @@ def test_loader_hooks_sniff_and_load_captured_files():
 @pytest.mark.parametrize("value", ["1e999", "-1e999", "NaN", "Infinity"])
 def test_number_fields_out_of_range_are_input_errors(value):
     """Found by hypothesis: a status field of 1e999 (JSON reads it as infinity) raised OverflowError."""
-    text = '[{"Endpoint":"x","Status":{"header":{"member_id":%s},"leader":1}}]' % value
+    text = '[{"Endpoint":"x","Status":{"header":{"member_id":' + value + '},"leader":1}}]'
     with pytest.raises(InputError, match="member_id is not a number"):
         parse_endpoint_status(text, "status.json")
