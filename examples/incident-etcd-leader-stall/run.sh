@@ -5,14 +5,6 @@
 # 1 here, because the stall is a CRITICAL finding (0 nothing at or above --fail-on, 2 bad input).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-cd_bin="$repo/.venv/bin/clusterdoctor"
-if [ ! -x "$cd_bin" ]; then
-    cd_bin=$(command -v clusterdoctor || true)
-fi
-if [ -z "$cd_bin" ]; then
-    echo "run.sh: clusterdoctor not found: run \`make run\` in $repo first (it creates .venv)" >&2
-    exit 2
-fi
+. "$here/../find-clusterdoctor"
 d="$repo/tests/data/etcd_stall/zap"
 exec "$cd_bin" diagnose "$d/etcd-m0.log" "$d/etcd-m1.log" "$d/etcd-m2.log" "$@"

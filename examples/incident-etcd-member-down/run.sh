@@ -5,13 +5,5 @@
 # clusterdoctor diagnose's: 1 here, because the dead member is a CRITICAL finding.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-cd_bin="$repo/.venv/bin/clusterdoctor"
-if [ ! -x "$cd_bin" ]; then
-    cd_bin=$(command -v clusterdoctor || true)
-fi
-if [ -z "$cd_bin" ]; then
-    echo "run.sh: clusterdoctor not found: run \`make run\` in $repo first (it creates .venv)" >&2
-    exit 2
-fi
+. "$here/../find-clusterdoctor"
 exec "$cd_bin" diagnose "$repo/tests/data/etcd_dead_member/zap" "$@"
