@@ -74,5 +74,11 @@ def test_rule_catalog_carries_the_alerts(cli):
     doc = json.loads(r.out)
     (alert,) = doc["alerts"]
     assert alert["alert"] == "TrainingStragglerPresent" and alert["for"] == "5m"
+    assert alert["labels"] == {"severity": "warning", "rule": "FS001", "layer": "failslow"}
     assert "clusterdoctor_watch_collective_wait_seconds_total" in alert["expr"]
+    text = cli("rules", "FS001", env={"COLUMNS": "80"}).out
+    assert "TrainingStragglerPresent (warning, for 5m):" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    # a rule without alerts of its own alerts through the agent's finding series
+    assert "clusterdoctor_finding" in json.loads(cli("rules", "NUMA001", "--json").out)["alerts"][0]["expr"]
     assert "FS006" in cli("rules", "--layer", "failslow").out

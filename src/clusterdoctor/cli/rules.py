@@ -52,6 +52,8 @@ def rules(
         if r is None:
             raise CliExit(2, f"error: no rule {rule_id!r}; `clusterdoctor rules` lists them")
         sec = r.sections()
+        from clusterdoctor.report.prometheus_rules import alert_entry, catalog_alerts
+
         if as_json:
             typer.echo(
                 json.dumps(
@@ -64,17 +66,20 @@ def rules(
                         "requires": list(r.requires),
                         "sections": sec,
                         "thresholds": [t.as_dict() for t in r.thresholds],
-                        "alerts": [dict(a) for a in r.alerts],
+                        "alerts": [alert_entry(ca) for ca in catalog_alerts([r])],
                     },
                     indent=2,
                 )
             )
             return
         typer.echo(explain_text(r, terminal_width()))
-        if r.alerts:
-            typer.echo("\nPrometheus alerts (`--json` gives them as data):")
-            for a in r.alerts:
-                typer.echo(f"  {a['alert']} (for {a.get('for', '0s')}): " + a["expr"].replace("\n", " "))
+        from clusterdoctor.report.text import wrap
+
+        typer.echo("\nPrometheus alerts (`--json` gives them as data):")
+        for ca in catalog_alerts([r]):
+            expr = " ".join(ca.alert.expr.split())
+            text = f"{ca.name} ({ca.alert.severity}, for {ca.alert.for_}): {expr}"
+            typer.echo("\n".join(wrap(text, terminal_width(), "  ", "    ")))
         return
     everything = load_all()
     layers = sorted({r.layer for r in everything})

@@ -121,14 +121,22 @@ def catalog_alerts(rules: list[Any] | None = None) -> list[CatalogAlert]:
     return out
 
 
+def alert_entry(ca: CatalogAlert, runbook_base: str | None = None) -> dict[str, Any]:
+    """One alerting rule as Prometheus reads it (alert, expr, for, labels, annotations)."""
+    return {
+        "alert": ca.name,
+        "expr": ca.alert.expr,
+        "for": ca.alert.for_,
+        "labels": ca.labels(),
+        "annotations": ca.annotations(runbook_base),
+    }
+
+
 def rule_groups(runbook_base: str | None = None, rules: list[Any] | None = None) -> dict[str, Any]:
     """A Prometheus rule file (``{"groups": [...]}``), one group per layer."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for ca in catalog_alerts(rules):
-        entry: dict[str, Any] = {"alert": ca.name, "expr": ca.alert.expr, "for": ca.alert.for_}
-        entry["labels"] = ca.labels()
-        entry["annotations"] = ca.annotations(runbook_base)
-        groups.setdefault(f"clusterdoctor.{ca.layer}", []).append(entry)
+        groups.setdefault(f"clusterdoctor.{ca.layer}", []).append(alert_entry(ca, runbook_base))
     return {"groups": [{"name": name, "rules": rules_} for name, rules_ in groups.items()]}
 
 
