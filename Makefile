@@ -28,8 +28,13 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
+# Two passes: the parallel-safe tests on $(JOBS) workers, then the ones that measure real time or inject
+# real faults alone (marker `serial`, tests/conftest.py). `make test JOBS=1` runs both one test at a time.
+JOBS   ?= 2
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 600
 test: $(STAMP_TEST) lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout 600
+	$(PYTEST) -n $(JOBS) -m "not serial"
+	$(PYTEST) -m serial
 
 # No test may depend on the date or the time zone: the whole suite again with the clock a year ahead
 # (libfaketime, Debian package `faketime`, inherited by every child process) in UTC+8. `.ci/run` runs it.
@@ -40,7 +45,8 @@ test-clock: $(STAMP_TEST)
 	@y=$$(date -u +%Y); fy=$$(faketime -f '$(FAKE_OFFSET)' date -u +%Y); \
 	  [ "$$fy" -gt "$$y" ] || { echo "faketime did not move the clock ($$y -> $$fy)"; exit 2; }; \
 	  echo "clock guard: suite at $$(TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' date -Iseconds)"
-	TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 600
+	TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -n $(JOBS) -m "not serial"
+	TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -m serial
 
 bench: $(STAMP_TEST)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

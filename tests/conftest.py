@@ -22,6 +22,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 REPO = Path(__file__).resolve().parents[1]
 
+# `make test` runs the suite in two passes: in parallel (pytest-xdist), then these tests alone. They
+# measure real time or inject real faults (SIGSTOP, CPU quotas, rate limits, servers under load,
+# deadlines), start real services on ports they probe first, or time the probe's overhead: a test
+# beside them would change what they measure. Everything with the `live` marker is serial too.
+SERIAL_MODULES = (
+    "tests/training/test_faultlab.py",
+    "tests/training/test_watch_probe.py",
+    "tests/hostile/test_servers.py",
+    "tests/hostile/test_network.py",
+    "tests/serve/",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+        if item.get_closest_marker("live") or rel.startswith(SERIAL_MODULES):
+            item.add_marker(pytest.mark.serial)
+
+
 # .ci/run runs the suite a second time under libfaketime (a year ahead, another time zone) so that no
 # test depends on the date. libfaketime (Debian 12: 0.9.10) does not intercept sem_clockwait, which
 # Python 3.11 uses for lock waits with a timeout: such a wait overruns by the fake offset. The few tests
