@@ -22,6 +22,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 REPO = Path(__file__).resolve().parents[1]
 
+# pytest-xdist gives its workers COLUMNS=80 and LINES=24; a serial run has whatever the shell had.
+# Take them away so that a test sees the same environment in both passes of `make test`.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 # `make test` runs the suite in two passes: in parallel (pytest-xdist), then these tests alone. They
 # measure real time or inject real faults (SIGSTOP, CPU quotas, rate limits, servers under load,
 # deadlines), start real services on ports they probe first, or time the probe's overhead: a test
