@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -187,77 +186,40 @@ def sick_table(diag: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _width() -> int:
-    try:
-        return max(60, int(os.environ.get("COLUMNS", "80")))
-    except ValueError:
-        return 80
-
-
 def _cut(s: str, n: int) -> str:
     return s if len(s) <= n else s[: max(0, n - 1)] + "…"
 
 
 def render_text(diag: Any) -> str:
-    """The sick GPUs ranked by severity, fitted to the terminal width (COLUMNS, default 80)."""
-    w = _width()
-    lines = [_cut(f"clusterdoctor gpu health — {diag.generated_at}", w)]
-    lines.append(_cut("sources: " + ", ".join(f"{s.kind}:{s.location}" for s in diag.sources), w))
-    n_gpus = len(diag.gpu_grid)
+    """The sick GPUs ranked by severity (a table, one row a GPU or node), then every finding, the
+    skipped checks and the warnings as ``diagnose`` prints them, fitted to the terminal width."""
+    from clusterdoctor.report.text import render_text as render_diagnosis
+    from clusterdoctor.report.text import terminal_width, wrap
+
+    w = max(60, terminal_width())
     table = sick_table(diag)
-    lines.append(
-        f"GPUs seen: {n_gpus}; sick: {len(table)}; rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}"
-    )
-    lines.append("")
-    if not table:
-        lines.append("No sick GPU found by the checks that ran (skipped checks below were NOT made).")
-    else:
-        lines.append(_cut(f"{'SEV':<8} {'GPU / NODE':<34} {'RULES':<14} WORST", w))
+    sick = [r for r in table if r["severity"] != "info"]
+    lines = [f"GPUs seen: {len(diag.gpu_grid)}; sick (warning or worse): {len(sick)}"]
+    if not sick:
+        lines += wrap("No sick GPU found by the checks that ran (skipped checks below were NOT made).", w)
+    if table:
+        # the table is an index: one row per GPU/node, its worst finding cut to the width (all of
+        # it is below)
+        lines.append(f"{'SEV':<8} {'GPU / NODE':<34} {'RULES':<14} WORST")
         for r in table:
             head = f"{r['severity'].upper():<8} {_cut(r['subject'], 34):<34} {_cut(','.join(r['rules']), 14):<14} "
             worst = r["worst"].split(": ", 1)[1] if r["worst"].startswith(r["subject"] + ": ") else r["worst"]
             lines.append(head + _cut(worst, max(10, w - len(head))))
-    if diag.gpu_grid:
-        unknown: dict[str, int] = {}
-        for row in diag.gpu_grid:
-            for cid, c in row["checks"].items():
-                if c["status"] == "unknown":
-                    unknown[cid] = unknown.get(cid, 0) + 1
-        if unknown:
-            lines.append("")
-            lines.append(
-                _cut(
-                    "not exported (not checked) on: "
-                    + ", ".join(f"{k} {v} GPU(s)" for k, v in unknown.items()),
-                    w,
-                )
-            )
-    lines.append("")
-    for i, f in enumerate(diag.findings, 1):
-        lines.append(_cut(f"{i}. {str(f.severity).upper()} {f.rule} {f.title} [{f.subject}]", w))
-        import textwrap
-
-        lines.extend(textwrap.wrap(f.summary, w - 3, initial_indent="   ", subsequent_indent="   "))
-        if f.fix:
-            lines.extend(
-                textwrap.wrap("fix: " + f.fix, w - 3, initial_indent="   ", subsequent_indent="     ")
-            )
-        for v in f.verify:
-            lines.append(_cut("   verify: " + v, w))
-    if diag.skipped:
+    unknown: dict[str, int] = {}
+    for row in diag.gpu_grid:
+        for cid, c in row["checks"].items():
+            if c["status"] == "unknown":
+                unknown[cid] = unknown.get(cid, 0) + 1
+    if unknown:
         lines.append("")
-        lines.append("skipped (not checked — missing input):")
-        import textwrap
-
-        by_reason: dict[str, list[str]] = {}
-        for s in diag.skipped:
-            by_reason.setdefault(s.reason, []).append(s.rule)
-        for reason, rules in by_reason.items():
-            lines.extend(
-                textwrap.wrap(
-                    f"{', '.join(rules)}: {reason}", w - 3, initial_indent="   ", subsequent_indent="     "
-                )
-            )
-    for wmsg in diag.warnings:
-        lines.append(_cut(f"warning: {wmsg}", w))
-    return "\n".join(lines) + "\n"
+        lines += wrap(
+            "not exported (not checked) on: " + ", ".join(f"{k} {v} GPU(s)" for k, v in unknown.items()),
+            w,
+            rest="   ",
+        )
+    return render_diagnosis(diag, width=w, title="clusterdoctor gpu health", summary_lines=lines)

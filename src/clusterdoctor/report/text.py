@@ -120,10 +120,17 @@ def common_folder(locations: Iterable[str]) -> str | None:
 
 
 def render_text(
-    diag: Diagnosis, *, color: bool = False, width: int | None = None, verbose: bool = False
+    diag: Diagnosis,
+    *,
+    color: bool = False,
+    width: int | None = None,
+    verbose: bool = False,
+    title: str = "clusterdoctor diagnosis",
+    summary_lines: Iterable[str] = (),
 ) -> str:
     """Render ``diag`` for a terminal ``width`` columns wide (default :func:`terminal_width`).
-    ``color=False`` gives plain text (files, pipes, tests)."""
+    ``color=False`` gives plain text (files, pipes, tests). ``title`` heads the report; a command's own
+    overview (``summary_lines``, already fitted to ``width``) goes between the counts and the findings."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -149,7 +156,7 @@ def render_text(
             con.print(t)
             span = None if span is None else 0  # style only the first line's span
 
-    out(wrap(f"clusterdoctor diagnosis — host {diag.host} — {diag.generated_at}", width, rest="   "))
+    out(wrap(f"{title} — host {diag.host} — {diag.generated_at}", width, rest="   "))
     if diag.sources:
         by_kind: dict[str, list[str]] = {}
         for s in diag.sources:
@@ -172,6 +179,10 @@ def render_text(
         )
     out([f"rules run: {len(diag.rules_run)}, skipped: {len(diag.skipped)}, findings: {len(diag.findings)}"])
     out([""])
+    extra = list(summary_lines)
+    if extra:
+        out(extra)
+        out([""])
     if not diag.findings:
         out(
             wrap("No findings from the rules that ran (skipped rules below were NOT checked).", width),

@@ -487,7 +487,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
             continue
         parts: list[tuple[Severity, int, str]] = []  # (severity, code, sentence)
         evidence: list[Evidence] = list(_extra_ident(g))
-        actions: list[str] = []
+        actions: list[tuple[int, str]] = []  # (code, action) in code order
         hardware = False
         located = True
         for code, evs in sorted(by_code.items()):
@@ -514,8 +514,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
                     f"Xid {code} ({info.name}) ×{len(evs)} — {info.meaning}. Action: {info.action}.{note}",
                 )
             )
-            if info.action not in actions:
-                actions.append(info.action)
+            actions.append((code, info.action))
             evidence += [
                 Evidence(
                     f"Xid {code} events ({str(sev)})",
@@ -537,7 +536,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
             severity=worst,
             subject=g.label(),
             confidence=0.9 if located else 0.7,
-            fix="; then ".join(actions) if len(actions) > 1 else actions[0],
+            fix=actions[0][1] if len(actions) == 1 else " ".join(f"Xid {c}: {a}." for c, a in actions),
             verify=[
                 f"nvidia-smi -q {_sel(g)} -d ECC,ROW_REMAPPER,PERFORMANCE".replace("  ", " "),
                 "dmesg -T | grep -E 'NVRM: Xid'",

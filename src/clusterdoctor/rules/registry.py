@@ -204,12 +204,13 @@ def parse_sections(doc: str) -> dict[str, str]:
 
 
 def _one_paragraph(text: str) -> str:
-    return " ".join(line for line in text.splitlines() if line).strip()
+    """A docstring section as one line; reST ``literal`` marks become the `literal` of the rest."""
+    return re.sub(r"``([^`]+)``", r"`\1`", " ".join(line for line in text.splitlines() if line).strip())
 
 
 def _commands(text: str) -> list[str]:
-    """Verify sections list commands in backticks; each backticked span is one command."""
-    cmds = re.findall(r"`([^`]+)`", text)
+    """Verify sections list commands in backticks (single or reST double); each span is one command."""
+    cmds = re.findall(r"`([^`]+)`", re.sub(r"``([^`]+)``", r"`\1`", text))
     return cmds or ([_one_paragraph(text)] if text else [])
 
 
