@@ -221,7 +221,7 @@ def test_text_report_fits_80_columns_with_relative_paths(tmp_path) -> None:
     assert not _too_wide(r.out, 80), _too_wide(r.out, 80)
     head, second, rest = r.out.split("\n", 2)
     assert f"inputs under {d}" in f"{head} {second.strip()}"  # the folder alone on line 2 when it is long
-    assert "[node2/train.log:1]" in r.out and "traces/rank0.json.gz" in r.out
+    assert "node2/train.log:1" in r.out and "traces/rank0.json.gz" in r.out
     body = rest
     assert str(d) not in body  # every other path is relative to the inputs' folder
     assert "Skipped files (4):" in r.out and "screenshot.png: binary data" in r.out

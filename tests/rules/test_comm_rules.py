@@ -92,7 +92,7 @@ def test_nvswitch_outlier_row() -> None:
 def test_flight_recorder_missing_rank() -> None:
     f = [x for x in _fixture("torchfrtrace_not_all_ranks_joining_2rank.txt") if x.rule == "COMM009"]
     assert len(f) == 1 and f[0].severity == Severity.CRITICAL
-    assert f[0].evidence[-1].value == [1] and "missing ranks {1}" in f[0].summary
+    assert _ev(f[0], "culprit ranks").value == [1] and "missing ranks {1}" in f[0].summary
 
 
 def test_flight_recorder_tutorial_dump_is_healthy() -> None:
@@ -102,7 +102,7 @@ def test_flight_recorder_tutorial_dump_is_healthy() -> None:
 
 def test_real_fr_dumps_culprit() -> None:
     f = [x for x in _run(load_comm_observations(TEST_DATA / "comm" / "fr_gloo_2rank")) if x.rule == "COMM009"]
-    assert len(f) == 1 and f[0].evidence[-1].value == [1]
+    assert len(f) == 1 and _ev(f[0], "culprit ranks").value == [1]
 
 
 def test_kineto_exposed_communication() -> None:
@@ -281,12 +281,8 @@ def test_gloo_timeout_seen_in_console_and_tee_file_is_one_finding() -> None:
     data = load_comm_observations(TORCHRUN / "stuck_rank_tee")
     (h,) = _by_rule(_run(data), "COMM009")
     assert h.subject == "rank 0" and "gloo recv" in h.summary
-    sources = [e.source for e in h.evidence if e.description == "log line"]
-    assert (
-        len(sources) == 2
-        and any("console.log" in s for s in sources)
-        and any("stderr.log" in s for s in sources)
-    )
+    lines = _ev(h, "log lines it rests on")
+    assert lines.value == 2 and "console.log" in lines.source and "stderr.log" in lines.source
     assert any("TORCH_DISTRIBUTED_DEBUG=DETAIL" in v for v in h.verify)
 
 
@@ -407,3 +403,9 @@ def test_every_comm_finding_names_its_subject() -> None:
         assert f.subject and "None" not in f.subject, (f.rule, f.summary)
     keys = [(f.rule, f.subject, f.summary) for f in findings]
     assert len(keys) == len(set(keys))  # never two identical findings
+
+
+def _ev(finding, description: str):
+    """The finding's evidence with this description (exactly one)."""
+    (e,) = [e for e in finding.evidence if e.description == description]
+    return e

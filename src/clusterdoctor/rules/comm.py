@@ -912,14 +912,38 @@ def _sorted_locations(locs: Any) -> list[str]:
     return sorted(dict.fromkeys(locs), key=key)
 
 
+def _line_ranges(locs: list[str], most: int = 6) -> str:
+    """``a.log:1, a.log:2, a.log:3, b.log:7`` → ``a.log:1-3, b.log:7`` (at most ``most`` files named)."""
+    by_file: dict[str, list[int]] = {}
+    plain: list[str] = []
+    for loc in locs:
+        path, _, line = loc.rpartition(":")
+        if path and line.isdigit():
+            by_file.setdefault(path, []).append(int(line))
+        else:
+            plain.append(loc)
+    parts = []
+    for path, lines in by_file.items():
+        runs: list[list[int]] = []
+        for n in sorted(set(lines)):
+            if runs and n == runs[-1][1] + 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n])
+        parts.append(f"{path}:" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs))
+    parts += plain
+    return ", ".join(parts[:most]) + (f" and {len(parts) - most} more files" if len(parts) > most else "")
+
+
 def _hang_evidence(h: Any) -> list[Evidence]:
-    """Every line the hang rests on (one per file that shows it), then its numbers, culprits last."""
+    """The collective and the lines it rests on (one entry: how many lines, the first locations),
+    then its numbers, culprits last."""
     where = _sorted_locations(h.locations) or [f"{h.source}:{h.line}" if h.line else h.source]
-    ev = [Evidence("log line", source=loc) for loc in where[:6]]
-    if len(where) > 6:
-        ev.append(Evidence("more log lines", len(where) - 6, source=", ".join(where[6:12])))
+    ev = [
+        Evidence("collective", h.op),
+        Evidence("log lines it rests on", len(where), source=_line_ranges(where)),
+    ]
     ev.append(Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"))
-    ev.append(Evidence("collective", h.op))
     if h.numel_in is not None:
         ev.append(Evidence("NumelIn / NumelOut", f"{h.numel_in} / {h.numel_out}"))
     if h.timeout_ms is not None:
