@@ -52,6 +52,11 @@ def rules(
         if r is None:
             raise CliExit(2, f"error: no rule {rule_id!r}; `clusterdoctor rules` lists them")
         sec = r.sections()
+        alerts: list[dict] = []
+        if r.alerts:  # as the rule file renders them (name, expr, for, labels, annotations)
+            from clusterdoctor.report.prometheus_rules import rule_groups
+
+            alerts = [e for g in rule_groups(rules=[r])["groups"] for e in g["rules"]]
         if as_json:
             typer.echo(
                 json.dumps(
@@ -64,17 +69,22 @@ def rules(
                         "requires": list(r.requires),
                         "sections": sec,
                         "thresholds": [t.as_dict() for t in r.thresholds],
-                        "alerts": [dict(a) for a in r.alerts],
+                        "alerts": alerts,
                     },
                     indent=2,
                 )
             )
             return
         typer.echo(explain_text(r, terminal_width()))
-        if r.alerts:
+        if alerts:
             typer.echo("\nPrometheus alerts (`--json` gives them as data):")
-            for a in r.alerts:
-                typer.echo(f"  {a['alert']} (for {a.get('for', '0s')}): " + a["expr"].replace("\n", " "))
+            import textwrap
+
+            width = max(40, terminal_width())
+            for a in alerts:
+                typer.echo(f"  {a['alert']} (for {a.get('for', '0s')}):")
+                expr = " ".join(a["expr"].split())
+                typer.echo(textwrap.fill(expr, width, initial_indent="    ", subsequent_indent="    "))
         return
     everything = load_all()
     layers = sorted({r.layer for r in everything})
