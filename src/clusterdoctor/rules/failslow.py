@@ -294,7 +294,7 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
         Evidence("how often it was the last rank", d.get("consistency"), source=src),
     ]
-    if stall:
+    if stall > 0:
         ev.append(
             Evidence("its process stalls grew by", round(stall * 1000, 2), unit="ms a step", source=src)
         )

@@ -134,13 +134,18 @@ class Fault:
 
 @dataclass
 class CpuQuota(Fault):
+    """``fraction`` of one CPU per ``period_us`` for one rank. The default 100 ms period throttles in
+    long freezes (the process runs ``fraction`` of the period, then waits); a short period (5 ms)
+    slows it evenly, as a GPU at a lower clock computes slower throughout."""
+
     rank: int
     fraction: float = 0.15
+    period_us: int = 100_000
     kind = "compute"
 
     def start(self, lab: Lab) -> None:
         self.cg = _Cgroup(f"{lab.tag}-quota-r{self.rank}-{uuid.uuid4().hex[:6]}")
-        self.cg.limit(self.fraction)
+        self.cg.limit(self.fraction, self.period_us)
         self.cg.add(lab.pid(self.rank))
 
     def stop(self) -> None:
@@ -148,7 +153,7 @@ class CpuQuota(Fault):
             self.cg.remove()
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fraction": self.fraction}
+        return {**super().describe(), "fraction": self.fraction, "period_us": self.period_us}
 
 
 @dataclass
