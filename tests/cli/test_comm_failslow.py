@@ -169,3 +169,38 @@ def test_data_loader_wait_from_trace_annotations(cli):
     truth = cli("watch", "--from", str(LOADER) + "-probe", "--once", "--format", "json", timeout=120)
     t = json.loads(truth.out)["findings"][0]
     assert (t["rule"], t["subject"].split(",")[0]) == ("FS003", "rank 1")
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ranks=st.integers(1, 4),
+    pattern=st.lists(
+        st.sampled_from(["all_reduce[[8]]", "all_reduce[[4]]", "broadcast[[2]]"]), min_size=1, max_size=3
+    ),
+    steps=st.integers(0, 12),
+    drop=st.integers(0, 5),
+    timed=st.booleans(),
+    jitter=st.lists(st.floats(0, 0.05), min_size=1, max_size=50),
+)
+def test_flight_recorder_steps_never_break(ranks, pattern, steps, drop, timed, jitter):
+    """Any collective logs (ring buffers cut at the start, with or without durations, no pattern at
+    all): records or nothing, never an exception; every record's parts add up to its wall time."""
+    from clusterdoctor.observe.watch.traces import FrRankLog, steps_from_flight_recorder
+
+    sigs = ["barrier[]"] + pattern * steps
+    logs = []
+    for r in range(ranks):
+        t, created, durs = 1.7e9, [], []
+        for i in range(len(sigs)):
+            t += 0.01 + jitter[(i + r) % len(jitter)]
+            created.append(t)
+            durs.append(0.002 if timed else None)
+        cut = drop if r == ranks - 1 else 0
+        logs.append(
+            FrRankLog(f"fr{r}", r, 0, tuple(range(1 + cut, len(sigs) + 1)), tuple(sigs[cut:]),
+                      tuple(created[cut:]), tuple(durs[cut:]))
+        )  # fmt: skip
+    recs, ids, warns = steps_from_flight_recorder(logs)
+    assert set(ids) <= set(range(ranks))
+    for s in recs:
+        assert s.wall > 0 and s.own >= 0 and s.wait >= 0 and abs(s.own + s.wait - s.wall) < 1e-6
