@@ -87,6 +87,7 @@ PATH_OPTIONS = {
     "--published",
     "--file",
     "--log",
+    "--gpu",
 }
 # Path options whose bad value is not a missing path (a missing --archive folder is created).
 BAD_PATHS = {"numa check --archive": A_FILE}

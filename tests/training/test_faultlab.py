@@ -64,3 +64,37 @@ def test_fault_named(lab, make, kind, rank):
     first = out.episodes[0]
     assert (first.kind, first.rank) == (kind, rank)
     assert first.onset_step >= 20
+
+
+@pytest.mark.parametrize("wrap", ["fsdp1", "fsdp2"])
+def test_fsdp_straggler_named(lab, wrap):
+    """The same job sharded with FSDP1 (device_id=cpu) or FSDP2 (fully_shard per layer) instead of DDP;
+    from outside, rank 1's training thread alone (cgroup v1 ``tasks``) held to 1 ms of CPU per 25 ms:
+    its compute is slower while gloo's threads are not, as a GPU at a lower clock behind a healthy
+    network. The probe (installed on the FSDP model) sees the others waiting inside FSDP's all-gathers
+    and reduce-scatters for rank 1, and the detector names it a compute straggler. (A quota on the
+    whole process slows gloo's transfer threads too: on CPU that is a slow collective as much as a
+    slow rank, and FSDP2, whose steps are mostly collectives here, reads as a communication slowdown.)"""
+    from clusterdoctor.training import faultlab
+
+    res = lab.episode(
+        70,
+        faultlab.CpuQuota(1, 0.04, period_us=25_000, main_thread=True),
+        onset_step=25,
+        extra={"wrap": wrap},
+    )
+    assert res.injected_at is not None, res.error
+    wf = load_watch_dir(res.dir)
+    after = res.injected_after_step + 3
+
+    def med(rank, field, lo, hi):
+        v = sorted(getattr(x, field) for x in wf.steps if x.rank == rank and lo <= x.step < hi)
+        return v[len(v) // 2]
+
+    assert all(med(r, "coll", 5, 20) > 0 for r in range(4))  # FSDP's collectives are timed
+    late = med(1, "own", after, 71) - max(med(r, "own", after, 71) for r in (0, 2, 3))
+    waited = min(med(r, "wait", after, 71) for r in (0, 2, 3)) - med(1, "wait", after, 71)
+    assert late > 0.01 and waited > 0.01, (late, waited)
+    out = _verdict(res)
+    assert out.episodes, "fault not detected"
+    assert (out.episodes[0].kind, out.episodes[0].rank) == ("compute", 1)

@@ -210,3 +210,80 @@ def test_plain_loop_collectives_are_timed_through_the_tap(tmp_path):
     assert med[1]["own"] > med[0]["own"] + 0.02  # rank 1's own work is the longer
     assert med[0]["wait"] > med[1]["wait"] + 0.02  # rank 0 waits for it in the collective
     assert {x.step for x in wf.steps} == set(range(1, 31))
+
+
+@pytest.mark.parametrize("wrap", ["fsdp1", "fsdp2"])
+def test_fsdp_collectives_are_timed(tmp_path, wrap):
+    """Two real ranks of FSDP training on CPU (gloo): FSDP1 ``FullyShardedDataParallel(device_id=cpu)``
+    and FSDP2 ``fully_shard`` per layer. From step 12 rank 1's forward runs 30 ms longer (inside the
+    step, between FSDP's all-gathers, as a slower GPU would): its own work is the longer and rank 0
+    waits for it inside the collectives. Before the probe tapped ``all_gather_single`` /
+    ``reduce_scatter_single`` (torch 2.13's names) it saw no FSDP2 collective at all, and for FSDP1
+    'own work' ended at the forward's first all-gather, before the slow compute."""
+    script = textwrap.dedent(
+        """
+        import sys, time, warnings
+        import torch, torch.distributed as dist
+        from clusterdoctor.training import watch
+        dist.init_process_group("gloo")
+        r = dist.get_rank()
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        step = [0]
+        def slow(mod, inp):
+            if r == 1 and step[0] >= 12:
+                time.sleep(0.03)
+        m[2].register_forward_pre_hook(slow)
+        if sys.argv[2] == "fsdp1":
+            from torch.distributed.fsdp import FullyShardedDataParallel
+            model = FullyShardedDataParallel(m, device_id=torch.device("cpu"))
+        else:
+            from torch.distributed.fsdp import fully_shard
+            for layer in m:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer)
+            model = fully_shard(m)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", watch.WatchWarning)  # no warning installing on FSDP
+            w = watch.install(model, job=sys.argv[2], port=None, jsonl_dir=sys.argv[1], every=5)
+        x = torch.randn(16, 64)
+        for i in range(30):
+            step[0] = i
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            w.step()
+        w.close()
+        """
+    )
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    procs = []
+    for r in range(2):
+        env = dict(
+            __import__("os").environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(p)
+        )
+        procs.append(subprocess.Popen([sys.executable, "-c", script, str(tmp_path), wrap], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+    for pr in procs:
+        _, err = pr.communicate(timeout=180)
+        assert pr.returncode == 0, err
+    wf = load_watch_dir(str(tmp_path))
+    assert {x.step for x in wf.steps} == set(range(1, 31))
+    med = {}
+    for r in (0, 1):
+        for part, (a, b) in (("before", (3, 11)), ("after", (14, 30))):
+            rows = [x for x in wf.steps if x.rank == r and a <= x.step < b]
+            med[r, part] = {
+                k: sorted(getattr(x, k) for x in rows)[len(rows) // 2] for k in ("own", "coll", "wait")
+            }
+    assert med[0, "before"]["coll"] > 0 and med[1, "before"]["coll"] > 0  # FSDP's collectives are seen
+    assert med[1, "after"]["own"] > med[0, "after"]["own"] + 0.02  # rank 1's own work is the longer
+    assert med[1, "after"]["own"] > med[1, "before"]["own"] + 0.02
+    assert med[0, "after"]["wait"] > med[1, "after"]["wait"] + 0.02  # rank 0 waits for it inside them
+    assert wf.identity(0).gpu == "cpu"

@@ -28,6 +28,7 @@ __all__ = [
     "STAGES",
     "GpuCauseChain",
     "gpu_cause_chain",
+    "rank_cause_chain",
     "CauseRank",
     "Chain",
     "ChainLink",
@@ -341,19 +342,23 @@ def cron_periods(owners: Iterable[str | None]) -> dict[str, float]:
 
 @dataclass
 class GpuCauseChain:
-    """Cause → symptom across layers: a GPU fault on the node (or GPU) of the rank the communication
-    analysis names as the straggler → that rank enters collectives late → every other rank waits.
+    """Cause → symptom across layers: a GPU fault on the node (or GPU) of the rank a timing analysis
+    names as the straggler (the traces' COMM007, or the fail-slow detector's FS001-FS006) → what that
+    rank does (``symptom``) → what the other ranks suffer (``consequence``).
 
     ``match`` says how the rank was tied to the GPU: ``"gpu"`` (the rank runs on that GPU: placement
-    audit, NVML/nvidia-smi pids, NCCL ``Init COMPLETE`` bus ids) or ``"node"`` (only the node is known).
+    audit, NVML/nvidia-smi pids, NCCL ``Init COMPLETE`` bus ids, the probe's GPU label) or ``"node"``
+    (only the node is known).
     """
 
     rank: int
-    late_count: int
-    matched: int
-    mean_late_us: float
     match: str
-    causes: list[tuple[str, str, str, float | None]]  # (subject, rule, title, first time)
+    causes: list[tuple[str, str, str, float | None]]  # (subject, title, rule, first time)
+    symptom: str
+    consequence: str = "every other rank waits in those collectives"
+    late_count: int = 0  # COMM007's counts, when the straggler came from traces
+    matched: int = 0
+    mean_late_us: float = 0.0
 
     def describe(self) -> str:
         import datetime as _dt
@@ -365,18 +370,12 @@ class GpuCauseChain:
 
         cause = "; ".join(f"{rule} {title} on {subj} ({t(when)})" for subj, title, rule, when in self.causes)
         where = "its GPU" if self.match == "gpu" else "a GPU of its node"
-        return (
-            f"cause: {cause} → rank {self.rank} ({where}) starts {self.late_count} of {self.matched} collectives last, "
-            f"{self.mean_late_us / 1000:.2f} ms late on average → every other rank waits in those collectives"
-        )
+        return f"cause: {cause} → rank {self.rank} ({where}) {self.symptom} → {self.consequence}"
 
 
-def gpu_cause_chain(
-    straggler: object, gpu_findings: Sequence[object], rank_gpus: Sequence[str], node_gpus: Sequence[str]
-) -> GpuCauseChain | None:
-    """Tie GPU findings to a straggler (``analyze.comm.Straggler``): findings about the rank's own GPUs
-    (labels in ``rank_gpus``) first, else about any GPU of its node (``node_gpus``). None when no GPU
-    finding is on that rank's GPU or node. Findings carry ``subject``, ``rule``, ``title``, ``evidence``."""
+def _causes(
+    gpu_findings: Sequence[object], rank_gpus: Sequence[str], node_gpus: Sequence[str]
+) -> tuple[list[tuple[str, str, str, float | None]], str] | None:
     mine = [f for f in gpu_findings if getattr(f, "subject", None) in set(rank_gpus)]
     match = "gpu"
     if not mine:
@@ -388,11 +387,42 @@ def gpu_cause_chain(
     for f in mine:
         times = [e.time for e in getattr(f, "evidence", []) if getattr(e, "time", None) is not None]
         causes.append((str(f.subject), str(f.title), str(f.rule), min(times) if times else None))  # type: ignore[attr-defined]
+    return causes, match
+
+
+def gpu_cause_chain(
+    straggler: object, gpu_findings: Sequence[object], rank_gpus: Sequence[str], node_gpus: Sequence[str]
+) -> GpuCauseChain | None:
+    """Tie GPU findings to a straggler of the traces (``analyze.comm.Straggler``): findings about the
+    rank's own GPUs (labels in ``rank_gpus``) first, else about any GPU of its node (``node_gpus``).
+    None when no GPU finding is on that rank's GPU or node. Findings carry ``subject``, ``rule``,
+    ``title``, ``evidence``."""
+    got = _causes(gpu_findings, rank_gpus, node_gpus)
+    if got is None:
+        return None
+    late, matched = int(straggler.late_count), int(straggler.matched)  # type: ignore[attr-defined]
+    mean = float(straggler.mean_late_us)  # type: ignore[attr-defined]
     return GpuCauseChain(
         rank=int(straggler.rank),  # type: ignore[attr-defined]
-        late_count=int(straggler.late_count),  # type: ignore[attr-defined]
-        matched=int(straggler.matched),  # type: ignore[attr-defined]
-        mean_late_us=float(straggler.mean_late_us),  # type: ignore[attr-defined]
-        match=match,
-        causes=causes,
+        match=got[1],
+        causes=got[0],
+        symptom=f"starts {late} of {matched} collectives last, {mean / 1000:.2f} ms late on average",
+        late_count=late,
+        matched=matched,
+        mean_late_us=mean,
     )
+
+
+def rank_cause_chain(
+    rank: int,
+    symptom: str,
+    consequence: str,
+    gpu_findings: Sequence[object],
+    rank_gpus: Sequence[str],
+    node_gpus: Sequence[str],
+) -> GpuCauseChain | None:
+    """The same for a straggler of the fail-slow detector: the rank, what it does and what it costs."""
+    got = _causes(gpu_findings, rank_gpus, node_gpus)
+    if got is None:
+        return None
+    return GpuCauseChain(rank=rank, match=got[1], causes=got[0], symptom=symptom, consequence=consequence)

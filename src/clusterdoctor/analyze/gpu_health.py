@@ -34,7 +34,16 @@ from clusterdoctor.topology.gpu import (
     uuid_is_masked,
 )
 
-__all__ = ["GPU_CHECKS", "GpuFleet", "collect_reports", "gpu_fleet", "health_grid", "join_reports"]
+__all__ = [
+    "GPU_CHECKS",
+    "GpuFleet",
+    "RankGpus",
+    "collect_reports",
+    "gpu_fleet",
+    "gpus_of_rank",
+    "health_grid",
+    "join_reports",
+]
 
 UNNAMED = ""  # the node of reports that do not name one
 
@@ -358,6 +367,64 @@ def _join_nccl(fleet: GpuFleet, logs: list[Any], tests: list[Any]) -> None:
     for run in tests:
         for r in getattr(run, "ranks", []):
             attach(getattr(r, "host", None), getattr(r, "bus", None), getattr(r, "rank", None))
+
+
+# -- a rank's GPU, from what the rank says about itself ----------------------------------------------
+
+
+@dataclass
+class RankGpus:
+    """The GPUs of the fleet that a rank (host, GPU label) uses.
+
+    ``match``: ``"gpu"`` (its own GPU, by index on its node), ``"node"`` (its node is known, its GPU
+    is not, or is not in the files), or None (its node is not in the GPU data). ``note`` says how
+    the node was tied (for the evidence)."""
+
+    node: str | None
+    gpus: list[GpuState]
+    node_gpus: list[GpuState]
+    match: str | None
+    note: str = ""
+
+
+def gpu_index(label: Any) -> int | None:
+    """The CUDA index in a probe's GPU label ("2", "cuda:2"); None for "cpu" or unknown."""
+    m = re.fullmatch(r"\s*(?:cuda:)?(\d{1,3})\s*", str(label)) if label is not None else None
+    return int(m.group(1)) if m else None
+
+
+def _short(host: str) -> str:
+    return host.split(".", 1)[0].lower()
+
+
+def gpus_of_rank(fleet: GpuFleet, host: str | None, gpu: Any, job_hosts: set[str] | None = None) -> RankGpus:
+    """Tie a rank to the fleet: its node by name (exactly, else by short host name), or — when the
+    GPU sources name no node and the job runs on one host only — the unnamed node; then its GPU by
+    index. Nothing is guessed across hosts: a multi-host job with unnamed GPU files gets no match."""
+    nodes = fleet.nodes()
+    node = None
+    note = ""
+    if host:
+        if host in nodes:
+            node = host
+        else:
+            same = [n for n in nodes if n and _short(n) == _short(host)]
+            if len(same) == 1:
+                node, note = same[0], f"node {same[0]} taken as host {host} (same short name)"
+    if node is None and UNNAMED in nodes and len(job_hosts or ()) <= 1:
+        node = UNNAMED
+        note = "the GPU sources name no host; the job runs on one host, taken to be theirs"
+    if node is None:
+        return RankGpus(None, [], [], None)
+    node_gpus = fleet.gpus_of(node)
+    idx = gpu_index(gpu)
+    mine = [g for g in node_gpus if idx is not None and g.index == idx]
+    return RankGpus(node, mine, node_gpus, "gpu" if mine else "node", note)
+
+
+def coverage(g: GpuState, fleet: GpuFleet) -> dict[str, str]:
+    """Per check of :data:`GPU_CHECKS`, "ok" / "unknown" / "n/a" for a GPU no finding names."""
+    return {cid: _covered(cid, g, fleet)[0] for cid, _t, _r in GPU_CHECKS}
 
 
 # -- the per-GPU health grid (GPUs x checks) ---------------------------------------------------------

@@ -24,8 +24,9 @@ def failslow_report(
     (only step records travel back); else use the traces ``data`` already holds."""
     from clusterdoctor.analyze.failslow import table_from_records
     from clusterdoctor.observe.watch.traces import (
+        fr_collectives,
+        join_step_sources,
         load_step_records,
-        steps_from_flight_recorder,
         steps_from_kineto,
     )
     from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
@@ -36,22 +37,19 @@ def failslow_report(
             paths, workers=workers or None, ray_address=ray_address, use_ray=use_ray
         )
     else:
-        steps, ids, warns = [], {}, []
+        got: list[Any] = []
         for tr in data.get("kineto", []):
             r, i, w = steps_from_kineto(tr)
-            steps += r
-            warns += w
-            if i is not None:
-                ids.setdefault(i.rank, []).append(i)
+            got.append((str(tr.path), r, i, w))
         from clusterdoctor.observe.comm.flight_recorder import FrDump
+        from clusterdoctor.observe.watch.records import RankIdentity
 
         for fr in data.get("flight_recorder", []):
             if isinstance(fr, FrDump):
-                r, i, w = steps_from_flight_recorder(fr)
-                steps += r
-                warns += w
-                if i is not None:
-                    ids.setdefault(i.rank, []).append(i)
+                log, w = fr_collectives(fr)
+                ident = RankIdentity(job="flight-recorder", rank=log.rank, run=fr.path) if log else None
+                got.append((fr.path, log if log is not None else [], ident, w))
+        steps, ids, warns = join_step_sources(got)
     section: dict[str, Any] = {"ranks": len(ids), "steps": 0, "episodes": [], "silent": [], "warnings": warns}
     if len(ids) < 2 or not steps:
         section["warnings"] = [

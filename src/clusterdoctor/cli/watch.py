@@ -39,6 +39,14 @@ def watch(
         "--topology",
         help="A topology source (hwloc XML, nvidia-smi topo -m, ...) to name GPUs and NICs.",
     ),
+    gpu: list[str] = typer.Option(
+        None,
+        "--gpu",
+        help="GPU health source to join to the ranks (repeatable): nvidia-smi -q / -q -x / --query-gpu CSV, "
+        "dcgm-exporter /metrics dump, dmesg/journalctl with Xid lines, lspci -vv, nvidia-smi nvlink, dcgmi "
+        "output, or a folder of them. HOST=PATH says which host a file is from (nvidia-smi and dmesg "
+        "do not say; dcgm-exporter's Hostname label does).",
+    ),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
     output: Path = typer.Option(None, "--output", "-o", help="Write the report here instead of stdout."),
     fail_on: str = typer.Option(
@@ -50,6 +58,10 @@ def watch(
 
     The probe runs inside the job (`from clusterdoctor.training import watch; w = watch.install(model)`,
     `w.step()` each step). Read its files with --from, or its metrics through Prometheus.
+
+    --gpu joins GPU health to the ranks by host and GPU index (the probe's labels): a straggler's
+    evidence then names its GPU's state, and a GPU fault that can slow it (a clock held down, Xid,
+    ECC, a degraded PCIe/NVLink link) becomes the cause in its evidence chain (rule GPU019).
 
     --prometheus refreshes every --interval seconds until Ctrl-C (--once: one report); --from reads the
     files once (--follow: keep reading and refresh).
@@ -63,6 +75,8 @@ def watch(
       clusterdoctor watch --from /shared/job-42/watch --follow
 
       clusterdoctor watch --prometheus http://prometheus:9090 --job llm-7b --since 30m
+
+      clusterdoctor watch --from /shared/job-42/watch --gpu gpu-a12=nvidia-smi-q.txt --gpu dcgm.prom
     """
     from clusterdoctor.cli.common import check_writable
     from clusterdoctor.diagnosis import parse_since
@@ -86,6 +100,10 @@ def watch(
         raise InputError("no such file or directory", str(topology))
     if from_dir is not None and not from_dir.exists():
         raise InputError("no such file or directory", str(from_dir))
+    gpu_sources = [_gpu_arg(v) for v in gpu or []]
+    for _host, path in gpu_sources:
+        if not path.exists():
+            raise InputError("no such file or directory", str(path))
     if prometheus is not None and not prometheus.startswith(("http://", "https://")):
         raise CliExit(2, f"error: --prometheus {prometheus!r}: not an http(s) URL")
     if (from_dir is None) == (prometheus is None):
@@ -95,6 +113,7 @@ def watch(
             2, "error: --follow is for --from (with --prometheus the report refreshes unless --once)"
         )
     topo = _load_topology(topology) if topology else None
+    gpus = load_gpu_reports(gpu_sources) if gpu_sources else None
     refresh = (follow or prometheus is not None) and not once
     source: Any
     if from_dir is not None:
@@ -105,7 +124,7 @@ def watch(
     n = 0
     try:
         while True:
-            report = source.report(topo, live=refresh)
+            report = source.report(topo, live=refresh, gpus=gpus)
             worst = max((Severity.parse(f["severity"]) for f in report["findings"]), default=None)
             code = EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK
             _emit(report, fmt, output, clear=refresh and output is None and sys.stdout.isatty())
@@ -116,6 +135,51 @@ def watch(
     except KeyboardInterrupt:
         pass
     raise typer.Exit(code)
+
+
+def _gpu_arg(value: str) -> tuple[str | None, Path]:
+    """``HOST=PATH`` or ``PATH`` (a path that exists as written is a path, "=" or not)."""
+    if "=" in value and not Path(value).exists():
+        host, _, path = value.partition("=")
+        if host and "/" not in host and path:
+            return host, Path(path)
+    return None, Path(value)
+
+
+class GpuSources:
+    """GPU reports loaded for a watch (what ``obs["gpu_reports"]`` takes), their warnings and names."""
+
+    def __init__(self) -> None:
+        self.reports: list[Any] = []
+        self.warnings: list[str] = []
+        self.refs: list[str] = []
+
+
+def load_gpu_reports(sources: list[tuple[str | None, Path]]) -> GpuSources:
+    """Load each GPU source as ``diagnose`` does (by content; folders walked); dcgm-exporter dumps
+    become reports through the metrics loader. ``HOST=``: every GPU of that source is on HOST."""
+    from clusterdoctor import diagnosis
+    from clusterdoctor.analyze.gpu_health import collect_reports
+    from clusterdoctor.errors import InputError
+
+    out = GpuSources()
+    for host, path in sources:
+        obs = diagnosis.new_observations()
+        refs = diagnosis.load_sources(obs, [path])
+        reps = collect_reports(obs)
+        if not reps:
+            raise InputError(
+                "no GPU health source in it (nvidia-smi, dcgm-exporter, Xid log, ...)", str(path)
+            )
+        for rep in reps:
+            if host:
+                rep.node = host
+                for g in rep.gpus:
+                    g.node = host
+            out.reports.append(rep)
+        out.warnings += [str(w) for w in obs.get("warnings_list") or []]
+        out.refs += [f"{host + '=' if host else ''}{r.location}" for r in refs]
+    return out
 
 
 def _load_topology(path: Path) -> Any:
@@ -141,7 +205,7 @@ class _FileSource:
         self.reader = WatchFileReader(path) if os.path.isdir(path) else None
         self.acc = WatchFiles()
 
-    def report(self, topo: Any, live: bool) -> dict[str, Any]:
+    def report(self, topo: Any, live: bool, gpus: Any = None) -> dict[str, Any]:
         from clusterdoctor.errors import InputError
         from clusterdoctor.observe.watch.records import load_watch_dir
 
@@ -161,7 +225,12 @@ class _FileSource:
         table = table_from_records(self.acc.steps, self.acc.identities, self.acc.links, self.acc.warnings)
         job = next((i.job for ids in self.acc.identities.values() for i in ids), None)
         return build_report(
-            {job or "job": table}, f"files:{self.path}", topo, live, now=time.time() if live else None
+            {job or "job": table},
+            f"files:{self.path}",
+            topo,
+            live,
+            now=time.time() if live else None,
+            gpus=gpus,
         )
 
 
@@ -169,11 +238,11 @@ class _PromSource:
     def __init__(self, url: str, job: str | None, since: float, step: float | None) -> None:
         self.url, self.job, self.since, self.step = url, job, since, step
 
-    def report(self, topo: Any, live: bool) -> dict[str, Any]:
+    def report(self, topo: Any, live: bool, gpus: Any = None) -> dict[str, Any]:
         from clusterdoctor.observe.watch.prom import load_watch_prometheus
 
         tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step)
-        return build_report(tables, f"prometheus:{self.url}", topo, True, now=now)
+        return build_report(tables, f"prometheus:{self.url}", topo, True, now=now, gpus=gpus)
 
 
 def _dedup(items: list[str]) -> list[str]:
@@ -186,9 +255,15 @@ def _empty_report(source: str, why: str) -> dict[str, Any]:
 
 
 def build_report(
-    tables: dict[str, Any], source: str, topo: Any = None, live: bool = False, now: float | None = None
+    tables: dict[str, Any],
+    source: str,
+    topo: Any = None,
+    live: bool = False,
+    now: float | None = None,
+    gpus: GpuSources | None = None,
 ) -> dict[str, Any]:
-    """Run the fail-slow rules on each job's table: the JSON document (findings in diagnosis format)."""
+    """Run the fail-slow rules (and, joined to GPU health, GPU019) on each job's table: the JSON
+    document (findings in diagnosis format)."""
     from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
     from clusterdoctor.rules.registry import Observations
 
@@ -202,6 +277,14 @@ def build_report(
             obs.put("now", now)
         if topo is not None:
             obs.put("topology", topo)
+        if gpus is not None:
+            obs.put("gpu_reports", list(gpus.reports))
+            hosts = {i.host for i in table.identities.values() if i.host}
+            if len(hosts) > 1 and any(not r.node for r in gpus.reports):
+                warnings.append(
+                    f"{job}: GPU sources that name no host (nvidia-smi -q, dmesg, lspci) are not joined to a "
+                    f"job on {len(hosts)} hosts: say which host each is from with --gpu HOST=PATH"
+                )
         got, sk, _ran = run_failslow_rules(obs)
         res = failslow_analysis(obs)
         for f in got:
@@ -224,9 +307,12 @@ def build_report(
         )
         warnings += [f"{job}: {w}" if len(tables) > 1 else w for w in res.warnings]
     findings.sort(key=lambda f: (-f.score, f.rule, f.subject or ""))
+    if gpus is not None:
+        warnings += gpus.warnings
     return {
         "schema": SCHEMA,
         "source": source,
+        **({"gpu_sources": gpus.refs} if gpus is not None else {}),
         "jobs": jobs,
         "findings": [f.as_dict() for f in findings],
         "skipped": skipped,

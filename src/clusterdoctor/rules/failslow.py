@@ -7,6 +7,14 @@ episodes of its class. Findings name the rank, host, GPU and NIC (the NIC from t
 one for that host was given, else what the probe saw), onset time and step, slowdown factor, the
 steps the job lost and the detector's confidence.
 
+Joined to GPU health when GPU sources are in the same Observations (``clusterdoctor watch --gpu``):
+the rank's GPU is found by host and GPU index (:func:`clusterdoctor.analyze.gpu_health.gpus_of_rank`)
+and the per-GPU rules' findings on it (or on its whole node) are named in the evidence ("GPU2 on
+this host: HW power brake active (GPU009, ...)"), or its checked state when it is healthy. A GPU
+finding that can cause the class (any for a compute straggler or a silent rank, PCIe/NVLink for a
+slow link) becomes the first stage of the finding's evidence chain, the summary says so
+("compute-bound, GPU clock down") and the fix starts with the GPU's; GPU019 reports the join.
+
 :data:`FS001_ALERTS` and :data:`FS006_ALERTS` are the Prometheus alerts over the probe's metrics, as
 data; ``clusterdoctor rules --format prometheus`` renders them into deploy/ with the catalogue's others.
 """
@@ -171,10 +179,11 @@ def _where(obs: Observations, rank: int | None) -> dict[str, Any]:
                 if best is not None:
                     out["nic"] = best[0].name
                     out["gpu_nic_path"] = best[1]
-    # per-GPU health keyed (host, GPU index), when a caller joined one (``watch_gpu_health``)
-    health = obs.get("watch_gpu_health")
-    if isinstance(health, dict) and health.get((out.get("host"), out.get("gpu"))):
-        out["gpu_health"] = health[(out.get("host"), out.get("gpu"))]
+    # the GPU's health, when GPU sources (nvidia-smi, dcgm-exporter, kernel logs, ...) were given
+    if obs.has("gpu_health"):
+        from clusterdoctor.rules.gpu import rank_gpu_health
+
+        out["gpu_health"] = rank_gpu_health(obs, rank)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -239,9 +248,38 @@ def _where_evidence(where: dict[str, Any], source: str) -> list[Evidence]:
     for key, label in (("host", "host"), ("gpu", "GPU"), ("nic", "NIC"), ("gpu_nic_path", "GPU-NIC path")):
         if where.get(key) is not None:
             ev.append(Evidence(label, where[key], source=source))
-    if where.get("gpu_health"):
-        ev.append(Evidence("GPU health", where["gpu_health"], source=source))
+    h = where.get("gpu_health")
+    if h is not None:
+        ev.append(Evidence(h.title, h.text, source="GPU health"))
+        if h.note:
+            ev.append(Evidence("GPU data tied to this host", h.note, source="GPU health"))
     return ev
+
+
+def _gpu_cause(obs: Observations, ep_rank: int, kind: str, what: str, cost: str) -> tuple[Any, list[Finding]]:
+    """(cause chain, the GPU findings in it) when a GPU finding on the rank's GPU (or node) can make a
+    rank of class ``kind`` slow; (None, []) otherwise or without GPU data."""
+    if not obs.has("gpu_health"):
+        return None, []
+    from clusterdoctor.rules.gpu import failslow_gpu_chain
+
+    chain, h = failslow_gpu_chain(obs, ep_rank, kind, what, cost)
+    if chain is None:
+        return None, []
+    subjects = {c[0] for c in chain.causes}
+    return chain, [f for f in h.faults if f.subject in subjects]
+
+
+def _with_gpu_fix(f: Finding, gpu: list[Finding], where: dict[str, Any]) -> Finding:
+    """When a GPU finding is the cause, the fix and verify start with the GPU's own."""
+    if gpu:
+        host = where.get("host") or "its host"
+        f.fix = (
+            f"Its GPU is the likely cause ({gpu[0].rule}): {gpu[0].fix} Meanwhile move the job off {host} "
+            "(cordon it and restart from the last checkpoint without it) so the other ranks stop waiting."
+        )
+        f.verify = [*gpu[0].verify, *f.verify]
+    return f
 
 
 @rule(
@@ -279,10 +317,22 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
     where = _where(obs, ep.rank)
     d = ep.detail
     stall = d.get("stall_s") or 0.0
+    late_ms = d["lateness_s"] * 1000
+    chain, gpu = _gpu_cause(
+        obs,
+        ep.rank,
+        ep.kind,
+        f"finishes its own work late since step {ep.onset_step}, {late_ms:.1f} ms a step",
+        f"every other rank waits for it; the job is {ep.factor:.2f}x slower",
+    )
     if ep.kind == "data":
         what = "its data loader kept it waiting"
     elif stall >= 0.5 * d["lateness_s"]:
         what = f"its process did not run for {stall * 1000:.1f} ms a step (CPU-throttled or frozen)"
+        if gpu:
+            what += f"; its GPU also shows {_gpu_words(gpu[0])}"
+    elif gpu:
+        what = f"it finished its own work late: compute-bound, {_gpu_words(gpu[0])}"
     else:
         what = "it finished its own work late"
     summary = (
@@ -294,7 +344,7 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
         Evidence("how often it was the last rank", d.get("consistency"), source=src),
     ]
-    if stall:
+    if stall > 0:
         ev.append(
             Evidence("its process stalls grew by", round(stall * 1000, 2), unit="ms a step", source=src)
         )
@@ -305,13 +355,24 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
     if d.get("also_late"):
         ev.append(Evidence("other ranks also late", d["also_late"], source=src))
     ev += _common_evidence(ep, table, src)
-    return r.finding(
-        summary,
-        evidence=ev,
-        severity=_severity(ep),
-        confidence=ep.confidence,
-        subject=_subject(where),
+    if chain is not None:
+        ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+    return _with_gpu_fix(
+        r.finding(
+            summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject=_subject(where)
+        ),
+        gpu,
+        where,
     )
+
+
+def _gpu_words(f: Finding) -> str:
+    """ "GPU clock down (HW power brake active, GPU009)" for clock findings, else the finding's words."""
+    from clusterdoctor.rules.gpu import fault_phrase
+
+    if f.rule in ("GPU009", "GPU010"):
+        return f"GPU clock down ({fault_phrase(f)}, {f.rule})"
+    return f"a sick GPU ({fault_phrase(f)}, {f.rule})"
 
 
 @rule(
@@ -354,12 +415,28 @@ def communication_straggler(obs: Observations) -> Iterator[Finding]:
         if d.get("link_scores"):
             ev.append(Evidence("link time by rank (touching / not touching)", d["link_scores"], source=src))
         ev += _common_evidence(ep, table, src)
-        yield communication_straggler.finding(
-            summary,
-            evidence=ev,
-            severity=_severity(ep),
-            confidence=ep.confidence,
-            subject=_subject(where) if where else "collectives",
+        gpu: list[Finding] = []
+        if ep.rank is not None:
+            chain, gpu = _gpu_cause(
+                obs,
+                ep.rank,
+                "communication",
+                f"its transfers are slow since step {ep.onset_step}",
+                f"every collective of the job is {ep.factor:.2f}x slower",
+            )
+            if chain is not None:
+                summary += f" Its GPU's link is faulty: {_gpu_words(gpu[0])}."
+                ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        yield _with_gpu_fix(
+            communication_straggler.finding(
+                summary,
+                evidence=ev,
+                severity=_severity(ep),
+                confidence=ep.confidence,
+                subject=_subject(where) if where else "collectives",
+            ),
+            gpu,
+            where,
         )
 
 
@@ -476,12 +553,28 @@ def periodic_slowdown(obs: Observations) -> Iterator[Finding]:
             ]
             + _common_evidence(ep, table, src)
         )
-        yield periodic_slowdown.finding(
-            summary,
-            evidence=ev,
-            severity=_severity(ep),
-            confidence=ep.confidence,
-            subject=who,
+        gpu: list[Finding] = []
+        if ep.rank is not None:
+            chain, gpu = _gpu_cause(
+                obs,
+                ep.rank,
+                ep.periodic_of or "",
+                f"slows down every {period} since step {ep.onset_step}",
+                f"every other rank waits for it; the job is {ep.factor:.2f}x slower while it lasts",
+            )
+            if chain is not None:
+                summary += f" Its GPU: {_gpu_words(gpu[0])} (a thermal or power cycle recurs)."
+                ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        yield _with_gpu_fix(
+            periodic_slowdown.finding(
+                summary,
+                evidence=ev,
+                severity=_severity(ep),
+                confidence=ep.confidence,
+                subject=who,
+            ),
+            gpu,
+            where,
         )
 
 
@@ -511,18 +604,22 @@ def rank_silent(obs: Observations) -> Iterator[Finding]:
     src = _source(obs)
     for s in res.silent:
         where = _where(obs, s.rank)
-        yield rank_silent.finding(
+        summary = (
             f"rank {s.rank} silent since {_when(s.last_t)} (last step {s.last_step}; the others reached step "
-            f"{s.others_step} by {_when(s.others_t)}).",
-            evidence=_where_evidence(where, src)
-            + [
-                Evidence("last step", s.last_step, source=src, time=s.last_t),
-                Evidence(
-                    "seconds behind the newest rank", round(s.others_t - s.last_t, 1), unit="s", source=src
-                ),
-            ],
-            confidence=0.9,
-            subject=_subject(where),
+            f"{s.others_step} by {_when(s.others_t)})."
+        )
+        ev = _where_evidence(where, src) + [
+            Evidence("last step", s.last_step, source=src, time=s.last_t),
+            Evidence("seconds behind the newest rank", round(s.others_t - s.last_t, 1), unit="s", source=src),
+        ]
+        chain, gpu = _gpu_cause(
+            obs, s.rank, "silent", f"stopped reporting after step {s.last_step}", "the job waits for it"
+        )
+        if chain is not None:
+            summary += f" Its GPU: {_gpu_words(gpu[0])}."
+            ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        yield _with_gpu_fix(
+            rank_silent.finding(summary, evidence=ev, confidence=0.9, subject=_subject(where)), gpu, where
         )
     if res.job_silent_since is not None:
         yield rank_silent.finding(
@@ -534,13 +631,14 @@ def rank_silent(obs: Observations) -> Iterator[Finding]:
 
 
 def failslow_rules() -> list[Any]:
+    """FS001-FS006 and GPU019 (a sick GPU as the cause of a straggler; skipped without GPU data)."""
     from clusterdoctor.rules.registry import load_all
 
-    return [r for r in load_all() if r.layer == "failslow"]
+    return [r for r in load_all() if r.layer == "failslow" or r.id == "GPU019"]
 
 
 def run_failslow_rules(obs: Observations) -> tuple[list[Finding], list[Any], list[str]]:
-    """Run only the fail-slow rules: (findings ranked by score, skipped, ids run)."""
+    """Run only the fail-slow rules (and GPU019): (findings ranked by score, skipped, ids run)."""
     from clusterdoctor.rules.registry import run_rules
 
     return run_rules(obs, failslow_rules())

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED, GpuFleet, gpu_fleet  # noqa: F401
+from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED, GpuFleet, gpu_fleet
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example
 from clusterdoctor.rules.registry import Observations, register_derived, register_input, rule
@@ -1512,7 +1512,140 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
             )
 
 
-# -- joined to the communication layer ------------------------------------------------------------------
+# -- joined to the communication and fail-slow layers ---------------------------------------------------
+
+# the rules that judge one GPU (or one node's GPUs); GPU019 and the fail-slow rules join their findings
+PER_GPU_RULES = (
+    gpu_xid, gpu_lost, ecc_uncorrectable, remap_pending, remap_failure, retired_pages,
+    correctable_rising, clock_reason, sm_clock_low, nvlink_down, nvlink_errors,
+    pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health,
+)  # fmt: skip
+_CHECK_OF_RULE = {rid: cid for cid, _t, rules in GPU_CHECKS for rid in rules}
+# which GPU faults can make a rank of each fail-slow class slow (a data-loader straggler: none)
+CAUSE_CHECKS: dict[str, tuple[str, ...]] = {
+    "compute": ("xid", "memory", "clocks", "nvlink", "pcie", "dcgm"),
+    "communication": ("nvlink", "pcie"),
+    "silent": ("xid", "memory", "dcgm"),
+    "data": (),
+    "job": (),
+}
+
+
+def judged_gpu_findings(obs: Observations) -> list[Finding]:
+    """The per-GPU rules' findings at warning or above (computed once per Observations)."""
+    cached = obs.get("_gpu_judged")
+    if cached is not None:
+        return cached
+    judged: list[Finding] = []
+    if obs.has("gpu_health"):
+        for r in PER_GPU_RULES:
+            if all(obs.has(k) for k in r.requires):
+                judged.extend(x for x in r.fn(obs) if x.severity >= Severity.WARNING)
+    obs.put("_gpu_judged", judged)
+    return judged
+
+
+def fault_phrase(f: Finding) -> str:
+    """A GPU finding in a few words: the active throttle reasons for GPU009, else its title."""
+    if f.rule == "GPU009":
+        ev = next((e for e in f.evidence if e.description == "active clock event reasons"), None)
+        names = [n.strip() for n in str(ev.value).split(",")] if ev is not None else []
+        short = [REASON_TEXT[n].split(" (")[0] for n in names if n in REASON_TEXT]
+        if short:
+            return ", ".join(short) + " active"
+    return f.title[:1].lower() + f.title[1:]
+
+
+class RankGpuHealth:
+    """What the GPU data says about one rank's GPU: the GPUs tied to it, the findings on them (or on
+    its whole node), and one evidence line. Empty (``known`` False) when no GPU source covers it."""
+
+    def __init__(self, obs: Observations, host: str | None, gpu: Any, job_hosts: set[str]) -> None:
+        from clusterdoctor.analyze.gpu_health import coverage, gpus_of_rank
+
+        self.host, self.gpu = host, gpu
+        fleet = _fleet(obs)
+        tie = gpus_of_rank(fleet, host, gpu, job_hosts)
+        self.node, self.match, self.note = tie.node, tie.match, tie.note
+        self.gpus = tie.gpus
+        self.labels = [g.label() for g in tie.gpus]
+        self.node_labels = [g.label() for g in tie.node_gpus] + (
+            [node_name(tie.node or None)] if tie.node is not None else []
+        )
+        judged = judged_gpu_findings(obs)
+        own = set(self.labels) | ({node_name(tie.node or None)} if tie.node is not None else set())
+        scope = own if tie.match == "gpu" else set(self.node_labels)
+        self.faults = sorted(
+            (f for f in judged if f.subject in scope), key=lambda f: (-int(f.severity), -f.score, f.rule)
+        )
+        self.known = tie.match is not None
+        where = f"GPU{gpu}" if tie.match == "gpu" else "its GPU"
+        self.title = f"{where} on this host" if tie.match == "gpu" else "GPUs of this host"
+        if not self.known:
+            self.text = f"not checked: no GPU source for host {host or '?'}"
+        elif self.faults:
+            self.text = "; ".join(f"{fault_phrase(f)} ({f.rule}, {f.subject})" for f in self.faults[:4])
+        elif tie.match == "gpu":
+            cov = coverage(tie.gpus[0], fleet)
+            ok = [c for c, v in cov.items() if v == "ok"]
+            unk = [c for c, v in cov.items() if v == "unknown"]
+            self.text = f"{self.labels[0]}: no fault in {', '.join(ok) or 'nothing stated'}" + (
+                f"; not exported: {', '.join(unk)}" if unk else ""
+            )
+        else:
+            self.text = (
+                f"no GPU{gpu} in the GPU sources of {node_name(tie.node or None)}"
+                if gpu_index_known(gpu)
+                else f"its GPU is not known (probe label {gpu!r}); no GPU fault on {node_name(tie.node or None)}"
+            )
+
+    def causes(self, kind: str) -> list[Finding]:
+        """The findings that can make a rank of fail-slow class ``kind`` slow."""
+        checks = CAUSE_CHECKS.get(kind, ())
+        return [f for f in self.faults if _CHECK_OF_RULE.get(f.rule) in checks]
+
+
+def gpu_index_known(gpu: Any) -> bool:
+    from clusterdoctor.analyze.gpu_health import gpu_index
+
+    return gpu_index(gpu) is not None
+
+
+def rank_gpu_health(obs: Observations, rank: int) -> RankGpuHealth | None:
+    """:class:`RankGpuHealth` of ``rank`` of the fail-slow table (its host and GPU as the probe
+    recorded them), or None without GPU data or without the rank's identity."""
+    table = obs.get("watch")
+    if table is None or not obs.has("gpu_health"):
+        return None
+    ident = table.identities.get(rank)
+    if ident is None:
+        return None
+    cache = obs.get("_rank_gpu_health")
+    if cache is None:
+        cache = {}
+        obs.put("_rank_gpu_health", cache)
+    if rank not in cache:
+        hosts = {i.host for i in table.identities.values() if i.host}
+        cache[rank] = RankGpuHealth(obs, ident.host, ident.gpu, hosts)
+    return cache[rank]
+
+
+def failslow_symptom(ep: Any, table: Any) -> tuple[str, str, str]:
+    """(fail-slow rule, what the rank does, what it costs the others) of a detector episode."""
+    kind = ep.periodic_of if ep.kind == "periodic" else ep.kind
+    rule_id = {"compute": "FS001", "communication": "FS002", "data": "FS003"}.get(kind, "FS001")
+    if ep.kind == "periodic":
+        rule_id = "FS005"
+    late = ep.detail.get("lateness_s")
+    if kind == "communication":
+        what = f"its transfers are slow since step {ep.onset_step}"
+        cost = f"every collective of the job is {ep.factor:.2f}x slower"
+    else:
+        what = f"finishes its own work late since step {ep.onset_step}" + (
+            f", {late * 1000:.1f} ms a step" if late else ""
+        )
+        cost = f"every other rank waits for it; the job is {ep.factor:.2f}x slower"
+    return rule_id, what, cost
 
 
 @rule(
@@ -1520,34 +1653,38 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
     name="gpu-fault-on-straggler-rank",
     layer=LAYER,
     title="A sick GPU is why a rank straggles",
-    requires=("gpu_health", "kineto"),
+    requires=("gpu_health",),
+    requires_any=("kineto", "watch"),
     severity=Severity.CRITICAL,
 )
 def straggler_gpu(obs: Observations) -> Iterator[Finding]:
-    """The rank the trace analysis names as the straggler (COMM007) runs on a GPU, or node, with a GPU finding.
+    """The rank named as the straggler — by the trace analysis (COMM007) or by the fail-slow detector
+    (FS001 compute, FS002 localised link, FS005 periodic, FS006 silent) — runs on a GPU, or node, with
+    a GPU finding that can cause it.
 
-    **Symptom**: one rank starts most collectives last; every other rank waits in NCCL for it; the job's
-    step time follows that rank.
-    **Why**: a throttled, erroring or degraded GPU computes its part of the step slower; the collective
-    cannot start until it arrives. The GPU finding is the cause, the straggler the symptom.
+    **Symptom**: one rank starts most collectives last (or its transfers are slow, or it stopped);
+    every other rank waits for it; the job's step time follows that rank.
+    **Why**: a throttled, erroring or degraded GPU computes its part of the step slower (a bad PCIe or
+    NVLink link moves its data slower; an Xid stops it); the collective cannot complete until it
+    arrives. The GPU finding is the cause, the straggler the symptom.
     **Fix**: act on the GPU finding named (drain/reset/RMA, fix cooling or power); meanwhile exclude that
     GPU or node from the job (e.g. ``CUDA_VISIBLE_DEVICES`` or a node taint) so the others stop waiting.
-    **Verify**: `clusterdoctor comm analyze TRACE_DIR` after the fix (the straggler is gone) and
-    `nvidia-smi -q -d PERFORMANCE,ECC,ROW_REMAPPER` on that node.
+    **Verify**: `clusterdoctor comm analyze TRACE_DIR` or `clusterdoctor watch --from DIR --gpu FILES`
+    after the fix (the straggler is gone) and `nvidia-smi -q -d PERFORMANCE,ECC,ROW_REMAPPER` on that node.
     """
+    judged = judged_gpu_findings(obs)
+    if obs.has("kineto"):
+        yield from _comm_straggler_gpu(obs, judged)
+    if obs.has("watch"):
+        yield from _failslow_straggler_gpu(obs)
+
+
+def _comm_straggler_gpu(obs: Observations, judged: list[Finding]) -> Iterator[Finding]:
     from clusterdoctor.analyze.correlate import gpu_cause_chain
     from clusterdoctor.rules.comm import STRAGGLER_MIN_LATE, STRAGGLER_SHARE, comm_analysis
 
     a = comm_analysis(obs)
     f = _fleet(obs)
-    judged: list[Finding] = []
-    for r in (
-        gpu_xid, gpu_lost, ecc_uncorrectable, remap_pending, remap_failure, retired_pages,
-        correctable_rising, clock_reason, sm_clock_low, nvlink_down, nvlink_errors,
-        pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health,
-    ):  # fmt: skip
-        if all(obs.has(k) for k in r.requires):
-            judged.extend(x for x in r.fn(obs) if x.severity >= Severity.WARNING)
     for s in a.stragglers[:1]:
         if s.matched < 3 or s.late_count / s.matched < float(STRAGGLER_SHARE.value):
             continue
@@ -1581,4 +1718,64 @@ def straggler_gpu(obs: Observations) -> Iterator[Finding]:
             severity=worst.severity,
             subject=f"rank {s.rank}",
             confidence=0.8 if chain.match == "gpu" else 0.6,
+        )
+
+
+def failslow_gpu_chain(obs: Observations, rank: int, kind: str, symptom: str, cost: str) -> Any:
+    """The GPU cause chain of a fail-slow straggler of class ``kind`` (None when no GPU finding on its
+    GPU or node can cause that class), with the rank's :class:`RankGpuHealth`."""
+    from clusterdoctor.analyze.correlate import rank_cause_chain
+
+    h = rank_gpu_health(obs, rank)
+    if h is None or not h.known:
+        return None, h
+    causes = h.causes(kind)
+    labels = h.labels if h.match == "gpu" else []
+    node_labels = [node_name(h.node or None)] if h.match == "gpu" else h.node_labels
+    return rank_cause_chain(rank, symptom, cost, causes, labels, node_labels), h
+
+
+def _failslow_straggler_gpu(obs: Observations) -> Iterator[Finding]:
+    from clusterdoctor.rules.failslow import failslow_analysis
+
+    res = failslow_analysis(obs)
+    table = obs.get("watch")
+    items: list[tuple[int, str, str, str, str, Any]] = []
+    for ep in res.episodes:
+        if ep.rank is None:
+            continue
+        kind = ep.periodic_of if ep.kind == "periodic" else ep.kind
+        rule_id, what, cost = failslow_symptom(ep, table)
+        items.append((ep.rank, kind or "", rule_id, what, cost, ep.confidence))
+    for s in res.silent:
+        items.append(
+            (s.rank, "silent", "FS006", f"stopped reporting after step {s.last_step}", "the job waits", 0.9)
+        )
+    seen: set[int] = set()
+    for rank, kind, rule_id, what, cost, conf in items:
+        if rank in seen:
+            continue
+        chain, h = failslow_gpu_chain(obs, rank, kind, what, cost)
+        if chain is None:
+            continue
+        seen.add(rank)
+        worst = max(
+            (x for x in h.faults if x.subject in {c[0] for c in chain.causes}), key=lambda x: x.severity
+        )
+        yield straggler_gpu.finding(
+            f"rank {rank} is the straggler ({rule_id}) and "
+            + ("its GPU" if chain.match == "gpu" else "a GPU of its node")
+            + f" is sick: {chain.describe()}.",
+            evidence=[
+                Evidence(f"straggler ({rule_id})", f"rank {rank}: {what}"),
+                *([Evidence("how the rank was tied to the GPU data", h.note)] if h.note else []),
+                *[Evidence("cause", f"{rl} {title}", source=subj) for subj, title, rl, _ in chain.causes],
+                Evidence("evidence chain", chain.describe()),
+            ],
+            severity=worst.severity,
+            subject=f"rank {rank}",
+            confidence=round(min(conf, 0.8 if chain.match == "gpu" else 0.6), 3),
+            fix=worst.fix
+            + " Meanwhile take that GPU or node out of the job so the other ranks stop waiting.",
+            verify=[*worst.verify, "clusterdoctor watch --from <dir> --gpu <files> --once"],
         )

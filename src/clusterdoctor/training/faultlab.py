@@ -6,10 +6,12 @@ slowdowns, not simulated ones. Needs root (cgroups, network namespaces) and the 
 * :class:`Lab` starts ``world`` ranks of :mod:`clusterdoctor.training.faultlab_worker` (gloo),
   each optionally in a network namespace of its own, joined by veth pairs to a bridge in another
   namespace (names unique per lab, removed by :meth:`Lab.close`). It then runs training runs
-  ("episodes") one after another in the same processes, each with a fresh model and probe.
+  ("episodes") one after another in the same processes, each with a fresh model and probe, wrapped
+  in DDP, FSDP1 or FSDP2 (``extra={"wrap": ...}``).
 * Faults act on the processes from outside the training code:
 
-  - :class:`CpuQuota`: cgroup v1 ``cpu.cfs_quota_us`` on one rank (a throttled CPU / noisy neighbour);
+  - :class:`CpuQuota`: cgroup v1 ``cpu.cfs_quota_us`` on one rank (a throttled CPU / noisy neighbour),
+    or on its training thread alone (slower compute, transfers unhindered);
   - :class:`StopCont`: SIGSTOP/SIGCONT duty cycle of one rank (a host that keeps freezing it);
   - :class:`SlowLink`: ``tbf`` rate limit on both ends of one rank's veth (a NIC that trained slow);
   - :class:`SlowLoader`: cgroup CPU quota on one rank's data-loader worker process;
@@ -74,7 +76,7 @@ class _Cgroup:
     def __init__(self, name: str) -> None:
         self.path = os.path.join(CGROUP_CPU, name)
         os.makedirs(self.path, exist_ok=True)
-        self.pids: list[int] = []
+        self.pids: list[tuple[int, str]] = []  # (pid or tid, the file it was written to)
 
     def limit(self, fraction: float, period_us: int = 100_000) -> None:
         with open(os.path.join(self.path, "cpu.cfs_period_us"), "w") as f:
@@ -82,15 +84,18 @@ class _Cgroup:
         with open(os.path.join(self.path, "cpu.cfs_quota_us"), "w") as f:
             f.write(str(max(1000, int(fraction * period_us))))
 
-    def add(self, pid: int) -> None:
-        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+    def add(self, pid: int, thread: bool = False) -> None:
+        """Move process ``pid`` (all its threads), or with ``thread`` only the thread of that id
+        (cgroup v1 ``tasks``: a process' main thread has the process' id)."""
+        what = "tasks" if thread else "cgroup.procs"
+        with open(os.path.join(self.path, what), "w") as f:
             f.write(str(pid))
-        self.pids.append(pid)
+        self.pids.append((pid, what))
 
     def release(self) -> None:
-        for pid in self.pids:
+        for pid, what in self.pids:
             try:
-                with open(os.path.join(CGROUP_CPU, "cgroup.procs"), "w") as f:
+                with open(os.path.join(CGROUP_CPU, what), "w") as f:
                     f.write(str(pid))
             except OSError:
                 pass  # the process is gone
@@ -99,11 +104,11 @@ class _Cgroup:
     def remove(self) -> None:
         self.release()
         try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
+            with open(os.path.join(self.path, "tasks")) as f:
                 left = [int(x) for x in f.read().split()]
-            for pid in left:
-                with open(os.path.join(CGROUP_CPU, "cgroup.procs"), "w") as f:
-                    f.write(str(pid))
+            for tid in left:
+                with open(os.path.join(CGROUP_CPU, "tasks"), "w") as f:
+                    f.write(str(tid))
         except OSError:
             pass
         for _ in range(50):
@@ -134,21 +139,34 @@ class Fault:
 
 @dataclass
 class CpuQuota(Fault):
+    """``fraction`` of one CPU per ``period_us`` for one rank. The default 100 ms period throttles in
+    long freezes (the process runs ``fraction`` of the period, then waits); a short period (5 ms)
+    slows it evenly. With ``main_thread`` only the training thread is limited (cgroup v1 ``tasks``):
+    its compute is slower while gloo's transfer threads are not — on CPU the nearest thing to a GPU
+    at a lower clock behind a healthy network."""
+
     rank: int
     fraction: float = 0.15
+    period_us: int = 100_000
+    main_thread: bool = False  # only the training thread: gloo's and the probe's threads run free
     kind = "compute"
 
     def start(self, lab: Lab) -> None:
         self.cg = _Cgroup(f"{lab.tag}-quota-r{self.rank}-{uuid.uuid4().hex[:6]}")
-        self.cg.limit(self.fraction)
-        self.cg.add(lab.pid(self.rank))
+        self.cg.limit(self.fraction, self.period_us)
+        self.cg.add(lab.pid(self.rank), thread=self.main_thread)
 
     def stop(self) -> None:
         if hasattr(self, "cg"):
             self.cg.remove()
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fraction": self.fraction}
+        return {
+            **super().describe(),
+            "fraction": self.fraction,
+            "period_us": self.period_us,
+            "main_thread": self.main_thread,
+        }
 
 
 @dataclass

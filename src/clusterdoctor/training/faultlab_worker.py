@@ -6,8 +6,9 @@ LOCAL_RANK) and ``FAULTLAB_*`` variables. The model is a small MLP; the data loa
 worker process (so a fault can slow the loader from outside) and does a little CPU work per batch.
 
 With ``FAULTLAB_LAB=DIR`` the process runs one training run ("episode") after another: it waits
-for ``DIR/go-<k>`` (a JSON object: steps, every, job, dir), trains a fresh model with a fresh
-probe writing to ``dir``, and rank 0 writes ``DIR/done-<k>``; ``DIR/stop`` ends it. Starting torch
+for ``DIR/go-<k>`` (a JSON object: steps, every, job, dir; optional ``wrap`` ddp/fsdp1/fsdp2,
+``profile_dir`` for Kineto traces, ``fr_dir`` for Flight Recorder dumps), trains a fresh model with
+a fresh probe writing to ``dir``, and rank 0 writes ``DIR/done-<k>``; ``DIR/stop`` ends it. Starting torch
 takes ~10 s on a shared 2-core machine; episodes share that cost. Without it: one run from the
 environment.
 """
@@ -129,7 +130,7 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
         torch.nn.ReLU(),
         torch.nn.Linear(width * 2, 10),
     )
-    ddp = DDP(model, bucket_cap_mb=1)
+    ddp = _wrap(cfg.get("wrap", "ddp"), model, torch, DDP)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     w = None
     if cfg.get("probe", True):
@@ -179,7 +180,39 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
         prof.__exit__(None, None, None)
         os.makedirs(cfg["profile_dir"], exist_ok=True)
         prof.export_chrome_trace(os.path.join(cfg["profile_dir"], f"rank{dist.get_rank()}.pt.trace.json"))
+    if cfg.get("fr_dir"):  # this rank's Flight Recorder buffer (TORCH_FR_BUFFER_SIZE set at start)
+        _dump_flight_recorder(cfg["fr_dir"], dist.get_rank())
     return walls
+
+
+def _wrap(kind: str, model, torch, DDP):
+    """The data-parallel wrapper of an episode: DDP (default), FSDP1 or FSDP2 (CPU, gloo)."""
+    if kind == "ddp":
+        return DDP(model, bucket_cap_mb=1)
+    if kind == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        # FSDP1 refuses a machine without an accelerator unless told to shard on the CPU
+        return FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+    if kind == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        return fully_shard(model)
+    raise ValueError(f"unknown wrap {kind!r} (ddp, fsdp1, fsdp2)")
+
+
+def _dump_flight_recorder(out_dir: str, rank: int) -> None:
+    """Write ``fr_trace_rank_<rank>`` (pickle, as the NCCL watchdog and ``torchfrtrace`` name them)."""
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    os.makedirs(out_dir, exist_ok=True)
+    tmp = os.path.join(out_dir, f".fr_trace_rank_{rank}")
+    with open(tmp, "wb") as f:
+        f.write(_dump_fr_trace(includeStackTraces=False))
+    os.replace(tmp, os.path.join(out_dir, f"fr_trace_rank_{rank}"))
 
 
 if __name__ == "__main__":

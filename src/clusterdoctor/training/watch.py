@@ -1,6 +1,7 @@
 """The fail-slow probe: per-rank step timing inside a training job, exported to Prometheus and files.
 
-Two lines install it on a DDP model (FSDP or a plain loop: pass ``model=None``)::
+Two lines install it on a DDP or FSDP model (FSDP1 ``FullyShardedDataParallel`` or FSDP2
+``fully_shard``; a plain loop: ``model=None``)::
 
     from clusterdoctor.training import watch
     w = watch.install(ddp_model, job="llm-7b")      # after init_process_group, on every rank
@@ -17,8 +18,12 @@ thread that wakes late: CPU throttling, SIGSTOP, a frozen host) and the step ind
 seen, for DDP, through gradient-ready hooks (DDP launches a bucket's all-reduce when its gradients
 are ready) and the optimizer's step pre-hook (DDP has waited for its all-reduces by then) — DDP's
 C++ all-reduce is not replaced; with ``comm_hook=`` your own DDP hook is wrapped and timed. For FSDP
-and plain loops, through the ``torch.distributed`` collective functions. The probe never touches
-the tensors.
+and plain loops, through the ``torch.distributed`` collective functions (FSDP1 and FSDP2 call
+``all_gather_single``/``reduce_scatter_single``, ``all_gather_into_tensor``/``reduce_scatter_tensor``
+in older torch): there a step's collectives are spread through forward and backward, so the rank's
+own work is the step's time *outside* collectives (the union of each collective's span from its
+call to its completion), and its collective and wait times are the time inside them; a straggler
+spends the least time inside (the others wait there for it). The probe never touches the tensors.
 
 Every ``every`` steps the ranks exchange a few numbers each with one tiny all-gather on a gloo
 process group of the probe's own (its own store prefix and timeout, run by a background thread):
@@ -69,11 +74,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "clusterdoctor_watch_step_seconds_total": ("counter", "Wall time of the completed steps."),
     "clusterdoctor_watch_own_seconds_total": (
         "counter",
-        "Time from each step's start until the rank entered its first collective (own work, data wait included).",
+        "Own work of each step, data wait included: until the rank entered its first collective (DDP), "
+        "or the time outside collectives (FSDP, plain loops).",
     ),
     "clusterdoctor_watch_collective_seconds_total": (
         "counter",
-        "Time from the first collective of each step until the last one completed.",
+        "Time from the first collective of each step until the last one completed (DDP), or inside "
+        "collectives (FSDP, plain loops).",
     ),
     "clusterdoctor_watch_collective_wait_seconds_total": (
         "counter",
@@ -134,6 +141,38 @@ class _StepClock:
         self.last_done = time.perf_counter()
 
 
+class _CollTimer:
+    """Cumulative time inside collectives: the union of the spans from a collective's call to its
+    completion (async collectives overlap each other and the caller's work). Entered from the
+    training thread, left from the training thread or a completion callback (another thread)."""
+
+    __slots__ = ("depth", "lock", "since", "total")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.since = 0.0
+        self.total = 0.0
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.depth == 0:
+                self.since = time.perf_counter()
+            self.depth += 1
+
+    def leave(self, *_: Any) -> None:
+        with self.lock:
+            if self.depth == 0:
+                return
+            self.depth -= 1
+            if self.depth == 0:
+                self.total += time.perf_counter() - self.since
+
+    def read(self, now: float) -> float:
+        with self.lock:
+            return self.total + (now - self.since if self.depth else 0.0)
+
+
 class Watch:
     """The probe of one rank. Make it with :func:`install`; call :meth:`step` once per step."""
 
@@ -181,6 +220,9 @@ class Watch:
         self._lock = threading.Lock()
         self._closed = False
         self._clk = _StepClock(time.perf_counter())
+        self._coll = _CollTimer()  # time inside torch.distributed collectives (the tap)
+        self._coll_mark = 0.0
+        self._ddp_timed = False  # DDP's own all-reduces are timed by hooks (own = until the first one)
         self._labels = _labels(
             job=self.job, rank=str(self.rank), local_rank=str(self.local_rank), host=self.host, gpu=self.gpu
         )
@@ -208,7 +250,13 @@ class Watch:
         now = time.perf_counter()
         c = self._clk
         wall = now - c.start
-        if c.first_enter is not None:
+        inside = self._coll.read(now)
+        blocked, self._coll_mark = max(0.0, inside - self._coll_mark), inside
+        if blocked > 0.0 and not self._ddp_timed:
+            # collectives through torch.distributed (FSDP, plain loops): own work is the time outside them
+            coll = wait = min(blocked, wall)
+            own = wall - coll
+        elif c.first_enter is not None:
             own = c.first_enter - c.start
             done = c.last_done if c.last_done is not None and c.last_done >= c.first_enter else now
             coll = done - c.first_enter
@@ -289,10 +337,17 @@ class Watch:
 
     # -- collectives -----------------------------------------------------------------------------
     def _hook_ddp(self, model: Any, comm_hook: Callable[..., Any] | None, hook_state: Any) -> None:
+        if _is_fsdp(model):
+            # FSDP1 has a register_comm_hook of its own (another signature): not DDP's. Its all-gathers
+            # and reduce-scatters go through torch.distributed, where the tap times them.
+            if comm_hook is not None:
+                _warn("comm_hook= is for DDP models; FSDP's collectives are timed through torch.distributed")
+            return
         register = getattr(model, "register_comm_hook", None)
         if register is None:
-            return  # not DDP (FSDP / plain module): the torch.distributed tap sees the collectives
+            return  # not DDP (a plain module): the torch.distributed tap sees the collectives
         if comm_hook is None and self._hook_grads(model):
+            self._ddp_timed = True
             return
         if comm_hook is None:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -316,6 +371,7 @@ class Watch:
         timed_hook.__annotations__ = {}  # DDP inspects annotations; postponed ones are strings
         try:
             register(hook_state, timed_hook)
+            self._ddp_timed = True
         except (RuntimeError, ValueError, TypeError) as e:
             _warn(
                 f"cannot register a DDP communication hook ({e}); pass your hook as comm_hook= to have it "
@@ -361,32 +417,53 @@ class Watch:
         if getattr(dist, "_clusterdoctor_watch_tapped", False):
             return
         watch = self
+        # torch >= 2.13 names FSDP's collectives all_gather_single / reduce_scatter_single (the
+        # *_into_tensor / *_tensor names call them inside torch, not through this namespace: no double count)
         names = (
             "all_reduce",
+            "all_reduce_coalesced",
             "all_gather",
             "all_gather_into_tensor",
+            "all_gather_single",
+            "all_gather_coalesced",
             "reduce_scatter",
             "reduce_scatter_tensor",
+            "reduce_scatter_single",
             "all_to_all",
             "all_to_all_single",
             "broadcast",
             "reduce",
+            "gather",
+            "scatter",
             "barrier",
         )
         originals = {n: getattr(dist, n) for n in names if hasattr(dist, n)}
 
         def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             def tapped(*args: Any, **kwargs: Any) -> Any:
-                clk = watch._clk
+                clk, timer = watch._clk, watch._coll
                 clk.enter()
-                work = fn(*args, **kwargs)
+                timer.enter()
+                try:
+                    work = fn(*args, **kwargs)
+                except BaseException:
+                    timer.leave()
+                    raise
                 if work is None:
                     clk.done()
+                    timer.leave()
                 else:
                     try:
-                        work.get_future().then(clk.done)
+                        fut = work.get_future()
                     except Exception:  # a Work without a future: completion taken at the step's end
-                        pass
+                        timer.leave()
+                    else:
+
+                        def finished(_f: Any) -> None:
+                            clk.done()
+                            timer.leave()
+
+                        fut.then(finished)
                 return work
 
             tapped.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -841,6 +918,20 @@ def _gpu_label(model: Any) -> str:
     return "cpu"
 
 
+def _is_fsdp(model: Any) -> bool:
+    """FSDP1 (``FullyShardedDataParallel``) or FSDP2 (``fully_shard``: an ``FSDPModule``)."""
+    if model is None:
+        return False
+    try:
+        from torch.distributed import fsdp
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
+    classes = tuple(
+        c for c in (getattr(fsdp, "FullyShardedDataParallel", None), getattr(fsdp, "FSDPModule", None)) if c
+    )
+    return bool(classes) and isinstance(model, classes)
+
+
 def _nic_label() -> str | None:
     for var in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         v = os.environ.get(var)
@@ -852,9 +943,10 @@ def _nic_label() -> str | None:
 def install(model: Any = None, **options: Any) -> Watch:
     """Install the fail-slow probe on this rank (call on every rank, after ``init_process_group``).
 
-    ``model``: a DDP model (its collectives are timed through a communication hook; pass your own
-    hook as ``comm_hook=`` if you use one), or None for FSDP and plain loops (collectives are timed
-    through the ``torch.distributed`` functions). Options (see :class:`Watch`): ``job``, ``every``
+    ``model``: a DDP model (its all-reduces are timed through gradient-ready hooks; pass your own
+    communication hook as ``comm_hook=`` if you use one, and it is wrapped and timed), an FSDP model
+    (FSDP1 or FSDP2; its collectives are timed through the ``torch.distributed`` functions, and the
+    GPU label is read from its parameters), or None for plain loops (``torch.distributed`` too). Options (see :class:`Watch`): ``job``, ``every``
     (steps between exchanges, default 10), ``port`` (``"auto"``: ``$CLUSTERDOCTOR_WATCH_PORT`` or
     9721, plus the local rank; None: no metrics; 0: any free port), ``jsonl_dir`` (``"auto"``:
     ``$CLUSTERDOCTOR_WATCH_DIR``), ``exchange``, ``exchange_timeout``, ``link_every``.

@@ -3,8 +3,9 @@
 Only what an analysis uses is kept, in compact arrays: GPU activity (kernels, memcpy, memset: name,
 start, duration, stream, correlation, collective metadata of NCCL kernels), CUDA launch
 correlations (for HTA's "kernels launched in the traced steps" filter), ``ProfilerStep#N`` windows,
-communication records (``record_param_comms``, ``nccl:*``/``gloo:*`` annotations) and, for CPU-only
-traces (gloo), CPU operator intervals. Everything else (``python_function``, flows, metadata,
+communication records (``record_param_comms``, ``nccl:*``/``gloo:*`` annotations), the data
+loader's ``enumerate(DataLoader)#...`` annotations (one per batch) and, for CPU-only traces (gloo),
+CPU operator intervals. Everything else (``python_function``, flows, metadata,
 ``gpu_user_annotation``, a GPU trace's CPU operators) is counted in ``skipped`` by reason, and the
 trace says so.
 
@@ -52,6 +53,8 @@ MAX_EVENT_DURATION_US = 7 * 24 * 3600 * 1e6  # HTA hta/common/constants.py: long
 COMM_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "xccl")
 COMM_ANNOTATION_RE = re.compile("^(" + "|".join(COMM_BACKENDS) + "):")
 COMM_RECORD_PREFIXES = ("record_param_comms", *(b + ":" for b in COMM_BACKENDS))
+# torch.utils.data.DataLoader's iterator wraps each __next__ in a record_function named so
+LOADER_ANNOTATION = "enumerate(DataLoader)#"
 META_KEYS = ("schemaVersion", "distributedInfo", "baseTimeNanoseconds", "displayTimeUnit", "traceName")
 COLL_ARG_KEYS = {
     "Collective name": "collective",
@@ -126,6 +129,9 @@ class KinetoTrace(msgspec.Struct):
     cpu_ts: array = msgspec.field(default_factory=lambda: array("d"))
     cpu_dur: array = msgspec.field(default_factory=lambda: array("d"))
     cpu_tid: array = msgspec.field(default_factory=lambda: array("q"))
+    # ``enumerate(DataLoader)#...__next__`` annotations (time blocked fetching a batch), any thread
+    loader_ts: array = msgspec.field(default_factory=lambda: array("d"))
+    loader_dur: array = msgspec.field(default_factory=lambda: array("d"))
     events_read: int = 0
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     truncated: bool = False
@@ -265,7 +271,11 @@ class _Builder:
                 t.cpu_dur.append(float(dur))
                 t.cpu_tid.append(tid_i)
             return
-        self.skip(cat)  # annotations that are not collectives
+        if name.startswith(LOADER_ANNOTATION):  # one per batch: the fail-slow data-loader wait
+            t.loader_ts.append(float(ts))
+            t.loader_dur.append(float(dur))
+            return
+        self.skip(cat)  # annotations that are neither collectives nor the data loader
 
 
 _PH_NAMES = {"M": "metadata", "f": "flow", "s": "flow", "t": "flow", "i": "instant", "I": "instant", "C": "counter",

@@ -13,7 +13,10 @@ follow, one JSON object a line::
 ``t`` is the wall clock (seconds since the epoch) at the end of the step; the durations are
 seconds: ``wall`` the whole step, ``own`` from the step's start until the rank entered its first
 collective (its own work, data wait included), ``coll`` from then until its last collective
-completed, ``wait`` from its last collective's start until it completed (waiting for the others),
+completed, ``wait`` from its last collective's start until it completed (waiting for the others).
+When the probe times collectives through ``torch.distributed`` calls (FSDP, plain loops), whose
+collectives are spread through the step, ``own`` is the step's time outside collectives and
+``coll`` = ``wait`` the time inside them (the union of their spans);
 ``data`` time blocked in the wrapped data loader, ``stall`` time the process did not run when it
 should have (a heartbeat thread woke late: frozen or CPU-throttled). A ``link`` line is a timed transfer of ``bytes``
 from rank ``src`` received by ``dst`` (the probe's link test).
