@@ -302,7 +302,8 @@ def run_rules(
             reasons = [
                 obs.missing_reason(k)
                 if "|" not in k
-                else "none of: " + "; ".join(obs.missing_reason(x) for x in k.split("|"))
+                else "any one of these would do, none is present: "
+                + "; ".join(obs.missing_reason(x) for x in k.split("|"))
                 for k in missing
             ]
             skipped.append(Skipped(r.id, "; ".join(reasons)))
