@@ -95,6 +95,14 @@ def test_evidence_paths_are_relative_to_the_inputs_folder():
     assert re.search(r"\[etcd-m2\.log:\d+\]", text)  # evidence: file:line, relative
 
 
+def test_a_finding_about_a_file_names_it_relative_to_the_inputs_folder():
+    path = shared_fixture("ctrl/kubelet_pod_start_sli_aks_before.prom")
+    text = _diagnose_text([path])
+    heads = [ln for ln in text.splitlines() if "KUBELET003" in ln]
+    assert heads and "[kubelet_pod_start_sli_aks_before.prom]" in text.replace("\n   ", " ")
+    assert sum(str(path.parent) in ln for ln in text.splitlines()) == 1  # only the header
+
+
 def test_common_folder():
     assert common_folder(["/a/b/x.log", "/a/b/y.log"]) == "/a/b"
     assert common_folder(["/a/b/x.log", "/a/c/y.log"]) == "/a"

@@ -191,7 +191,7 @@ def render_text(
         )
     for i, f in enumerate(diag.findings, 1):
         head = f"{i}. {str(f.severity).upper()}"
-        subj = f" [{f.subject}]" if f.subject else ""
+        subj = f" [{rel(f.subject)}]" if f.subject else ""
         out(
             wrap(f"{head} {f.rule} {f.title}{subj}  (score{KEEP}{f.score:.2f})", width, rest="   "),
             SEVERITY_STYLE.get(f.severity),
