@@ -211,7 +211,7 @@ def _common_evidence(ep: Any, table: Any, source: str) -> list[Evidence]:
         ),
         Evidence(
             "detected",
-            f"step {ep.detect_step} ({ep.detect_step - ep.onset_step} steps after onset)",
+            f"step {ep.detect_step} ({_steps(ep.detect_step - ep.onset_step)} after onset)",
             source=source,
         ),
         Evidence(
@@ -233,6 +233,10 @@ def _source(obs: Observations) -> str:
     return str(obs.get("watch_source") or "fail-slow probe")
 
 
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def _severity(ep: Any) -> Severity:
     return (
         Severity.CRITICAL if ep.factor >= 1.5 or ep.end_col is None and ep.factor >= 1.3 else Severity.WARNING
@@ -246,7 +250,11 @@ def _episodes(obs: Observations, kind: str) -> list[Any]:
 def _where_evidence(where: dict[str, Any], source: str) -> list[Evidence]:
     ev = []
     for key, label in (("host", "host"), ("gpu", "GPU"), ("nic", "NIC"), ("gpu_nic_path", "GPU-NIC path")):
-        if where.get(key) is not None:
+        if where.get(key) is None:
+            continue
+        if key == "gpu" and str(where[key]) == "cpu":  # the probe's label for a rank on the CPU
+            ev.append(Evidence("device", "CPU (no GPU)", source=source))
+        else:
             ev.append(Evidence(label, where[key], source=source))
     h = where.get("gpu_health")
     if h is not None:
