@@ -60,3 +60,16 @@ def test_no_probe_data_is_skipped_with_the_reason():
     findings, skipped, ran = run_failslow_rules(Observations())
     assert not findings and not ran
     assert all("fail-slow probe" in s.reason for s in skipped)
+
+
+def test_a_rank_frozen_inside_the_collective_is_named_by_its_own_stall():
+    """A real CI run (tests/data/failslow/README.md): rank 2 throttled to 15% of a CPU froze inside the
+    collective, so it was seldom last to arrive and every rank's collective stretched; its own process
+    stall names it a compute straggler, not a collective slowdown with no rank."""
+    findings, _, _ = run_failslow_rules(_obs("quota-rank2-frozen-in-collective"))
+    assert [(f.rule, f.subject) for f in findings] == [("FS001", "rank 2, host vm")]
+    ev = {e.description: e.value for e in findings[0].evidence}
+    assert ev["its process stalls grew by"] > 15  # ms a step
+    assert ev["others wait for it, per step"] < 10  # lateness alone could not name it
+    assert "stops inside the collectives" in findings[0].summary
+    assert int(str(ev["onset (change point in step time)"]).split()[1]) >= 25

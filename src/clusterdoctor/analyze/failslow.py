@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -503,7 +504,8 @@ def detect(
             onset = _refine_onset(x, onset, alarm)
             ep = _classify(*args[:1], sig, onset, alarm, end, *args[2:-1], None, p, want="job")
         if ep is not None:
-            _onset_of_cause(ep, table, sig, W0, p)
+            if ep.kind in ("job", "communication"):  # a frozen rank's onset is its step time's
+                _onset_of_cause(ep, table, sig, W0, p)
             episodes.append(ep)
             if end is None:
                 break
@@ -594,6 +596,18 @@ def _classify(
         return None  # not one rank, or a lag that passed within a few steps
     if want == "job" and straggler:
         return None  # pass 1 owns stragglers
+    frozen = None if straggler else _frozen_rank(tb, onset, P, dW, W0, p)
+    if frozen is not None and not (end is not None and n_cols < p.min_steps):
+        # one rank's process stopped running (throttled, frozen) — often inside the collective, so it is
+        # not the last to arrive and every rank's collective stretches: it is the straggler all the same
+        straggler, r_idx = True, frozen
+        d_late = float(late_p[r_idx])
+        consistency = float(np.mean(argmax == r_idx))
+        others = np.delete(late_p, r_idx)
+        other_max = max(0.0, float(others.max())) if len(others) else 0.0
+        margin = d_late / (d_late + other_max) if d_late > 0 else 0.0
+        detail["lateness_s"] = round(d_late, 6)
+        detail["frozen_in_collective"] = True
     top = "straggler" if straggler else ("communication" if d_comm - max(d_stall, 0.0) > d_job else "job")
     rank: int | None = None
     link = None
@@ -603,13 +617,16 @@ def _classify(
         base_cols = slice(max(0, onset - 10), onset) if onset > 0 else P
         d_stall_r = 0.0
         if tb.stall is not None and tb.stall.size:
-            d_stall_r = float(_nanmedian(tb.stall[r_idx, P]) - _nanmedian(tb.stall[r_idx, base_cols]))
+            avg = _nanmedian if frozen is None else np.nanmean  # frozen: stalls every other step or so
+            d_stall_r = float(avg(tb.stall[r_idx, P]) - avg(tb.stall[r_idx, base_cols]))
             d_stall_r = d_stall_r if np.isfinite(d_stall_r) else 0.0
         detail["stall_s"] = round(d_stall_r, 6)
         kind = "data" if d_data >= 0.5 * d_late and d_stall_r < 0.25 * d_late else "compute"
         if kind == "data" and factor < p.min_factor:
             return None  # loaders of a busy machine lag a little now and then: only a costly lag counts
         confidence = max(0.3, min(0.99, 0.5 * consistency + 0.5 * margin))
+        if frozen is not None:  # named by its own stall, not by who arrived last
+            confidence = max(confidence, min(0.95, 0.5 + 0.5 * min(1.0, d_stall_r / max(dW, 1e-12))))
         own_before = float(np.median(tb.own[r_idx, slice(max(0, onset - 10), onset)])) if onset > 0 else None
         own_during = float(_nanmedian(tb.own[r_idx, P]))
         detail["own_before_s"] = (
@@ -658,6 +675,26 @@ def _classify(
         detail=detail,
         link=link,
     )
+
+
+def _frozen_rank(tb: StepTable, onset: int, P: slice, dW: float, W0: float, p: Params) -> int | None:
+    """The one rank whose own process stall (the probe's time the process did not run) grew by at least
+    ``p.frozen_share`` of the job's step growth while every other rank's grew by less than a fifth of
+    it; None when no rank stands out or the probe recorded no stalls."""
+    if tb.stall is None or not tb.stall.size or tb.stall.shape[0] < 3 or dW <= 0:
+        return None
+    base_cols = slice(max(0, onset - 10), onset) if onset > 0 else P
+    # the mean, not the median: a process throttled in long periods freezes in every other step or so
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        grew = np.nan_to_num(np.nanmean(tb.stall[:, P], axis=1) - np.nanmean(tb.stall[:, base_cols], axis=1))
+    i = int(np.argmax(grew))
+    rest = max(0.0, float(np.delete(grew, i).max()))
+    if not (grew[i] >= p.frozen_share * dW and grew[i] >= p.min_lateness * W0 and rest < 0.2 * grew[i]):
+        return None
+    # and not one long freeze: it stalls in a quarter of the steps or more
+    stalled = np.nan_to_num(tb.stall[i, P]) > p.min_lateness * W0
+    return i if float(np.mean(stalled)) >= 0.25 else None
 
 
 def _localise_link(

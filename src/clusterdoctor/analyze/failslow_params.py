@@ -108,6 +108,19 @@ SLOW_LINK_RATIO = Threshold(
     "link transfer time, as a multiple of the median link, that marks a slow link",
 )
 
+FROZEN_SHARE = Threshold(
+    "failslow_frozen_share",
+    0.15,
+    "x step growth",
+    "clusterdoctor default, measured (tests/training/test_faultlab.py in CI, and bench/failslow.py's re-run "
+    "of 2026-12-01): a rank held to 15% of a CPU froze in every other step or so, mostly inside the "
+    "collective, so it was seldom last to arrive and every rank's collective stretched; the probe's own "
+    "stall of that rank grew by 0.24 and 0.39 of the job's step growth (the stall counts only part of a "
+    "freeze) while no other rank's grew. One rank's stall explaining this share, every other rank's under "
+    "a fifth of it, in a quarter of the steps or more, names that rank",
+    "share of the job's step growth that one rank's own process stall must explain to name it",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -121,6 +134,7 @@ THRESHOLDS = (
     SILENT_AFTER,
     PERIODIC_MIN_EPISODES,
     SLOW_LINK_RATIO,
+    FROZEN_SHARE,
 )
 
 
@@ -144,6 +158,7 @@ class Params:
     silent_after_s: float = float(SILENT_AFTER.value)
     periodic_min: int = int(PERIODIC_MIN_EPISODES.value)
     slow_link_ratio: float = float(SLOW_LINK_RATIO.value)
+    frozen_share: float = float(FROZEN_SHARE.value)
 
 
 DEFAULTS = Params()

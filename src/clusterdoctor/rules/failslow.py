@@ -343,10 +343,16 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         what = f"it finished its own work late: compute-bound, {_gpu_words(gpu[0])}"
     else:
         what = "it finished its own work late"
+    if d.get("frozen_in_collective"):
+        waits = (
+            "it stops inside the collectives too, so every rank's collectives stretch and the job's step "
+            f"grew {(ep.during_s - ep.baseline_s) * 1000:.1f} ms"
+        )
+    else:
+        waits = f"the other ranks wait {d['lateness_s'] * 1000:.1f} ms a step for it"
     summary = (
         f"{_subject(where)} became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}): "
-        f"{what}; the other ranks wait {d['lateness_s'] * 1000:.1f} ms a step for it. The job lost "
-        f"{ep.steps_lost:.1f} steps so far."
+        f"{what}; {waits}. The job lost {ep.steps_lost:.1f} steps so far."
     )
     ev = _where_evidence(where, src) + [
         Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
