@@ -97,7 +97,7 @@ def test_promtool_check_rules():
     assert f"SUCCESS: {n} rules found" in out.stdout
 
 
-def test_promtool_unit_tests_cover_every_alert_firing_and_quiet():
+def test_promtool_unit_tests_cover_every_alert_firing_and_quiet(tmp_path_factory):
     tests = yaml.safe_load(TEST_FILE.read_text())["tests"]
     rules = yaml.safe_load(RULE_FILE.read_text())
     entries = [(a["alert"], a["labels"]["rule"]) for g in rules["groups"] for a in g["rules"]]
@@ -108,15 +108,34 @@ def test_promtool_unit_tests_cover_every_alert_firing_and_quiet():
         assert t["alert_rule_test"][0]["exp_alerts"], t["name"]
     for t in quiet:
         assert t["alert_rule_test"][0]["exp_alerts"] == [], t["name"]
-    out = subprocess.run(
-        [promtool(), "test", "rules", str(TEST_FILE)],
-        capture_output=True,
-        text=True,
-        cwd=TEST_FILE.parent,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "SUCCESS" in out.stdout
+    # promtool evaluates every rule of its rule files in every test: the deploy test file run whole
+    # takes ~40 s. The groups share nothing (no recording rules), so each group is run with its own
+    # tests — the same rules and tests, split, ~10x less work.
+    assert not any("record" in r for g in rules["groups"] for r in g["rules"])
+    tool, tmp = promtool(), tmp_path_factory.mktemp("promtool")
+    runs = []
+    for g in rules["groups"]:
+        names = {r["alert"] for r in g["rules"]}
+        mine = [t for t in tests if t["alert_rule_test"][0]["alertname"] in names]
+        assert mine, g["name"]
+        (tmp / f"{g['name']}.rules.yaml").write_text(pr.to_yaml({"groups": [g]}))
+        doc = {
+            **yaml.safe_load(TEST_FILE.read_text()),
+            "rule_files": [f"{g['name']}.rules.yaml"],
+            "tests": mine,
+        }
+        (tmp / f"{g['name']}.test.yaml").write_text(pr.to_yaml(doc))
+        runs.append((g["name"], len(mine)))
+    assert sum(n for _, n in runs) == len(tests)  # every test in exactly one group
+    procs = [
+        (name, subprocess.Popen([tool, "test", "rules", f"{name}.test.yaml"], cwd=tmp, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True))
+        for name, _ in runs
+    ]  # fmt: skip
+    for name, proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"{name}: {out[-4000:]}"
+        assert "SUCCESS" in out, name
 
 
 def test_promtool_tests_can_fail(tmp_path):
