@@ -264,18 +264,21 @@ def _where_evidence(where: dict[str, Any], source: str) -> list[Evidence]:
     return ev
 
 
-def _gpu_cause(obs: Observations, ep_rank: int, kind: str, what: str, cost: str) -> tuple[Any, list[Finding]]:
-    """(cause chain, the GPU findings in it) when a GPU finding on the rank's GPU (or node) can make a
-    rank of class ``kind`` slow; (None, []) otherwise or without GPU data."""
-    if not obs.has("gpu_health"):
-        return None, []
+def _gpu_cause(
+    obs: Observations, rank: int | None, kind: str, what: str, cost: str, src: str
+) -> tuple[list[Finding], list[Evidence]]:
+    """(the GPU findings that can make ``rank`` slow the way class ``kind`` is slow, the evidence-chain
+    entry that puts them first); ([], []) without a rank, without GPU data or when no GPU finding fits."""
+    if rank is None or not obs.has("gpu_health"):
+        return [], []
     from clusterdoctor.rules.gpu import failslow_gpu_chain
 
-    chain, h = failslow_gpu_chain(obs, ep_rank, kind, what, cost)
+    chain, h = failslow_gpu_chain(obs, rank, kind, what, cost)
     if chain is None:
-        return None, []
+        return [], []
     subjects = {c[0] for c in chain.causes}
-    return chain, [f for f in h.faults if f.subject in subjects]
+    gpu = [f for f in h.faults if f.subject in subjects]
+    return gpu, [Evidence("evidence chain", chain.describe(), source="GPU health + " + src)]
 
 
 def _with_gpu_fix(f: Finding, gpu: list[Finding], where: dict[str, Any]) -> Finding:
@@ -326,12 +329,13 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
     d = ep.detail
     stall = d.get("stall_s") or 0.0
     late_ms = d["lateness_s"] * 1000
-    chain, gpu = _gpu_cause(
+    gpu, chain_ev = _gpu_cause(
         obs,
         ep.rank,
         ep.kind,
         f"finishes its own work late since step {ep.onset_step}, {late_ms:.1f} ms a step",
         f"every other rank waits for it; the job is {ep.factor:.2f}x slower",
+        src,
     )
     if ep.kind == "data":
         what = "its data loader kept it waiting"
@@ -368,9 +372,7 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         )
     if d.get("also_late"):
         ev.append(Evidence("other ranks also late", d["also_late"], source=src))
-    ev += _common_evidence(ep, table, src)
-    if chain is not None:
-        ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+    ev += _common_evidence(ep, table, src) + chain_ev
     return _with_gpu_fix(
         r.finding(
             summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject=_subject(where)
@@ -429,18 +431,17 @@ def communication_straggler(obs: Observations) -> Iterator[Finding]:
         if d.get("link_scores"):
             ev.append(Evidence("link time by rank (touching / not touching)", d["link_scores"], source=src))
         ev += _common_evidence(ep, table, src)
-        gpu: list[Finding] = []
-        if ep.rank is not None:
-            chain, gpu = _gpu_cause(
-                obs,
-                ep.rank,
-                "communication",
-                f"its transfers are slow since step {ep.onset_step}",
-                f"every collective of the job is {ep.factor:.2f}x slower",
-            )
-            if chain is not None:
-                summary += f" Its GPU's link is faulty: {_gpu_words(gpu[0])}."
-                ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        gpu, chain_ev = _gpu_cause(
+            obs,
+            ep.rank,
+            "communication",
+            f"its transfers are slow since step {ep.onset_step}",
+            f"every collective of the job is {ep.factor:.2f}x slower",
+            src,
+        )
+        if gpu:
+            summary += f" Its GPU's link is faulty: {_gpu_words(gpu[0])}."
+        ev += chain_ev
         yield _with_gpu_fix(
             communication_straggler.finding(
                 summary,
@@ -567,18 +568,17 @@ def periodic_slowdown(obs: Observations) -> Iterator[Finding]:
             ]
             + _common_evidence(ep, table, src)
         )
-        gpu: list[Finding] = []
-        if ep.rank is not None:
-            chain, gpu = _gpu_cause(
-                obs,
-                ep.rank,
-                ep.periodic_of or "",
-                f"slows down every {period} since step {ep.onset_step}",
-                f"every other rank waits for it; the job is {ep.factor:.2f}x slower while it lasts",
-            )
-            if chain is not None:
-                summary += f" Its GPU: {_gpu_words(gpu[0])} (a thermal or power cycle recurs)."
-                ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        gpu, chain_ev = _gpu_cause(
+            obs,
+            ep.rank,
+            ep.periodic_of or "",
+            f"slows down every {period} since step {ep.onset_step}",
+            f"every other rank waits for it; the job is {ep.factor:.2f}x slower while it lasts",
+            src,
+        )
+        if gpu:
+            summary += f" Its GPU: {_gpu_words(gpu[0])} (a thermal or power cycle recurs)."
+        ev += chain_ev
         yield _with_gpu_fix(
             periodic_slowdown.finding(
                 summary,
@@ -626,12 +626,12 @@ def rank_silent(obs: Observations) -> Iterator[Finding]:
             Evidence("last step", s.last_step, source=src, time=s.last_t),
             Evidence("seconds behind the newest rank", round(s.others_t - s.last_t, 1), unit="s", source=src),
         ]
-        chain, gpu = _gpu_cause(
-            obs, s.rank, "silent", f"stopped reporting after step {s.last_step}", "the job waits for it"
+        gpu, chain_ev = _gpu_cause(
+            obs, s.rank, "silent", f"stopped reporting after step {s.last_step}", "the job waits for it", src
         )
-        if chain is not None:
+        if gpu:
             summary += f" Its GPU: {_gpu_words(gpu[0])}."
-            ev.append(Evidence("evidence chain", chain.describe(), source="GPU health + " + src))
+        ev += chain_ev
         yield _with_gpu_fix(
             rank_silent.finding(summary, evidence=ev, confidence=0.9, subject=_subject(where)), gpu, where
         )
