@@ -137,8 +137,29 @@ class Fault:
         return {"fault": type(self).__name__, "kind": self.kind, "rank": self.rank}
 
 
+class _Throttle(Fault):
+    """A fault that holds processes to ``fraction`` of one CPU in a cgroup of its own."""
+
+    fraction: float
+
+    def _throttle(
+        self, lab: Lab, what: str, pids: list[int], period_us: int = 100_000, thread: bool = False
+    ) -> None:
+        self.cg = _Cgroup(f"{lab.tag}-{what}-{uuid.uuid4().hex[:6]}")
+        self.cg.limit(self.fraction, period_us)
+        for pid in pids:
+            self.cg.add(pid, thread=thread)
+
+    def stop(self) -> None:
+        if hasattr(self, "cg"):
+            self.cg.remove()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "fraction": self.fraction}
+
+
 @dataclass
-class CpuQuota(Fault):
+class CpuQuota(_Throttle):
     """``fraction`` of one CPU per ``period_us`` for one rank. The default 100 ms period throttles in
     long freezes (the process runs ``fraction`` of the period, then waits); a short period (5 ms)
     slows it evenly. With ``main_thread`` only the training thread is limited (cgroup v1 ``tasks``):
@@ -152,45 +173,24 @@ class CpuQuota(Fault):
     kind = "compute"
 
     def start(self, lab: Lab) -> None:
-        self.cg = _Cgroup(f"{lab.tag}-quota-r{self.rank}-{uuid.uuid4().hex[:6]}")
-        self.cg.limit(self.fraction, self.period_us)
-        self.cg.add(lab.pid(self.rank), thread=self.main_thread)
-
-    def stop(self) -> None:
-        if hasattr(self, "cg"):
-            self.cg.remove()
+        self._throttle(lab, f"quota-r{self.rank}", [lab.pid(self.rank)], self.period_us, self.main_thread)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            **super().describe(),
-            "fraction": self.fraction,
-            "period_us": self.period_us,
-            "main_thread": self.main_thread,
-        }
+        return {**super().describe(), "period_us": self.period_us, "main_thread": self.main_thread}
 
 
 @dataclass
-class JobWide(Fault):
+class JobWide(_Throttle):
     fraction: float = 0.6
     kind = "job"
     rank: int | None = None
 
     def start(self, lab: Lab) -> None:
-        self.cg = _Cgroup(f"{lab.tag}-jobwide-{uuid.uuid4().hex[:6]}")
-        self.cg.limit(self.fraction)
-        for r in range(lab.world):
-            self.cg.add(lab.pid(r))
-
-    def stop(self) -> None:
-        if hasattr(self, "cg"):
-            self.cg.remove()
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fraction": self.fraction}
+        self._throttle(lab, "jobwide", [lab.pid(r) for r in range(lab.world)])
 
 
 @dataclass
-class SlowLoader(Fault):
+class SlowLoader(_Throttle):
     rank: int
     fraction: float = 0.02
     kind = "data"
@@ -199,17 +199,7 @@ class SlowLoader(Fault):
         kids = _children(lab.pid(self.rank))
         if not kids:
             raise RuntimeError(f"rank {self.rank} has no data-loader worker process")
-        self.cg = _Cgroup(f"{lab.tag}-loader-r{self.rank}-{uuid.uuid4().hex[:6]}")
-        self.cg.limit(self.fraction)
-        for k in kids:
-            self.cg.add(k)
-
-    def stop(self) -> None:
-        if hasattr(self, "cg"):
-            self.cg.remove()
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fraction": self.fraction}
+        self._throttle(lab, f"loader-r{self.rank}", kids)
 
 
 @dataclass
