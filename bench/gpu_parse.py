@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _timing import best_of  # bench/_timing.py (the script's folder is on sys.path)
 from clusterdoctor.observe.gpu.dcgm_fleet import FLEET_QUERIES, decode_answer, fleet_reports
 from clusterdoctor.observe.gpu.nvidia_smi_q import parse_nvidia_smi_q
 from clusterdoctor.testing import fixture_path
@@ -35,15 +35,6 @@ DUMPS = (
     "gpu/dcgm-exporter_l40s_upcloud_595.58.03_prof-fields-healthy.prom",
     "gpu/dcgm-exporter_rtx4000ada_lke_580.95.05_pod-labels.prom",
 )
-
-
-def best_of(fn, n: int = 5) -> float:
-    best = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def bench_smi() -> dict:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 
+from _timing import best_of  # bench/_timing.py (the script's folder is on sys.path)
 from clusterdoctor.observe.comm.nccl_log import load_nccl_log, parse_nccl_log
 from clusterdoctor.testing import fixture_path
 
@@ -22,15 +22,6 @@ FIXTURES = (
     "comm/nccl_tests_2node_socket_no_efa.log",
     "comm/nccl_tests_2node_efa.log",
 )
-
-
-def best_of(fn, n: int = 3) -> float:
-    best = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:
@@ -46,13 +37,13 @@ def main() -> None:
         f"log: {size / 1e6:.0f} MB, {text.count(chr(10)):,} lines; kept {log.lines_kept:,} lines, "
         f"{len(log.transports):,} transports, {len(log.affinities):,} affinity masks"
     )
-    t_split = best_of(lambda: text.splitlines())
-    t_parse = best_of(lambda: parse_nccl_log(text))
+    t_split = best_of(lambda: text.splitlines(), 3)
+    t_parse = best_of(lambda: parse_nccl_log(text), 3)
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
         f.write(text)
         name = f.name
     try:
-        t_file = best_of(lambda: load_nccl_log(name), n=2)
+        t_file = best_of(lambda: load_nccl_log(name), 2)
     finally:
         os.unlink(name)
     print(f"plain splitlines : {size / 1e6 / t_split:8.1f} MB/s")

@@ -25,9 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _timing import best_of  # bench/_timing.py (the script's folder is on sys.path)
 from clusterdoctor.observe.node.procfs import collect_process, list_pids
 from clusterdoctor.topology.cpuset import parse_cpulist
 from clusterdoctor.topology.model import NumaNode, Topology
@@ -107,15 +107,6 @@ def run_audit(root: str, pids: list[int], topo: Topology) -> int:
             raise SystemExit(f"pid {pid}: {pl.error}")
         flagged += bool(pl.raised())
     return flagged
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> int:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import time
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from _timing import best_of  # bench/_timing.py (the script's folder is on sys.path)
 from clusterdoctor.observe.control.prom_text import parse_prom_text
 from clusterdoctor.testing import comparable_samples, fixture_path, prom_client_samples
 
@@ -30,15 +30,6 @@ DEFAULT_FILES = (
     ("data", "tests/data/ctrl/node_exporter_1.5.0_metrics.prom"),
     ("data", "tests/data/ctrl/prometheus_2.42.0_federate_all.prom"),
 )
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def files(args: list[str]) -> list[Path]:
