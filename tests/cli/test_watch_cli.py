@@ -32,6 +32,23 @@ def test_json_and_exit_codes(cli):
     assert clean.code == 0 and "No fail-slow" in clean.out
 
 
+def test_a_folder_of_several_jobs_is_several_jobs(cli, tmp_path):
+    """Probe files of three real runs under one folder (as a user keeps them: one subfolder a job): each
+    job judged on its own, not one job whose ranks "restarted" with only the last run analysed."""
+    for run in ("quota-rank2", "slowloader-rank1", "clean"):
+        shutil.copytree(DATA / run, tmp_path / "jobs" / run)
+    r = cli("watch", "--from", str(tmp_path / "jobs"), "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 1, r.err
+    assert len(doc["jobs"]) == 3 and all(j["ranks"] == 4 for j in doc["jobs"])
+    assert sorted((f["rule"], f["subject"].split(": ", 1)[1].split(",")[0]) for f in doc["findings"]) == [
+        ("FS001", "rank 2"),
+        ("FS003", "rank 1"),
+    ]
+    assert all(f["subject"].startswith("job lab-") for f in doc["findings"])
+    assert not any("restarted" in w for w in doc["warnings"]), doc["warnings"]
+
+
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path):
     r = cli("watch", "--from", str(tmp_path / "nope"))
     assert r.code == 2 and r.err.count("\n") == 1 and "no such file" in r.err

@@ -222,10 +222,12 @@ class _FileSource:
             raise InputError("no fail-slow probe file (watch-rank<N>.jsonl) with step records", self.path)
         from clusterdoctor.analyze.failslow import table_from_records
 
-        table = table_from_records(self.acc.steps, self.acc.identities, self.acc.links, self.acc.warnings)
-        job = next((i.job for ids in self.acc.identities.values() for i in ids), None)
+        tables = {
+            job: table_from_records(wf.steps, wf.identities, wf.links, wf.warnings)
+            for job, wf in self.acc.by_job().items()
+        }
         return build_report(
-            {job or "job": table},
+            tables,
             f"files:{self.path}",
             topo,
             live,

@@ -90,6 +90,7 @@ class LinkRecord:
     nbytes: int
     seconds: float
     t: float | None = None
+    run: str | None = None  # the run of the rank that measured it (its file's header in force)
 
 
 @dataclass
@@ -115,6 +116,32 @@ class WatchFiles:
         self.links.extend(other.links)
         self.warnings.extend(other.warnings)
         self.paths.extend(p for p in other.paths if p not in self.paths)
+
+    def by_job(self) -> dict[str, WatchFiles]:
+        """The records split by the job named in the headers (a folder of several jobs' probe files is
+        several jobs, not one job whose ranks restarted). Records whose run no header names go to
+        their rank's latest job; warnings stay with the first job."""
+        job_of_run = {i.run: i.job for ids in self.identities.values() for i in ids}
+        jobs = sorted({i.job for ids in self.identities.values() for i in ids})
+        if len(jobs) <= 1:
+            return {jobs[0] if jobs else "job": self}
+        out = {j: WatchFiles(paths=self.paths) for j in jobs}
+        out[jobs[0]].warnings = list(self.warnings)
+        for r, ids in self.identities.items():
+            for i in ids:
+                out[i.job].identities.setdefault(r, []).append(i)
+
+        def job(run: str | None, rank: int | None) -> str:
+            if run in job_of_run:
+                return job_of_run[run]
+            latest = self.identity(rank) if rank is not None else None
+            return latest.job if latest is not None else jobs[0]
+
+        for st in self.steps:
+            out[job(st.run, st.rank)].steps.append(st)
+        for ln in self.links:
+            out[job(ln.run, ln.dst)].links.append(ln)
+        return {j: wf for j, wf in out.items() if wf.steps}
 
 
 def _num(obj: dict[str, Any], key: str, default: float | None = None) -> float | None:
@@ -200,7 +227,7 @@ def parse_watch_lines(
                 s = _num(obj, "s")
                 if s is None or s < 0:
                     raise ValueError("link line without seconds")
-                out.links.append(LinkRecord(src, dst, nb, s, _num(obj, "t")))
+                out.links.append(LinkRecord(src, dst, nb, s, _num(obj, "t"), run=cur.run if cur else None))
             else:
                 continue  # other kinds (future versions): ignored
         except (ValueError, TypeError, KeyError) as e:
