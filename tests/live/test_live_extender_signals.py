@@ -12,7 +12,6 @@ import json
 import threading
 import time
 import urllib.request
-from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -21,6 +20,7 @@ import yaml
 from clusterdoctor.serve.agent import Agent, default_sources, make_server
 from clusterdoctor.serve.extender import serve_in_thread
 from clusterdoctor.serve.signals import PrometheusSignals
+from tests.fake_kubelet import Allocation, start_fake_kubelet
 from tests.live.conftest import PROMETHEUS, Services, free_ports, need, start, wait_http
 
 pytestmark = pytest.mark.live
@@ -58,29 +58,8 @@ def _expositions() -> ThreadingHTTPServer:
 
 
 def _kubelet(sock):
-    grpc = pytest.importorskip("grpc")
-    from clusterdoctor.observe.node.podresources_v1 import api_pb2, api_pb2_grpc
-
-    class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
-        def List(self, request, context):
-            c = api_pb2.ContainerResources(
-                name="trainer",
-                devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS[:2])],
-            )
-            return api_pb2.ListPodResourcesResponse(
-                pod_resources=[api_pb2.PodResources(name="llm-0", namespace="train", containers=[c])]
-            )
-
-        def GetAllocatableResources(self, request, context):
-            return api_pb2.AllocatableResourcesResponse(
-                devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS)]
-            )
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
-    server.add_insecure_port(f"unix://{sock}")
-    server.start()
-    return server
+    pytest.importorskip("grpc")
+    return start_fake_kubelet(sock, [Allocation("train", "llm-0", "trainer", GPUS[:2])], GPUS)
 
 
 def _node(name: str) -> dict:

@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import yaml
 from clusterdoctor.report.dashboard import queries
 from clusterdoctor.serve.agent import Agent, default_sources, make_server
 from tests.conftest import TEST_DATA, shared_fixture
+from tests.fake_kubelet import Allocation, start_fake_kubelet
 from tests.live.conftest import NODE_EXPORTER, PROMETHEUS, Services, free_ports, need, start, wait_http
 
 pytestmark = pytest.mark.live
@@ -64,40 +64,8 @@ def _dump_server(files: dict[str, bytes]) -> ThreadingHTTPServer:
 
 
 def _kubelet(sock: Path):
-    grpc = pytest.importorskip("grpc")
-    from clusterdoctor.observe.node.podresources_v1 import api_pb2, api_pb2_grpc
-
-    class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
-        def List(self, request, context):
-            return api_pb2.ListPodResourcesResponse(
-                pod_resources=[
-                    api_pb2.PodResources(
-                        name="cuda-75454ffb9f-8ljq7",
-                        namespace="default",
-                        containers=[
-                            api_pb2.ContainerResources(
-                                name="cuda",
-                                devices=[
-                                    api_pb2.ContainerDevices(
-                                        resource_name="nvidia.com/gpu", device_ids=GPUS[:1]
-                                    )
-                                ],
-                            )
-                        ],
-                    )
-                ]
-            )
-
-        def GetAllocatableResources(self, request, context):
-            return api_pb2.AllocatableResourcesResponse(
-                devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS)]
-            )
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
-    server.add_insecure_port(f"unix://{sock}")
-    server.start()
-    return server
+    pytest.importorskip("grpc")
+    return start_fake_kubelet(sock, [Allocation("default", "cuda-75454ffb9f-8ljq7", "cuda", GPUS[:1])], GPUS)
 
 
 def _query(prom: str, expr: str) -> dict:

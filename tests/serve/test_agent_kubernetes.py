@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import urllib.request
-from concurrent import futures
 
 import pytest
 
@@ -13,34 +12,9 @@ from clusterdoctor.serve.agent import Agent, default_sources, make_server
 
 grpc = pytest.importorskip("grpc")
 
-from clusterdoctor.observe.node.podresources_v1 import api_pb2, api_pb2_grpc  # noqa: E402
+from tests.fake_kubelet import Allocation, start_fake_kubelet  # noqa: E402
 
 GPUS = [f"GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}" for i in range(4)]
-
-
-class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
-    def List(self, request, context):
-        return api_pb2.ListPodResourcesResponse(
-            pod_resources=[
-                api_pb2.PodResources(
-                    name="gpt-worker-3",
-                    namespace="training",
-                    containers=[
-                        api_pb2.ContainerResources(
-                            name="trainer",
-                            devices=[
-                                api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS[:2])
-                            ],
-                        )
-                    ],
-                )
-            ]
-        )
-
-    def GetAllocatableResources(self, request, context):
-        return api_pb2.AllocatableResourcesResponse(
-            devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=GPUS)]
-        )
 
 
 def _scrape(agent: Agent) -> str:
@@ -58,10 +32,7 @@ def _scrape(agent: Agent) -> str:
 
 def test_gpu_allocations_and_free_gpus(tmp_path):
     sock = tmp_path / "k.sock"
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
-    server.add_insecure_port(f"unix://{sock}")
-    server.start()
+    server = start_fake_kubelet(sock, [Allocation("training", "gpt-worker-3", "trainer", GPUS[:2])], GPUS)
     try:
         body = _scrape(
             Agent(default_sources(str(tmp_path), [], 5.0, pod_resources_socket=str(sock)), pod_resources=True)

@@ -4,7 +4,6 @@ with a real kubelet PodList and a real gRPC pod-resources server into namespace/
 from __future__ import annotations
 
 import json
-from concurrent import futures
 
 import pytest
 from hypothesis import given
@@ -14,6 +13,7 @@ from clusterdoctor.observe.control.kube_pods import list_node_pods, parse_pod_in
 from clusterdoctor.observe.node.cgroup import parse_proc_cgroup
 from clusterdoctor.observe.node.kube_context import KubeContext, collect_kube_context
 from tests.conftest import shared_fixture
+from tests.fake_kubelet import Allocation, start_fake_kubelet
 
 PODLIST = "ctrl/app/pods/pods_kubelet_podlist_k8s1.35_minikube.json"
 UID = "70565f42-b704-42f2-83fe-1ffb77a67800"
@@ -155,9 +155,7 @@ def test_process_named_by_pod_and_container(tmp_path):
 
 def test_kube_context_joins_pod_resources(tmp_path):
     """cgroup → UID → (real PodList) name → (real gRPC pod-resources server) GPUs and CPUs."""
-    grpc = pytest.importorskip("grpc")
-    from clusterdoctor.observe.node.podresources_v1 import api_pb2, api_pb2_grpc
-
+    pytest.importorskip("grpc")
     raw = _podlist()
     doc = json.loads(raw)
     pod = _pod(doc, "e2e-container-creating")  # a Guaranteed pod: exclusive CPUs possible
@@ -166,34 +164,10 @@ def test_kube_context_joins_pod_resources(tmp_path):
     cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
     gpu = "GPU-6a1e5b0c-91d3-2e8f-aa47-5c3d2b1e0f99"
 
-    class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
-        def List(self, request, context):
-            return api_pb2.ListPodResourcesResponse(
-                pod_resources=[
-                    api_pb2.PodResources(
-                        name=pod["metadata"]["name"],
-                        namespace=pod["metadata"]["namespace"],
-                        containers=[
-                            api_pb2.ContainerResources(
-                                name=cname,
-                                devices=[
-                                    api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=[gpu])
-                                ],
-                                cpu_ids=[4, 5],
-                            )
-                        ],
-                    )
-                ]
-            )
-
-        def GetAllocatableResources(self, request, context):
-            return api_pb2.AllocatableResourcesResponse()
-
     sock = tmp_path / "k.sock"
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(Kubelet(), server)
-    server.add_insecure_port(f"unix://{sock}")
-    server.start()
+    server = start_fake_kubelet(
+        sock, [Allocation(pod["metadata"]["namespace"], pod["metadata"]["name"], cname, [gpu], [4, 5])], []
+    )
     pods_file = tmp_path / "pods.json"
     pods_file.write_bytes(raw)
     try:
