@@ -47,8 +47,11 @@ def _fixture(rel: str, what: str) -> Path:
 
 def resolve_trace(value: str) -> tuple[Path, str | None]:
     """(pod-list path, built-in name or None) for ``--trace``: an existing file wins over a name."""
+    from clusterdoctor.observe.limits import check_regular
+
     p = Path(value)
     if p.exists():
+        check_regular(p)  # a device or FIFO is refused here, before any built-in input is looked up
         return p, None
     if value in BUILTIN_TRACES:
         return _fixture(BUILTIN_TRACES[value], f"trace {value!r}"), value
@@ -62,9 +65,12 @@ def resolve_trace(value: str) -> tuple[Path, str | None]:
 def resolve_nodes(value: str | None) -> Path:
     if value is None:
         return _fixture(DEFAULT_NODES, "node list (openb, 6212 GPUs)")
+    from clusterdoctor.observe.limits import check_regular
+
     p = Path(value)
     if not p.exists():
         raise InputError("no such file", value)
+    check_regular(p)  # a device or FIFO is refused here, before any built-in input is looked up
     return p
 
 
