@@ -135,12 +135,18 @@ def load_sources(
     the report. :class:`InputError` only when nothing at all could be used (with the one reason
     when one file was given). ``progress(done, total, path)`` is called before each file.
     """
-    from clusterdoctor.observe.detect import load_path, walk_sources
+    from clusterdoctor.observe.detect import walk_sources
+    from clusterdoctor.observe.limits import virtual_inputs
 
     items: list[Path] = []
     warnings = obs.data.setdefault("warnings_list", [])
+    virtual: dict[str, bytes] = {}
     for path in paths:
         p = Path(path)
+        if str(path) == "-":
+            virtual[STDIN_NAME] = read_stdin()
+            items.append(Path(STDIN_NAME))
+            continue
         if p.is_dir() and not (p.name == "sys" and (p / "devices" / "system").is_dir()):
             walk = walk_sources(p)
             warnings.extend(walk.warnings(p))
@@ -157,6 +163,47 @@ def load_sources(
             seen.add(key)
             unique.append(item)
     items = unique
+    with virtual_inputs(virtual):
+        refs, failures = _load_items(obs, items, warnings, progress)
+    if not refs:
+        if len(failures) == 1:
+            raise failures[0]
+        if not failures:
+            raise InputError("no file to read", ", ".join(str(p) for p in paths) or None)
+        raise InputError(
+            f"nothing recognised in {len(failures)} files (first: {failures[0].one_line()})",
+            ", ".join(str(p) for p in paths),
+        )
+    return refs
+
+
+STDIN_NAME = "<stdin>"
+
+
+def read_stdin(stream: Any = None) -> bytes:
+    """Standard input, whole (``diagnose -``: a paste), up to the ``input`` limit; InputError past it.
+    On a terminal, one line on stderr says how to end the paste."""
+    import sys
+
+    from clusterdoctor.observe.limits import human_size, max_input_bytes
+
+    f = stream if stream is not None else sys.stdin.buffer
+    if stream is None and sys.stdin.isatty():
+        print("clusterdoctor: paste the output, then press Ctrl-D on a line of its own", file=sys.stderr)
+    cap = max_input_bytes()
+    data = f.read(cap + 1)
+    if len(data) > cap:
+        raise InputError(f"more than the input limit of {human_size(cap)}", STDIN_NAME)
+    if not data.strip():
+        raise InputError("empty (nothing was piped or pasted)", STDIN_NAME)
+    return data
+
+
+def _load_items(
+    obs: Observations, items: list[Path], warnings: list[str], progress: Progress | None
+) -> tuple[list[SourceRef], list[InputError]]:
+    from clusterdoctor.observe.detect import load_path
+
     refs: list[SourceRef] = []
     failures: list[InputError] = []
     for i, item in enumerate(items):
@@ -182,16 +229,7 @@ def load_sources(
         merge_into(obs, data)
     if progress is not None:
         progress(len(items), len(items), "")
-    if not refs:
-        if len(failures) == 1:
-            raise failures[0]
-        if not failures:
-            raise InputError("no file to read", ", ".join(str(p) for p in paths) or None)
-        raise InputError(
-            f"nothing recognised in {len(failures)} files (first: {failures[0].one_line()})",
-            ", ".join(str(p) for p in paths),
-        )
-    return refs
+    return refs, failures
 
 
 def add_prometheus(obs: Observations, url: str, since_seconds: float, step: float | None = None) -> SourceRef:

@@ -34,6 +34,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Action",
     "Device",
     "Diagnosis",
     "Event",
@@ -71,6 +72,25 @@ class Severity(enum.IntEnum):
             return cls[text.strip().upper()]
         except KeyError:
             raise ValueError(f"unknown severity {text!r} (expected info, warning or critical)") from None
+
+
+class Action(enum.IntEnum):
+    """What it takes to remove a cause, from the weakest to the strongest. The ranking's tie-break: of
+    two findings with the same score, the one that needs the node rebooted or the board replaced leads
+    the one the application can fix (an Xid 94 before an Xid 31)."""
+
+    NONE = 0
+    OBSERVE = 1  # nothing to do now: watch it
+    FIX_PROGRAM = 2  # a bug or misuse in the training program
+    RESTART_JOB = 3  # rerun the job
+    CONFIGURE = 4  # change a setting, a limit, an environment variable, a manifest
+    RESTART_SERVICE = 5  # restart a daemon (kubelet, containerd, fabric manager, etcd member)
+    RESET_DEVICE = 6  # reset the GPU or the HCA
+    REBOOT_NODE = 7  # drain and reboot the node
+    REPLACE_HARDWARE = 8  # reseat, RMA, replace a cable or a board
+
+    def __str__(self) -> str:
+        return self.name.lower().replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -175,6 +195,12 @@ class Finding:
     confidence: float = 0.8
     score: float = 0.0
     subject: str | None = None  # what the finding is about: a pid, a GPU, a node
+    action: Action = Action.NONE  # what its fix takes (the ranking's tie-break)
+    # "cause", or "symptom": a consequence (a timeout, a generic failure) that a cause found in the same
+    # run explains; a symptom is folded into that cause's evidence instead of ranking on its own
+    role: str = "cause"
+    # the incident-corpus cause classes this finding names (tests/data/incidents/causes/*.toml)
+    causes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -189,6 +215,7 @@ class Finding:
             "evidence": [e.as_dict() for e in self.evidence],
             "fix": self.fix,
             "verify": list(self.verify),
+            **({"action": str(self.action)} if self.action else {}),
         }
 
 

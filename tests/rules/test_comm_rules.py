@@ -219,7 +219,7 @@ def test_ncu_dram_throttle() -> None:
 
 
 def test_every_comm_rule_is_documented() -> None:
-    rules = [r for r in load_all() if r.layer == "comm"]
+    rules = [r for r in load_all() if r.fn.__module__ == "clusterdoctor.rules.comm"]
     assert len(rules) == 12
     for r in rules:
         sec = parse_sections(r.doc)

@@ -218,35 +218,82 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
     from clusterdoctor.observe import limits
 
     p = Path(path)
-    if not p.exists() and not p.is_symlink():
+    virtual = limits.virtual_input(p) is not None
+    if not virtual and not p.exists() and not p.is_symlink():
         raise InputError("no such file or directory", str(p))
-    if p.is_dir():
+    if not virtual and p.is_dir():
         if p.name == "sys" and (p / "devices" / "system").is_dir():
             return "sysfs tree", _load_sysfs_tree(p.parent, str(p), "sysfs")
         if _is_sysfs_dir(p):
             return "sysfs tree", _load_sysfs_tree(p, str(p), "sysfs")
         raise InputError("a folder of inputs: read it with walk_sources (diagnose does)", str(p))
     head = limits.read_head(p, HEAD_BYTES)
+    pasted = paste_of(p, head)
     try:
-        return _load_file(p, head)
+        if pasted is None:
+            return _load_file(p, head)
+        clean = pasted.text.encode("utf-8", "surrogateescape")
+        with limits.virtual_inputs({str(p): clean}):
+            what, data = _load_file(p, clean[:HEAD_BYTES], pasted.origin)
+        _note_paste(p, pasted, data)
+        return what, data
     except (EOFError, RecursionError, UnicodeError) as e:
         reason = "nested too deep to read" if isinstance(e, RecursionError) else f"truncated or damaged ({e})"
         raise InputError(reason, str(p)) from None
 
 
-def _load_file(p: Path, head: bytes) -> tuple[str, dict[str, Any]]:
+def paste_of(p: Path, head: bytes) -> Any:
+    """The program output inside ``p`` when it is a paste (prompts, fences, quotes, ANSI, CRLF,
+    elisions: :mod:`clusterdoctor.observe.paste`), or None when there is nothing to undo."""
+    from clusterdoctor.observe import limits
+    from clusterdoctor.observe.paste import MAX_PASTE_BYTES, clean, looks_pasted
+
+    if b"\x00" in head[:4096] or limits.sniff_compression(head):
+        return None
+    text = head.decode("utf-8", "replace")
+    if not looks_pasted(text):
+        return None
+    data = head if len(head) < HEAD_BYTES else limits.read_bounded(p, MAX_PASTE_BYTES, prefix=True)
+    if len(data) >= MAX_PASTE_BYTES:
+        return None  # a log a program wrote, not a paste: read as it is
+    pasted = clean(data.decode("utf-8", "surrogateescape"))
+    return pasted if pasted.changed and pasted.text.strip() else None
+
+
+def _note_paste(p: Path, pasted: Any, data: dict[str, Any]) -> None:
+    """What undoing the paste found, for the rules (``pastes``: elided lines are not judged) and the
+    report (a warning naming the lines the user cut out)."""
+    from clusterdoctor.observe.paste import PasteInfo
+
+    data.setdefault("pastes", []).append(PasteInfo.of(str(p), pasted))
+    if pasted.elided:
+        spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in pasted.elided[:8])
+        data.setdefault("warnings", []).append(
+            f"{p}: lines were cut out of the paste at line(s) {spans} ('...'): what they held is not judged"
+        )
+
+
+def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[str, dict[str, Any]]:
+    refused: InputError | None = None
     for loader in LOADERS:
         fns = loader.functions()
         if fns is None:
             continue
         sniff, load = fns
         if sniff(head, p.name):
-            out = load(p)
+            try:
+                out = load(p)
+            except InputError as e:
+                if loader.name == "clusterdoctor bundle":
+                    raise
+                refused = e  # a half-recognised paste: its known messages may still be read
+                break
             what = out.pop("described_as", None)
             if loader.name == "clusterdoctor bundle":
                 return loader.name, out  # a container: what its members are is not what it is
+            _add_messages(p, head, out, origin)
             return what or describe(loader.name, out), out
-    if _is_tar(p):
+    if refused is None and _is_tar(p):
         return "sysfs tarball", _load_sysfs_tarball(p)
     from clusterdoctor.observe.limits import inflated_head, sniff_compression
 
@@ -259,11 +306,48 @@ def _load_file(p: Path, head: bytes) -> tuple[str, dict[str, Any]]:
             raise InputError(f"empty {codec} stream", str(p))
     elif not head.strip():
         raise InputError("empty file" if not head else "file holds only whitespace", str(p))
+    if not codec and b"\x00" not in head[:4096]:
+        from clusterdoctor.observe.messages import as_observations, scan_file, scan_text
+
+        if origin is not None:
+            from clusterdoctor.observe import limits
+
+            hits = scan_text(limits.read_text(p), str(p), origin)
+        else:
+            hits = scan_file(p)
+        if hits:
+            out = as_observations(hits)
+            if refused is not None:
+                out["warnings"] = [f"{p}: {refused.reason}; read only its known messages"]
+            return out.pop("described_as"), out
+    if refused is not None:
+        raise refused
     raise InputError(
         "unrecognised input: not a topology dump, sysfs tarball, clusterdoctor bundle, metrics dump, log, "
         "etcdctl output, NCCL log, nccl-tests output, trace or GPU tool output",
         str(p),
     )
+
+
+# Inputs whose known messages are not looked for beside their own parser: containers and binary or
+# structured formats that hold no program's log lines.
+_NO_MESSAGE_SCAN = ("topology", "kineto", "flight_recorder", "ncu", "probe", "metrics")
+
+
+def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] | None) -> None:
+    """Known messages in a text input beside what its own parser read (an NCCL log's WARN lines, a
+    kernel log's NVRM lines without an Xid)."""
+    from clusterdoctor.observe import limits
+
+    if b"\x00" in head[:4096] or limits.sniff_compression(head) or head.lstrip()[:1] in (b"{", b"["):
+        return
+    if any(k in out for k in _NO_MESSAGE_SCAN) or any(k.endswith("_metrics") for k in out):
+        return
+    from clusterdoctor.observe.messages import scan_file, scan_text
+
+    hits = scan_text(limits.read_text(p), str(p), origin) if origin is not None else scan_file(p)
+    if hits:
+        out.setdefault("messages", []).extend(hits)
 
 
 # Labels of the observation kinds a loader filled, for loaders that do not say what a file is.

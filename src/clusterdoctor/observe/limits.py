@@ -247,10 +247,43 @@ def _not_regular(p: str, mode: int) -> InputError:
     return InputError(f"is {_kind(mode)}{target}, not a regular file; refused before reading", p)
 
 
+# --- virtual inputs ----------------------------------------------------------------------------------
+# An input whose bytes are not (only) on disk: a paste cleaned of prompts and fences (observe/paste),
+# standard input (``-``). Every reader goes through check_regular/open_regular/read_bounded, so while
+# :func:`virtual_inputs` is active they read these bytes under the name the user gave.
+_VIRTUAL: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar(
+    "virtual_inputs", default=None
+)
+
+
+@contextlib.contextmanager
+def virtual_inputs(mapping: dict[str, bytes]) -> Iterator[None]:
+    """Readers see ``mapping[name]`` as the content of the input ``name`` inside the block."""
+    outer = _VIRTUAL.get()
+    token = _VIRTUAL.set({**(outer or {}), **{os.fspath(k): v for k, v in mapping.items()}})
+    try:
+        yield
+    finally:
+        _VIRTUAL.reset(token)
+
+
+def virtual_input(path: str | os.PathLike[str]) -> bytes | None:
+    """The bytes :func:`virtual_inputs` gives ``path``, or None for a real file."""
+    v = _VIRTUAL.get()
+    return None if v is None else v.get(os.fspath(path))
+
+
+def _virtual_stat(data: bytes) -> os.stat_result:
+    return os.stat_result((stat.S_IFREG | 0o444, 0, 0, 1, 0, 0, len(data), 0, 0, 0))
+
+
 def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
     """``stat`` of ``path`` (links followed), or InputError when it is missing, unreadable or not a
     regular file (devices like ``/dev/zero``, FIFOs, sockets, links to them): never opened."""
     p = os.fspath(path)
+    v = virtual_input(p)
+    if v is not None:
+        return _virtual_stat(v)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -265,6 +298,9 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
 def open_regular(p: str) -> BinaryIO:
     """Open a regular file for reading without ever blocking on a FIFO or touching a device: opened
     non-blocking, checked with ``fstat`` (no race with a swap after :func:`check_regular`)."""
+    v = virtual_input(p)
+    if v is not None:
+        return io.BytesIO(v)
     check_regular(p)
     flags = (
         os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -714,6 +750,11 @@ def read_bounded(path: str | os.PathLike[str], cap: int, *, prefix: bool = False
     file: InputError before reading. OS errors (missing, permission) are raised as OSError, unchanged,
     for readers of live trees that skip what vanished."""
     p = os.fspath(path)
+    v = virtual_input(p)
+    if v is not None:
+        if len(v) > cap and not prefix:
+            raise LimitExceeded(f"file is larger than the input limit of {human_size(cap)}", p, "input")
+        return v[:cap]
     st = os.stat(p)  # OSError as is
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(p, st.st_mode)

@@ -13,7 +13,7 @@ import io
 import os
 import shutil
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from clusterdoctor.model import Diagnosis, Severity
 
@@ -156,6 +156,7 @@ def render_text(
             con.print(t)
             span = None if span is None else 0  # style only the first line's span
 
+    out(wrap(headline(diag, rel), width, rest="   "), "bold", len("most likely cause:"))
     out(wrap(f"{title} — host {diag.host} — {diag.generated_at}", width, rest="   "))
     if diag.sources:
         by_kind: dict[str, list[str]] = {}
@@ -225,10 +226,30 @@ def render_text(
         for s in diag.skipped:
             by_reason.setdefault(s.reason, []).append(s.rule)
         for reason, rules in by_reason.items():
-            out(wrap(f"{', '.join(rules)}: {rel(reason)}", width, first="   ", rest="      "))
+            shown = (
+                ", ".join(rules)
+                if len(rules) <= MAX_SKIPPED_IDS
+                else (f"{', '.join(rules[:6])} and {len(rules) - 6} more")
+            )
+            out(wrap(f"{shown}: {rel(reason)}", width, first="   ", rest="      "))
     for w in diag.warnings:
         out(wrap(rel(w), width, first="warning: ", rest="   "), "yellow", len("warning:"))
     return buf.getvalue()
+
+
+# A reason shared by more rules than this (the message catalogues' rules without messages) names the
+# first few and counts the rest; the JSON report lists every one.
+MAX_SKIPPED_IDS = 12
+
+
+def headline(diag: Diagnosis, rel: Callable[[object], str] = str) -> str:
+    """The report's first line: the most likely cause and its instance, or that none was found."""
+    if not diag.findings:
+        n = len(diag.skipped)
+        return f"most likely cause: none found by the {len(diag.rules_run)} rules that ran ({n} not checked)"
+    f = diag.findings[0]
+    subj = f" [{rel(f.subject)}]" if f.subject else ""
+    return f"most likely cause: {f.title}{subj} — {f.rule}, {f.severity}"
 
 
 def placement_row(p: dict) -> list[str]:

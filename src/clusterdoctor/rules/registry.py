@@ -34,6 +34,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.comm",
     "clusterdoctor.rules.failslow",
     "clusterdoctor.rules.gpu",
+    "clusterdoctor.rules.messages",
 )
 
 # What each observation kind is and how a user provides it (shown when a rule is skipped).
@@ -146,6 +147,8 @@ class Rule:
     # Prometheus alerts over the rule's own evidence (rules/alerts.py); none: the rule alerts through
     # the agent's clusterdoctor_finding series.
     alerts: tuple[Alert, ...] = ()
+    # incident-corpus cause classes its findings name unless a finding says otherwise
+    causes: tuple[str, ...] = ()
 
     @property
     def doc(self) -> str:
@@ -166,6 +169,7 @@ class Rule:
         fix: str | None = None,
         verify: Iterable[str] | None = None,
         score: float | None = None,
+        causes: Iterable[str] | None = None,
     ) -> Finding:
         """Make a finding of this rule; fix/verify default to the docstring's sections."""
         sev = severity if severity is not None else self.severity
@@ -181,6 +185,7 @@ class Rule:
             verify=list(verify) if verify is not None else _commands(sec.get("Verify", "")),
             confidence=confidence,
             subject=subject,
+            causes=tuple(causes) if causes is not None else self.causes,
         )
         f.score = score if score is not None else float(sev) * confidence
         return f
@@ -228,6 +233,7 @@ def rule(
     severity: Severity = Severity.WARNING,
     requires_any: tuple[str, ...] = (),
     alerts: tuple[Alert, ...] = (),
+    causes: tuple[str, ...] = (),
 ) -> Callable[[RuleFn], Rule]:
     """Register ``fn`` as a rule. The decorated name becomes the :class:`Rule` (call ``.fn``).
 
@@ -253,6 +259,7 @@ def rule(
             severity,
             tuple(requires_any),
             tuple(alerts),
+            tuple(causes),
         )
         _REGISTRY[id] = r
         return r
@@ -314,9 +321,56 @@ def run_rules(
                 skipped.append(Skipped(r.id, f"not judged: {x.reason}"))
             else:
                 findings.append(x)
-    findings = merge_same_subject(findings)
-    findings.sort(key=lambda f: (-f.score, -int(f.severity), f.rule, f.subject or ""))
+    findings = fold_symptoms(merge_same_subject(findings))
+    findings.sort(key=rank_key)
     return findings, skipped, ran
+
+
+def rank_key(f: Finding) -> tuple:
+    """The order of findings: score, then the strongest action (a reboot or an RMA before an
+    application fix), then severity; rule id and subject last, so that ties never fall to the order in
+    which inputs were given."""
+    return (-round(f.score, 6), -int(f.action), -int(f.severity), f.rule, f.subject or "")
+
+
+# Which layers' causes explain a symptom of a layer, nearest first: a collective timeout (comm) is
+# explained by a GPU that fell off the bus or an RDMA port that went down; an application's failed
+# checkpoint by a full disk or an etcd outage. Any other layer: only its own.
+EXPLAINED_BY: dict[str, tuple[str, ...]] = {
+    "comm": ("comm", "gpu", "rdma", "network", "pcie", "numa", "storage", "failslow"),
+    "failslow": ("failslow", "comm", "gpu", "rdma", "network", "storage"),
+    "app": ("app", "storage", "comm", "gpu", "control-plane", "etcd", "kubelet"),
+    "storage": ("storage", "control-plane", "kubelet"),
+    "kubelet": ("kubelet", "control-plane", "etcd", "gpu"),
+    "control-plane": ("control-plane", "etcd"),
+    "gpu": ("gpu", "pcie"),
+    "rdma": ("rdma", "network"),
+}
+
+
+def fold_symptoms(findings: list[Finding]) -> list[Finding]:
+    """A symptom (``role == "symptom"``: a watchdog timeout, a generic "unhandled error") that a cause
+    found in the same run explains is evidence of that cause, not a finding of its own: when a cause
+    of the same layer at warning or above is present, each symptom becomes one evidence line of the
+    best-ranked such cause. Symptoms with no cause beside them stay (they are all there is)."""
+    causes = sorted(
+        (f for f in findings if f.role != "symptom" and f.severity >= Severity.WARNING), key=rank_key
+    )
+    if not causes:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        if f.role != "symptom":
+            out.append(f)
+            continue
+        layers = EXPLAINED_BY.get(f.layer, (f.layer,))
+        host = next((c for layer in layers for c in causes if c.layer == layer and c is not f), None)
+        if host is None:
+            out.append(f)
+            continue
+        where = f" [{f.subject}]" if f.subject else ""
+        host.evidence.append(Evidence(f"explains {f.rule} {f.title}{where}: {f.summary}"))
+    return out
 
 
 def _evidence_key(e: Evidence) -> tuple:
@@ -372,6 +426,9 @@ def merge_same_subject(findings: list[Finding]) -> list[Finding]:
             confidence=max(f.confidence for f in fs),
             score=max(f.score for f in fs),
             subject=primary.subject,
+            action=max(f.action for f in fs),
+            role=primary.role,
+            causes=tuple(dict.fromkeys(c for f in fs for c in f.causes)),
         )
         out.append(merged)
     return out

@@ -1,0 +1,211 @@
+"""Known messages in any text: every line that an entry of the message catalogues matches, as a hit.
+
+The catalogues (:mod:`clusterdoctor.rules.catalog`) are data: a pattern, a literal ``trigger``, what the
+message means. This parser finds the lines: one C-speed scan for all triggers at once picks the
+candidate lines, and only those are matched against the entries whose trigger they hold. A line the
+terminal wrapped (the pattern fails on the line but holds on the line joined with the next) is read
+across the wrap. A hit keeps the line (cut to :data:`MAX_TEXT` characters), its number as the user
+gave it, the pattern's named groups, and the rank and host the line's prefix names (``[rank3]:``,
+``[default3]:``, NCCL's ``host:pid:tid [dev]``).
+
+Used two ways by :mod:`clusterdoctor.observe.detect`: on every text input beside its own parser (an
+NCCL log's ``NCCL WARN`` lines, a kernel log's ``NVRM`` lines that carry no Xid), and as the loader of
+last resort, for an excerpt that no program parser claims but that holds known messages ("log excerpt
+with 3 known messages").
+
+The judgement is not here: :mod:`clusterdoctor.rules.messages` turns hits into findings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from clusterdoctor.errors import InputError
+
+__all__ = ["MessageHit", "as_observations", "load_messages", "scan_file", "scan_text", "sniff_messages"]
+
+MAX_TEXT = 400  # characters of a line kept as evidence
+MAX_HITS_PER_CODE = 200  # hits of one message kept per file (the rest are counted)
+MAX_LINE = 64 << 10  # a longer line is cut before matching (patterns are linear; this bounds the work)
+_BLOCK = 8 << 20
+
+# rank from PyTorch's prefixes and c10d's tags: [rank3]:, [Rank 3], [PG 0 Rank 3], [default3]:
+_RANK = re.compile(r"\[(?:PG [^\]\n]{0,80}?)?Rank (\d{1,6})\]|\[rank(\d{1,6})\]|\[default(\d{1,6})\]:")
+# NCCL's header: host:pid:tid [dev]
+_NCCL_HDR = re.compile(
+    r"(?:^|[\s\]:>])(?P<host>[A-Za-z0-9_.\-]{1,128}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\]"
+)
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    """One line that a catalogue entry matches."""
+
+    code: str
+    path: str
+    line: int  # 1-based, in the file as the user gave it
+    text: str
+    groups: tuple[tuple[str, str], ...] = ()
+    rank: int | None = None
+    host: str | None = None
+    device: int | None = None
+    count: int = 1  # > 1 on the last kept hit of a code whose further hits were only counted
+
+    def group(self, name: str) -> str | None:
+        for k, v in self.groups:
+            if k == name:
+                return v
+        return None
+
+
+@lru_cache(maxsize=1)
+def _index() -> tuple[re.Pattern[bytes], dict[str, list[Any]]]:
+    from clusterdoctor.rules.catalog import all_messages
+
+    by_trigger: dict[str, list[Any]] = defaultdict(list)
+    for m in all_messages():
+        by_trigger[m.trigger].append(m)
+    # longest first, so a trigger that contains another is found as itself
+    triggers = sorted(by_trigger, key=len, reverse=True)
+    alt = b"|".join(re.escape(t.encode()) for t in triggers) or b"(?!x)x"
+    return re.compile(alt), dict(by_trigger)
+
+
+def scan_text(text: str, path: str, origin: list[int] | None = None) -> list[MessageHit]:
+    """Every catalogued line of ``text``. ``origin[i]`` is the line number the user sees for line
+    ``i + 1`` of ``text`` (a cleaned paste); by default the text's own numbering."""
+    data = text.encode("utf-8", "surrogateescape")
+    return _scan(data, path, origin, 0)
+
+
+def scan_file(path: str | Path) -> list[MessageHit]:
+    """Every catalogued line of a file, read in blocks (memory bounded by the block, not the file)."""
+    from clusterdoctor.observe.limits import open_input
+
+    p = str(path)
+    hits: list[MessageHit] = []
+    counts: dict[str, int] = defaultdict(int)
+    line0 = 0
+    carry = b""
+    with open_input(p) as f:
+        while True:
+            block = f.read(_BLOCK)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            carry = data[cut + 1 :]
+            chunk = data[: cut + 1]
+            hits.extend(_scan(chunk, p, None, line0, counts))
+            line0 += chunk.count(b"\n")
+        if carry:
+            hits.extend(_scan(carry, p, None, line0, counts))
+    return _fold_counts(hits, counts)
+
+
+def _scan(
+    data: bytes, path: str, origin: list[int] | None, line0: int, counts: dict[str, int] | None = None
+) -> list[MessageHit]:
+    rx, by_trigger = _index()
+    own = counts is None
+    counts = counts if counts is not None else defaultdict(int)
+    hits: list[MessageHit] = []
+    last_start = -1
+    counted_to, newlines = 0, 0  # newlines in data[:counted_to] (positions only grow: linear)
+    for m in rx.finditer(data):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        if start == last_start:
+            continue
+        last_start = start
+        newlines += data.count(b"\n", counted_to, start)
+        counted_to = start
+        end = data.find(b"\n", m.end())
+        end = len(data) if end < 0 else end
+        raw = data[start : min(end, start + MAX_LINE)]
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        nxt_end = data.find(b"\n", end + 1) if end < len(data) else -1
+        nxt = data[end + 1 : (len(data) if nxt_end < 0 else nxt_end)][:MAX_LINE].decode("utf-8", "replace")
+        lineno = line0 + newlines + 1
+        shown = origin[lineno - 1] if origin is not None and 0 < lineno <= len(origin) else lineno
+        for trig, entries in by_trigger.items():
+            if trig not in line:
+                continue
+            for e in entries:
+                mt = e.regex.search(line)
+                if mt is None and nxt:
+                    mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
+                if mt is None:
+                    continue
+                counts[e.code] += 1
+                if counts[e.code] > MAX_HITS_PER_CODE:
+                    continue
+                hits.append(_hit(e.code, path, shown, line, mt))
+    return _fold_counts(hits, counts) if own else hits
+
+
+def _hit(code: str, path: str, lineno: int, line: str, mt: re.Match[str]) -> MessageHit:
+    groups = tuple((k, v) for k, v in mt.groupdict().items() if v is not None)
+    rank = host = device = None
+    r = _RANK.search(line)
+    if r:
+        rank = int(next(g for g in r.groups() if g is not None))
+    h = _NCCL_HDR.search(line)
+    if h:
+        host, device = h.group("host"), int(h.group("dev"))
+    g = dict(groups)
+    if "rank" in g and g["rank"].isdigit():
+        rank = int(g["rank"])
+    text = line.strip()
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT - 1] + "…"
+    return MessageHit(code, path, lineno, text, groups, rank, host, device)
+
+
+def _fold_counts(hits: list[MessageHit], counts: dict[str, int]) -> list[MessageHit]:
+    """The last kept hit of a code that had more than :data:`MAX_HITS_PER_CODE` carries the total."""
+    over = {c: n for c, n in counts.items() if n > MAX_HITS_PER_CODE}
+    if not over:
+        return hits
+    from dataclasses import replace
+
+    last: dict[str, int] = {}
+    for i, h in enumerate(hits):
+        if h.code in over:
+            last[h.code] = i
+    for c, i in last.items():
+        hits[i] = replace(hits[i], count=over[c] - MAX_HITS_PER_CODE + 1)
+    return hits
+
+
+def sniff_messages(head: bytes, name: str = "") -> bool:
+    """True when the first bytes hold at least one catalogued line."""
+    if b"\x00" in head[:4096]:
+        return False
+    return bool(_scan(head, name, None, 0))
+
+
+def load_messages(path: str | Path) -> dict[str, Any]:
+    """An excerpt no program parser claims, read for its known messages (the loader of last resort)."""
+    p = str(path)
+    hits = scan_file(p)
+    if not hits:
+        raise InputError("no known message in it", p)
+    return as_observations(hits)
+
+
+def as_observations(hits: list[MessageHit]) -> dict[str, Any]:
+    """Hits as a loader's observations, with what the input is in words."""
+    n = sum(h.count for h in hits)
+    codes = len({h.code for h in hits})
+    return {
+        "messages": hits,
+        "described_as": f"log excerpt ({n} known message line(s), {codes} kind(s))",
+    }

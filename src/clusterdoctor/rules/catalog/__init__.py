@@ -1,0 +1,117 @@
+"""Message catalogues as data: what a line that a program prints means, what causes it, how to fix it.
+
+One module per program family (:data:`FAMILIES`): NCCL, PyTorch (c10d, elastic, tracebacks), CUDA
+runtime errors, NVRM lines other than Xid (the Xid table is :mod:`clusterdoctor.rules.xid_catalog`),
+the NVSwitch fabric manager, the Kubernetes device plugin and GPU operator, InfiniBand verbs and port
+states, the kubelet, containerd, etcd server and client, scheduler events, storage and data loading.
+Each entry (:class:`Message`) is one known message: a pattern, its meaning, its likely cause, the fix
+and the command that verifies it, a severity, what the fix takes (:class:`~clusterdoctor.model.Action`),
+the public source that documents the message, and a real line that shows it (tests/rules/test_catalog.py
+checks every entry against its own example, and each example against every other pattern).
+
+Parsers turn matching lines into typed hits (:mod:`clusterdoctor.observe.messages`); rules judge
+them (:mod:`clusterdoctor.rules.messages`: one rule per entry, its id the entry's code). Adding a
+message is one entry here and its real line.
+
+Patterns are searched anywhere in a line (``re.search``), behind any prefix; they must be linear on
+any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
+is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
+one scan for all triggers finds the candidate lines). Named groups feed ``subject`` (``rank {rank}``,
+``GPU {pci}``) and the finding's evidence.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+
+from clusterdoctor.model import Action, Severity
+
+__all__ = ["FAMILIES", "Message", "all_messages", "by_code"]
+
+# family module -> layer of its findings
+FAMILIES: dict[str, str] = {
+    "nccl": "comm",
+    "torch": "comm",
+    "cuda": "gpu",
+    "nvrm": "gpu",
+    "fabricmanager": "gpu",
+    "deviceplugin": "gpu",
+    "ib": "rdma",
+    "kubelet": "kubelet",
+    "containerd": "kubelet",
+    "etcd": "etcd",
+    "scheduler_events": "control-plane",
+    "storage": "storage",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One known message of a program (see the module docstring)."""
+
+    code: str  # rule id, e.g. "NCCL101"
+    name: str  # kebab-case, e.g. "nccl-shm-no-space"
+    title: str  # one line, what it is
+    pattern: str
+    trigger: str  # a literal substring of every matching line
+    meaning: str  # what the message says happened
+    cause: str  # the likely cause(s)
+    fix: str
+    verify: tuple[str, ...]
+    severity: Severity
+    action: Action
+    source: str  # where the message and its meaning are documented (URL)
+    example: str  # a real line that shows it (from a public thread or the program's source)
+    causes: tuple[str, ...] = ()  # incident-corpus cause classes it names (tests/data/incidents/causes)
+    # "cause": the message names why; "symptom": a consequence that another finding explains (a
+    # timeout, a generic failure) and is folded into that finding when one is present
+    role: str = "cause"
+    subject: str = ""  # template over the pattern's named groups, e.g. "rank {rank}"
+    flags: int = 0  # re flags (re.I)
+    confidence: float = 0.9
+    family: str = ""  # set from the module
+    layer: str = ""  # set from the module (FAMILIES)
+    example_source: str = ""  # URL of the thread the example line comes from
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compile(self.pattern, self.flags)
+
+
+@cache
+def _compile(pattern: str, flags: int) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+@lru_cache(maxsize=1)
+def all_messages() -> tuple[Message, ...]:
+    """Every entry of every family, in family then code order."""
+    out: list[Message] = []
+    for family, layer in FAMILIES.items():
+        try:
+            mod = importlib.import_module(f"{__name__}.{family}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{family}":
+                continue
+            raise
+        for m in getattr(mod, "MESSAGES", ()):
+            out.append(_with_family(m, family, layer))
+    codes = [m.code for m in out]
+    dupes = {c for c in codes if codes.count(c) > 1}
+    if dupes:
+        raise ValueError(f"duplicate message codes: {sorted(dupes)}")
+    return tuple(out)
+
+
+def _with_family(m: Message, family: str, layer: str) -> Message:
+    from dataclasses import replace
+
+    return replace(m, family=m.family or family, layer=m.layer or layer)
+
+
+def by_code() -> dict[str, Message]:
+    return {m.code: m for m in all_messages()}
