@@ -6,7 +6,7 @@ the NVSwitch fabric manager, the Kubernetes device plugin and GPU operator, Infi
 states, the kubelet, containerd, etcd server and client, scheduler events, storage and data loading.
 Each entry (:class:`Message`) is one known message: a pattern, its meaning, its likely cause, the fix
 and the command that verifies it, a severity, what the fix takes (:class:`~clusterdoctor.model.Action`),
-the public source that documents the message, and a real line that shows it (tests/rules/test_catalog.py
+the public source that documents the message, and a real line that shows it (tests/rules/test_message_catalog.py
 checks every entry against its own example, and each example against every other pattern).
 
 Parsers turn matching lines into typed hits (:mod:`clusterdoctor.observe.messages`); rules judge
