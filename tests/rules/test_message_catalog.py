@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.observe.messages import scan_text
