@@ -339,7 +339,7 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
     kernel log's NVRM lines without an Xid)."""
     from clusterdoctor.observe import limits
 
-    if b"\x00" in head[:4096] or limits.sniff_compression(head) or head.lstrip()[:1] in (b"{", b"["):
+    if b"\x00" in head[:4096] or limits.sniff_compression(head) or _is_json(head):
         return
     if any(k in out for k in _NO_MESSAGE_SCAN) or any(k.endswith("_metrics") for k in out):
         return
@@ -348,6 +348,16 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
     hits = scan_text(limits.read_text(p), str(p), origin) if origin is not None else scan_file(p)
     if hits:
         out.setdefault("messages", []).extend(hits)
+
+
+def _is_json(head: bytes) -> bool:
+    """A JSON document (no program's log lines in it); a log whose lines start with ``[`` (a timestamp,
+    ``[rank0]:``) is not one."""
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return False
+    from clusterdoctor.observe.comm.sources import looks_like_json
+
+    return looks_like_json(head)
 
 
 # Labels of the observation kinds a loader filled, for loaders that do not say what a file is.

@@ -69,7 +69,8 @@ def _index() -> tuple[re.Pattern[bytes], dict[str, list[Any]]]:
 
     by_trigger: dict[str, list[Any]] = defaultdict(list)
     for m in all_messages():
-        by_trigger[m.trigger].append(m)
+        for t in dict.fromkeys(m.all_triggers):
+            by_trigger[t].append(m)
     # longest first, so a trigger that contains another is found as itself
     triggers = sorted(by_trigger, key=len, reverse=True)
     alt = b"|".join(re.escape(t.encode()) for t in triggers) or b"(?!x)x"
@@ -135,15 +136,19 @@ def _scan(
         nxt = data[end + 1 : (len(data) if nxt_end < 0 else nxt_end)][:MAX_LINE].decode("utf-8", "replace")
         lineno = line0 + newlines + 1
         shown = origin[lineno - 1] if origin is not None and 0 < lineno <= len(origin) else lineno
+        done: set[str] = set()  # an entry listed under two triggers is read once per line
         for trig, entries in by_trigger.items():
             if trig not in line:
                 continue
             for e in entries:
+                if e.code in done:
+                    continue
                 mt = e.regex.search(line)
                 if mt is None and nxt:
                     mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
                 if mt is None:
                     continue
+                done.add(e.code)
                 counts[e.code] += 1
                 if counts[e.code] > MAX_HITS_PER_CODE:
                     continue
