@@ -368,6 +368,7 @@ _KIND_LABELS = {
     "flight_recorder": "PyTorch Flight Recorder dump",
     "ncu": "Nsight Compute CSV",
     "probe": "numa probe result",
+    "train_log": "training progress log",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

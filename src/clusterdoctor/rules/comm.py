@@ -1,4 +1,5 @@
-"""Communication rules: NCCL transport and placement, bandwidth vs baselines, exposed time, hangs, ncu.
+"""Communication rules: NCCL transport and placement, bandwidth vs baselines, exposed time, ncu; the hang
+rules are in :mod:`clusterdoctor.rules.comm_hangs`.
 
 Inputs (lists, one item per file): ``nccl_log``, ``nccl_tests``, ``kineto``, ``flight_recorder``,
 ``ncu``; ``comm`` lists the files read; ``topology`` (optional) joins GPU/NIC paths and NUMA nodes;
@@ -12,6 +13,10 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+
+# the hang rules (COMM009, COMM012) and the shared cross-source analysis live in comm_hangs; their rules
+# are listed here too, so that comm_rules() is every communication rule
+from clusterdoctor.rules.comm_hangs import _logs, comm_analysis, first_collective, hang  # noqa: F401
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("nccl_log", "no NCCL debug log (run with NCCL_DEBUG=INFO and pass the log)")
@@ -179,22 +184,6 @@ def _hosts_label(hosts: Any) -> str | None:
     )
 
 
-def _logs(obs: Observations) -> list[Any]:
-    return list(obs.get("nccl_log") or [])
-
-
-def comm_analysis(obs: Observations) -> Any:
-    """The cross-source analysis of the comm inputs, computed once per Observations."""
-    cached = obs.get("_comm_analysis")
-    if cached is not None:
-        return cached
-    from clusterdoctor.analyze.comm import analyze_comm
-
-    a = analyze_comm(obs.get("kineto") or [], _logs(obs), obs.get("flight_recorder") or [])
-    obs.put("_comm_analysis", a)
-    return a
-
-
 # -- transport -------------------------------------------------------------------------------------
 
 
@@ -205,6 +194,7 @@ def comm_analysis(obs: Observations) -> Any:
     title="NCCL uses TCP sockets between nodes",
     requires=("nccl_log",),
     severity=Severity.CRITICAL,
+    causes=("nccl.gdr-or-plugin", "rdma.container-access"),
 )
 def socket_transport(obs: Observations) -> Iterator[Finding]:
     """NCCL selected the Socket network (``Using network Socket`` / ``via NET/Socket``).
@@ -329,6 +319,7 @@ def _host_matches(topo: Any, log: Any, proc: Any) -> bool:
     title="GPUDirect RDMA not used although the GPU-to-NIC path allows it",
     requires=("nccl_log", "topology"),
     severity=Severity.WARNING,
+    causes=("nccl.gdr-or-plugin",),
 )
 def gdr_unused(obs: Observations) -> Iterator[Finding]:
     """Network channels run without ``/GDRDMA`` while the GPU shares a PCIe switch (PIX/PXB) with its NIC.
@@ -608,6 +599,22 @@ def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
     yield from _one_per_instance(_busbw_findings(obs))
 
 
+def _busbw_causes(a: LinkAssessment) -> tuple[str, ...]:
+    """The cause classes a low busbw points at, from the class it matches and the one expected: traffic
+    through host memory (P2P unavailable), over TCP (no RDMA plugin or device), NVLink without the
+    NVSwitch fabric, or a network below its rate."""
+    m = a.match.cls
+    if m in ("pcie", "pcie_sys") and a.scope != "inter-node":
+        return ("nccl.p2p-unsupported",)
+    if m == "socket":
+        return ("nccl.gdr-or-plugin", "rdma.container-access")
+    if a.expected == "nvswitch" and m == "nvlink":
+        return ("nccl.fabric-manager", "gpu.nvlink-fault")
+    if a.scope == "inter-node" and a.expected in ("ib", "efa"):
+        return ("ib.link-degraded", "rdma.congestion", "rdma.hca-selection")
+    return ()
+
+
 def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
     from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
 
@@ -658,6 +665,7 @@ def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
                     severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
                     confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
                     subject=_run_subject(run),
+                    causes=_busbw_causes(a),
                 ),
             )
         elif m.cls in DEGRADED and a.expected != m.cls:
@@ -673,6 +681,7 @@ def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
                     severity=Severity.WARNING,
                     confidence=0.5 if m.ambiguous_with else 0.65,
                     subject=_run_subject(run),
+                    causes=_busbw_causes(a),
                 ),
             )
 
@@ -728,7 +737,48 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
                 severity=Severity.CRITICAL,
                 confidence=0.95,
                 subject=run.path,
+                causes=("gpu.hw-faulty",),
             )
+
+
+@rule(
+    id="COMM013",
+    name="nccl-tests-without-mpi",
+    layer="comm",
+    title="nccl-tests ran as independent single-process copies (built without MPI=1)",
+    requires=("nccl_tests",),
+    severity=Severity.CRITICAL,
+    causes=("nccl-tests.no-mpi-build",),
+)
+def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
+    """The output repeats the test's header, and each copy numbers its ranks from 0 on its own process.
+
+    **Symptom**: ``mpirun -np N all_reduce_perf`` across nodes prints N headers and N result tables, each
+    with ``Rank 0``; the bandwidth is that of one node (or of one GPU), never of the network.
+    **Why**: nccl-tests needs MPI to run one test over several processes (README: "NCCL tests rely on
+    MPI to work on multiple processes, hence multiple nodes"); a binary built without ``MPI=1`` ignores
+    the MPI launch, so every process runs its own test and no traffic crosses the nodes.
+    **Fix**: rebuild with ``make MPI=1 MPI_HOME=<mpi> CUDA_HOME=<cuda> NCCL_HOME=<nccl>`` and rerun with the
+    same ``mpirun`` command.
+    **Verify**: `mpirun -np 2 -H host1,host2 ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 1` prints one
+    header whose device list holds Rank 0 and Rank 1 on the two hosts.
+    """
+    for run in obs.get("nccl_tests") or []:
+        n = run.independent_copies
+        if n < 2:
+            continue
+        hosts = sorted(run.hosts)
+        yield nccl_tests_without_mpi.finding(
+            f"{run.path}: {run.headers} copies of the test header and rank 0 printed by {n} different "
+            f"processes ({', '.join(hosts[:4])}{' …' if len(hosts) > 4 else ''}): each process ran the "
+            "test alone, so nothing was measured between them.",
+            evidence=[
+                Evidence("test headers ('# nThread ...')", run.headers, 1, source=run.path),
+                Evidence("processes printing rank 0", n, 1, source=run.path),
+            ],
+            subject=_run_subject(run),
+            confidence=0.85,
+        )
 
 
 # -- traces ----------------------------------------------------------------------------------------
@@ -810,6 +860,7 @@ def _trace_subject(rank: int | None, path: str, compared: bool = True) -> str:
     requires=("kineto",),
     thresholds=(STRAGGLER_SHARE, STRAGGLER_MIN_LATE),
     severity=Severity.WARNING,
+    causes=("nccl.rank-behind",),
 )
 def straggler(obs: Observations) -> Iterator[Finding]:
     """Across ranks' traces, one rank starts most matched collectives last, so the others wait for it.
@@ -891,207 +942,6 @@ def _init_finding(o: Any) -> Finding:
         ],
         subject=f"rank {o.rank}",
     )
-
-
-def _hang_subject(h: Any) -> str:
-    """What a hang finding is about: the culprit ranks, else the reporting ranks, else the file."""
-    from clusterdoctor.analyze.comm.hangs import ranks_label
-
-    if h.culprit_ranks:
-        return ranks_label(h.culprit_ranks)
-    if h.reporters:
-        return ranks_label(h.reporters)
-    return h.source
-
-
-def _sorted_locations(locs: Any) -> list[str]:
-    def key(loc: str) -> tuple[str, int]:
-        path, _, line = loc.rpartition(":")
-        return (path, int(line)) if line.isdigit() else (loc, 0)
-
-    return sorted(dict.fromkeys(locs), key=key)
-
-
-def _line_ranges(locs: list[str], most: int = 6) -> str:
-    """``a.log:1, a.log:2, a.log:3, b.log:7`` → ``a.log:1-3, b.log:7`` (at most ``most`` files named)."""
-    by_file: dict[str, list[int]] = {}
-    plain: list[str] = []
-    for loc in locs:
-        path, _, line = loc.rpartition(":")
-        if path and line.isdigit():
-            by_file.setdefault(path, []).append(int(line))
-        else:
-            plain.append(loc)
-    parts = []
-    for path, lines in by_file.items():
-        runs: list[list[int]] = []
-        for n in sorted(set(lines)):
-            if runs and n == runs[-1][1] + 1:
-                runs[-1][1] = n
-            else:
-                runs.append([n, n])
-        parts.append(f"{path}:" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs))
-    parts += plain
-    return ", ".join(parts[:most]) + (f" and {len(parts) - most} more files" if len(parts) > most else "")
-
-
-def _hang_evidence(h: Any) -> list[Evidence]:
-    """The collective and the lines it rests on (one entry: how many lines, the first locations),
-    then its numbers, culprits last."""
-    where = _sorted_locations(h.locations) or [f"{h.source}:{h.line}" if h.line else h.source]
-    ev = [
-        Evidence("collective", h.op),
-        Evidence("log lines it rests on", len(where), source=_line_ranges(where)),
-    ]
-    ev.append(Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"))
-    if h.numel_in is not None:
-        ev.append(Evidence("NumelIn / NumelOut", f"{h.numel_in} / {h.numel_out}"))
-    if h.timeout_ms is not None:
-        ev.append(Evidence("timeout", h.timeout_ms, unit="ms"))
-    if h.ran_ms is not None:
-        ev.append(Evidence("ran for", h.ran_ms, unit="ms"))
-    if h.last_completed is not None:
-        ev.append(Evidence("last enqueued / last completed work", f"{h.last_enqueued} / {h.last_completed}"))
-    if h.group_size is not None:
-        ev.append(Evidence("ranks in the group", h.group_size))
-    if h.reporters:
-        ev.append(Evidence("ranks reporting it", list(h.reporters)))
-    if h.missing:
-        ev.append(Evidence("ranks of the group not reporting it", list(h.missing)))
-    if h.culprit_ranks:
-        ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
-    return ev
-
-
-_GLOO_VERIFY = [
-    "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: gloo then checks each collective with a monitored barrier "
-    "and names the rank that did not arrive (`Ranks 1 failed to pass monitoredBarrier`)",
-    "`py-spy dump --pid PID` on the suspected rank while the job hangs",
-]
-
-
-@rule(
-    id="COMM009",
-    name="collective-hang-or-mismatch",
-    layer="comm",
-    title="Collective hang or mismatch, with the culprit rank",
-    requires=("comm",),
-    severity=Severity.CRITICAL,
-)
-def hang(obs: Observations) -> Iterator[Finding]:
-    """A collective that not every rank joined, ranks behind on a communicator, or ranks calling different collectives.
-
-    **Symptom**: the job stops making progress, then ``Watchdog caught collective operation timeout``
-    after ``Timeout(ms)`` (default 10–30 min) on every rank, or gloo's ``Timed out waiting …ms for recv
-    operation``; or wrong results/crashes after a mismatch.
-    **Why**: a collective completes only when all ranks of its group call it with the same type, size
-    and dtype. A rank that crashed, took another code path (an extra ``all_reduce`` on rank 0 only),
-    or is stuck in data loading never arrives; the others wait until the watchdog fires. The ranks
-    that report the timeout are the victims; the culprit is the rank missing from the collective
-    (torchrun's "Root Cause (first observed failure)" names the first victim, not the culprit).
-    **Fix**: look at the culprit rank's log and stack (Flight Recorder ``frames``, ``py-spy dump``) for
-    the divergent code path or error; make collectives unconditional across ranks.
-    **Verify**: rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=true, and after
-    the next hang run `torchfrtrace --prefix nccl_trace_rank_ /tmp/`.
-    """
-    a = comm_analysis(obs)
-    first = {h.group for h in a.hangs if h.first_collective or h.kind == "rendezvous"}
-    explained = {h.group for h in a.hangs if h.kind != "pending"}
-    for h in a.hangs:
-        if h.first_collective or h.kind == "rendezvous":
-            continue  # COMM012: the job never communicated
-        if h.kind == "pending" and (h.group in explained or h.group in first):
-            continue  # the unfinished work is the stuck collective another finding already names
-        sev = Severity.CRITICAL if h.kind in ("not_joined", "lagging", "timeout") else Severity.WARNING
-        if h.kind == "mismatch" and h.culprit_ranks:
-            sev = Severity.CRITICAL
-        subject = _hang_subject(h)
-        label = {
-            "not_joined": "never joined",
-            "lagging": "is behind",
-            "mismatch": "called a different collective" if h.culprit_ranks else "disagree on the collective",
-            "timeout": "timed out" if not h.culprit_ranks else "never arrived",
-            "pending": "left work unfinished",
-            "peer_lost": "lost a peer",
-        }.get(h.kind, h.kind)
-        gloo = (h.op or "").startswith("gloo")
-        partial = ""
-        if h.partial:
-            sev = min(sev, Severity.WARNING)
-            partial = ". From a partial input: a trace of this job is truncated."
-        yield hang.finding(
-            (h.detail if h.detail.startswith(subject) else f"{subject} {label}: {h.detail}") + partial,
-            evidence=_hang_evidence(h),
-            severity=sev,
-            confidence=0.9 if h.culprit_ranks else 0.6,
-            subject=subject,
-            verify=_GLOO_VERIFY if gloo and not h.culprit_ranks else None,
-        )
-
-
-@rule(
-    id="COMM012",
-    name="first-collective-never-completed",
-    layer="comm",
-    title="The job never communicated: the first collective (or the rendezvous) never completed",
-    requires=("comm",),
-    severity=Severity.CRITICAL,
-)
-def first_collective(obs: Observations) -> Iterator[Finding]:
-    """The watchdog fired on a process group's first collective (``last completed work: -1`` or
-    SeqNum 1), or the process group never formed (TCPStore/rendezvous timeout).
-
-    **Symptom**: the job hangs right after start-up (model loaded, DDP/FSDP being wrapped, the first
-    barrier) and dies after the full collective timeout (10–30 min) with
-    ``WorkNCCL(SeqNum=1, …)`` and ``last completed work: -1``, or with ``wait timeout after …ms, keys: …``
-    / ``clients joined`` while creating the process group.
-    **Why**: no collective ever completed, so this is not a slow step: either a rank never arrived (not
-    started, crashed, stuck before its first collective, cannot reach the store), or every rank arrived
-    and the transport never moved data — rendezvous, topology or network: NCCL picked a broken path
-    (P2P/CUMEM across PCIe roots, an IB port or fabric that drops RDMA, the wrong socket interface), or
-    the store address (MASTER_ADDR/MASTER_PORT) is unreachable from some hosts.
-    **Fix**: if ranks are missing, look at their hosts and logs first. If every rank reported the timeout,
-    debug the transport: rerun with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P`` and check that every
-    rank printed ``Init COMPLETE`` and which ``via …`` paths it chose; test the path with nccl-tests on the
-    same hosts; try ``NCCL_P2P_DISABLE=1`` (intra-node) or ``NCCL_IB_DISABLE=1`` (inter-node) to confirm
-    which layer is broken, then fix it (ACS/IOMMU for P2P, the IB port, ``NCCL_SOCKET_IFNAME``). Enable the
-    Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000``, ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``) so the next
-    hang names the ranks, and lower the timeout while debugging.
-    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...`
-    then `torchfrtrace --prefix nccl_trace_rank_ /tmp/`, and `all_reduce_perf -b 8 -e 128M -f 2 -g 1` across
-    the same hosts (every rank must reach "Init COMPLETE").
-    """
-    a = comm_analysis(obs)
-    for h in a.hangs:
-        if not (h.first_collective or h.kind == "rendezvous"):
-            continue
-        subject = _hang_subject(h)
-        if h.kind == "rendezvous":
-            what = "the process group never formed"
-        elif h.last_completed is not None and h.last_completed < 0:
-            what = "the very first collective never completed (last completed work: -1)"
-        else:
-            what = "the first collective of the group (SeqNum 1) never completed"
-        if h.culprit_ranks:
-            cause = f"{ranks_label_of(h.culprit_ranks)} never arrived"
-        elif h.missing:
-            cause = f"{ranks_label_of(h.missing)} did not report it: check that they started and reached it"
-        elif h.group_size and len(h.reporters) == h.group_size:
-            cause = "every rank arrived, so the transport did not move data: rendezvous, topology or network"
-        else:
-            cause = "rendezvous, topology, network or a rank that never arrived — not a slow step"
-        yield first_collective.finding(
-            f"{subject}: {what}; {cause}. {h.detail}.",
-            evidence=_hang_evidence(h),
-            confidence=0.9 if (h.culprit_ranks or h.last_completed is not None) else 0.75,
-            subject=subject,
-        )
-
-
-def ranks_label_of(ranks: Any) -> str:
-    from clusterdoctor.analyze.comm.hangs import ranks_label
-
-    return ranks_label(ranks)
 
 
 # -- ncu -------------------------------------------------------------------------------------------
