@@ -369,6 +369,7 @@ _KIND_LABELS = {
     "ncu": "Nsight Compute CSV",
     "probe": "numa probe result",
     "train_log": "training progress log",
+    "py_traceback": "Python traceback",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

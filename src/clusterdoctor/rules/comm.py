@@ -751,7 +751,7 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
     causes=("nccl-tests.no-mpi-build",),
 )
 def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
-    """The output repeats the test's header, and each copy numbers its ranks from 0 on its own process.
+    """One rank number is printed by processes on several hosts: each process ran its own copy of the test.
 
     **Symptom**: ``mpirun -np N all_reduce_perf`` across nodes prints N headers and N result tables, each
     with ``Rank 0``; the bandwidth is that of one node (or of one GPU), never of the network.
@@ -769,12 +769,12 @@ def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
             continue
         hosts = sorted(run.hosts)
         yield nccl_tests_without_mpi.finding(
-            f"{run.path}: {run.headers} copies of the test header and rank 0 printed by {n} different "
-            f"processes ({', '.join(hosts[:4])}{' …' if len(hosts) > 4 else ''}): each process ran the "
-            "test alone, so nothing was measured between them.",
+            f"{run.path}: the same rank number is printed by {n} processes on "
+            f"{', '.join(hosts[:4])}{' …' if len(hosts) > 4 else ''}: each process ran the test alone, "
+            "so nothing was measured between the nodes.",
             evidence=[
-                Evidence("test headers ('# nThread ...')", run.headers, 1, source=run.path),
-                Evidence("processes printing rank 0", n, 1, source=run.path),
+                Evidence("processes printing one rank number", n, 1, source=run.path),
+                Evidence("test headers ('# nThread ...')", run.headers, source=run.path),
             ],
             subject=_run_subject(run),
             confidence=0.85,

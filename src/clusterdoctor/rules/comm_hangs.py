@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity
-from clusterdoctor.rules.registry import Observations, rule
+from clusterdoctor.rules.registry import Observations, register_input, rule
+
+register_input("py_traceback", "no Python traceback (a job log with the ranks' tracebacks)")
 
 
 def _logs(obs: Observations) -> list[Any]:
@@ -286,3 +288,54 @@ def ranks_label_of(ranks: Any) -> str:
     from clusterdoctor.analyze.comm.hangs import ranks_label
 
     return ranks_label(ranks)
+
+
+@rule(
+    id="COMM014",
+    name="tracebacks-in-different-collectives",
+    layer="comm",
+    title="Ranks' tracebacks stop in different collectives",
+    requires=("py_traceback",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.collective-mismatch",),
+)
+def tracebacks_in_different_collectives(obs: Observations) -> Iterator[Finding]:
+    """The tracebacks of different ranks end in different ``torch.distributed`` collectives.
+
+    **Symptom**: the job hangs (or fails on a mismatch check) and the ranks' tracebacks, dumped on the
+    timeout or by ``py-spy``, show one rank in ``broadcast`` while the others are in ``barrier`` or
+    ``all_reduce``.
+    **Why**: a collective completes only when every rank of the group enters the same one; ranks that took
+    different code paths (a collective under ``if rank == 0``, metrics logged with different keys per
+    rank, a data-dependent branch) wait in different collectives for ever.
+    **Fix**: make the sequence of collectives identical on every rank; the traceback of the odd rank shows
+    the call that diverged.
+    **Verify**: `TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...` (PyTorch then reports the first mismatched
+    collective with both ranks' fingerprints).
+    """
+    by_rank: dict[int, tuple[str, Any, str]] = {}
+    for log in obs.get("py_traceback") or []:
+        for tb in log.tracebacks:
+            c = tb.innermost_collective
+            if c is None or tb.rank is None or tb.rank in by_rank:
+                continue  # only tracebacks of known, distinct ranks are compared (chained ones repeat)
+            by_rank[tb.rank] = (c, tb, log.path)
+    calls: dict[str, list[int]] = {}
+    for rank, (c, _tb, _p) in sorted(by_rank.items()):
+        calls.setdefault(c, []).append(rank)
+    if len(calls) < 2:
+        return
+    from clusterdoctor.analyze.comm.hangs import ranks_label
+
+    groups = sorted(calls.items(), key=lambda kv: (len(kv[1]), kv[1]))
+    odd = groups[0][1] if len(groups[0][1]) < len(groups[-1][1]) else []
+    detail = "; ".join(f"{ranks_label(r)} in {c}" for c, r in sorted(calls.items()))
+    yield tracebacks_in_different_collectives.finding(
+        f"the ranks' tracebacks stop in different collectives: {detail}",
+        evidence=[
+            Evidence(f"{ranks_label([rank])} traceback", c, source=f"{p}:{tb.line}")
+            for rank, (c, tb, p) in sorted(by_rank.items())[:8]
+        ],
+        subject=ranks_label(odd) if odd else ranks_label(sorted(by_rank)),
+        confidence=0.8,
+    )

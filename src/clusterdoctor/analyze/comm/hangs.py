@@ -584,14 +584,17 @@ def hangs_from_flight_recorder(items: Iterable[FrDump | FrTraceReport]) -> list[
                         m.group,
                         m.collective_seq_id,
                         m.collective,
-                        m.missing_ranks,
+                        m.missing_ranks or m.culprit_ranks,
                         f"torchfrtrace: {m.kind}"
                         + (f" collective {m.collective_seq_id}" if m.collective_seq_id is not None else "")
                         + (f" ({m.collective})" if m.collective else "")
                         + (f"; missing ranks {set(m.missing_ranks)}" if m.missing_ranks else "")
                         + (f"; expected ranks {m.expected_ranks}" if m.expected_ranks else "")
-                        + (f"; state {m.state}" if m.state else ""),
+                        + (f"; state {m.state}" if m.state else "")
+                        + (f"; {m.error}" if m.error else ""),
                         m.line,
+                        group_size=m.expected_ranks,
+                        locations=(f"{it.path}:{m.line}",),
                     )
                 )
         else:

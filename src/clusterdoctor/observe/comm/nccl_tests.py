@@ -17,8 +17,8 @@ GB here is 1e9 bytes, as nccl-tests computes it. Older builds print ``#   Rank  
 A paste cut before the result rows (the header and the device list only) is read as what it is: the
 run's devices, no rows, and a warning that there is nothing to measure. A binary built without
 ``MPI=1`` and started by ``mpirun`` runs one independent copy per process (README: "NCCL tests rely on
-MPI to work on multiple processes"): the output then repeats the header, each copy numbering its own
-ranks from 0 (:attr:`NcclTestsRun.independent_copies`).
+MPI to work on multiple processes"): each copy numbers its own ranks from 0, so one rank number is
+printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ _ROW = re.compile(
 _HEADER = re.compile(r"^" + _LAUNCHER + r"#\s+size\s+count\s+type\s+redop\s*(?P<root>root)?", re.MULTILINE)
 _NTHREAD = re.compile(r"# nThread (?P<nt>\d+) nGpus (?P<ng>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
 _RANK = re.compile(
-    r"#\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
+    r"(?:#\s+|^[ \t]*)Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )
@@ -98,13 +98,15 @@ class NcclTestsRun:
 
     @property
     def independent_copies(self) -> int:
-        """How many processes each ran the test alone: the header repeated, and the same rank number
-        printed by different processes (host, pid). 1 for a normal run (MPI or single process)."""
+        """How many processes each ran the test alone: one rank number printed by processes (host, pid)
+        on two or more hosts, which one MPI run never does. 1 for a normal run (MPI or one process); two
+        runs of one host pasted together are not counted (they may be a before and an after)."""
         owners: dict[int, set[tuple[str, int]]] = {}
         for r in self.ranks:
             owners.setdefault(r.rank, set()).add((r.host, r.pid))
-        dup = max((len(v) for v in owners.values()), default=1)
-        return dup if self.headers >= 2 and dup >= 2 else 1
+        best = max(owners.values(), key=len, default=set())
+        hosts = {h for h, _ in best}
+        return len(best) if len(best) >= 2 and len(hosts) >= 2 else 1
 
     @property
     def hosts(self) -> set[str]:

@@ -93,7 +93,7 @@ MESSAGES: tuple[Message, ...] = (
             "index 3, local GID ::ffff:xxx.xx.xx.xx, remote GID ::ffff:xxx.xx.xxx.xx"
         ),
         example_source="https://github.com/NVIDIA/nccl/issues/2013",
-        causes=("nccl.ib-connect",),
+        causes=("nccl.ib-connect", "roce.gid"),
         subject="{dev}:{port}",
         notes=(
             "2.4-2.22: 'Call to ibv_modify_qp failed with error %s' (strerror); 2.23+: 'Call to ibv_modify_qp "
