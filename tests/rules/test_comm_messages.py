@@ -220,6 +220,43 @@ LINES = [
         "GDR-Net#16",
     ),
     (
+        "LAUNCH101",
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -9",
+        None,
+        "DeepSpeed#3232",
+    ),
+    (
+        "LAUNCH102",
+        "[2024-03-20 20:31:29,269] [ERROR] [launch.py:321:sigkill_handler] ['/data/anaconda3/envs/llama/bin/python', '-u', 'src/train_bash.py', '--local_rank=4'] exits with return code = 1",
+        None,
+        "DeepSpeed#5302",
+    ),
+    (
+        "LAUNCH103",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=11300781.0. Some of the step tasks have been OOM Killed.",
+        "step 11300781.0",
+        "nextflow#5932",
+    ),
+    (
+        "LAUNCH103",
+        "slurmstepd: error: Detected 2 oom-kill event(s) in step 3756240.batch cgroup.",
+        "step 3756240.batch",
+        "PyBNF#118",
+    ),
+    ("LAUNCH103", "srun: error: node107: task 0: Out Of Memory", None, "brain-score/vision#950"),
+    (
+        "LAUNCH104",
+        "Abort(3712399) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:",
+        None,
+        "nccl-tests#92",
+    ),
+    (
+        "LAUNCH106",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        None,
+        "ray docs",
+    ),
+    (
         "TORCH112",
         "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. ",
         None,

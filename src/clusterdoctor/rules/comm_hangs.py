@@ -63,7 +63,7 @@ def _hang_causes(h: Any) -> tuple[str, ...]:
     if h.kind == "mismatch":
         return ("nccl.collective-mismatch",)
     if h.kind in ("not_joined", "lagging", "pending", "peer_lost"):
-        return ("nccl.rank-behind",) if h.op_kind != "desync" else _BEHIND_OR_MISMATCH
+        return ("nccl.rank-behind",) if h.op_kind not in ("desync", "stall") else _BEHIND_OR_MISMATCH
     if h.kind == "timeout":
         if h.group_size and h.reporters and len(h.reporters) >= h.group_size and not h.culprit_ranks:
             return ()

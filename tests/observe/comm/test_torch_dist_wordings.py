@@ -111,3 +111,29 @@ def test_desync_scanner_never_raises(text: str) -> None:
     s.feed(text + " didn't join collective #1\n")
     for e in s.errors:
         assert e.kind == "desync" and e.ranks
+
+
+# github.com/DEKHTIARJonathan/HVD_TF_Worker_Desync_BugReport (README): Horovod 0.21's stall inspector
+HOROVOD_STALL = (
+    "[2021-02-02 21:19:07.345988: W /tmp/pip-install-dxtho7yu/horovod_0bde588442554cf4b80c76441efc4e03/horovod/"
+    "common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by "
+    "subset of ranks and are waiting for remainder of ranks for more than 10 seconds. This may indicate that "
+    "different ranks are trying to submit different tensors or that only subset of ranks is submitting tensors, "
+    "which will cause deadlock. \n"
+    "Missing ranks:\n"
+    "0: [cond_1/then/_10/cond_1/SGD/PartitionedCall/DistributedSGD_Allreduce/cond/then/_79/DistributedSGD_Allreduce"
+    "/cond/HorovodAllreduce_grads_0]\n"
+)
+
+
+def test_horovod_stall_inspector_names_the_missing_rank() -> None:
+    assert sniff_nccl_log(HOROVOD_STALL.encode())
+    (e,) = [e for e in parse_nccl_log(HOROVOD_STALL).dist_errors if e.kind == "horovod_stall"]
+    assert e.ranks == (0,) and e.timeout_ms == 10_000 and "HorovodAllreduce_grads_0" in e.text
+    # the pre-0.21 wording: "<tensor> [missing ranks: 1, 3]" after "Stalled ops:"
+    old = (
+        HOROVOD_STALL.split("Missing ranks:")[0]
+        + "Stalled ops:\nDistributedAdam_Allreduce/grad_0 [missing ranks: 1, 3]\n"
+    )
+    (e2,) = [e for e in parse_nccl_log(old).dist_errors if e.kind == "horovod_stall"]
+    assert e2.ranks == (1, 3)

@@ -546,6 +546,25 @@ def dist_error_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
                     op_kind="desync",
                 )
             )
+        elif kind == "horovod_stall":
+            out.append(
+                Hang(
+                    "not_joined",
+                    path,
+                    None,
+                    None,
+                    "horovod",
+                    ranks,
+                    f"Horovod's stall inspector: {ranks_label(ranks)} did not submit the tensors the other ranks "
+                    f"have waited on for {(e.timeout_ms or 0) // 1000} s"
+                    + (f" ({e.text})" if e.text else ""),
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    locations=locs,
+                    op_kind="stall",
+                )
+            )
         elif kind == "peer_closed":
             out.append(
                 Hang(

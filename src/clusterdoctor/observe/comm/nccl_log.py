@@ -534,6 +534,7 @@ _SNIFF = re.compile(
     rb"|wait timeout after \d+ms, keys: |waiting for clients\. \d+/\d+ clients joined"
     rb"|initializing process group in store based barrier"
     rb"|didn't join collective #|are the lagging ranks that caused this timeout"
+    rb"|waiting for remainder of ranks for more than"
 )
 
 

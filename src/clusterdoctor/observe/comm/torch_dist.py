@@ -92,6 +92,16 @@ _DESYNC = re.compile(
     + _RANK_LIST.format("sn_ranks")
     + r" (?P<sn_state>started|finished) (?!collective\b)(?P<sn_op>\w{1,64}))"
 )
+# Horovod's stall inspector (horovod/common/stall_inspector.cc; operations.cc before 0.21): "One or more
+# tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for
+# remainder of ranks for more than 60 seconds. ..." then "Missing ranks:" / "Stalled ranks:" and one line per
+# rank that has not submitted them, "0: [tensor, ...]" ("1!: [...]" when it is being shut down), or the
+# older "<tensor> [missing ranks: 0, 2]".
+_STALL = "waiting for remainder of ranks for more than"
+_STALL_SECONDS = re.compile(r"waiting for remainder of ranks for more than (\d{1,9}) seconds")
+_STALL_RANK_LINE = re.compile(r"^[ \t]{0,16}(?P<rank>\d{1,7})!?: \[(?P<tensors>[^\n]{0,400})")
+_STALL_INLINE = re.compile(r"\[missing ranks: (?P<ranks>[\d, ]{1,65536})\]")
+_STALL_MAX_LINES = 4096  # rank lines read after one stall message
 _DESYNC_TRIGGERS = (
     "Timeout at collective:",
     "are the lagging ranks",
@@ -117,6 +127,7 @@ TRIGGERS = (
     "dump signal",
     "Connection closed by peer",
     *_DESYNC_TRIGGERS,
+    _STALL,
 )
 
 
@@ -271,6 +282,8 @@ class DistScanner:
             self._error(text, m, line_no)
         if any(t in text for t in _DESYNC_TRIGGERS):
             self._desync(text, line_no)
+        if _STALL in text:
+            self._stall(text, line_no)
 
     def _once(self, key: tuple[object, ...]) -> bool:
         if key in self._seen:
@@ -425,6 +438,49 @@ class DistScanner:
                     seq=r.seq,
                 )
             )
+
+    def _stall(self, text: str, line_no: Callable[[int], int]) -> None:
+        """Horovod's stall messages: the ranks it lists have not submitted what the others wait on."""
+        pos = text.find(_STALL)
+        while pos >= 0:
+            ls = text.rfind("\n", 0, pos) + 1
+            secs = _STALL_SECONDS.search(text, pos, pos + 200)
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            ranks: set[int] = set()
+            tensors: list[str] = []
+            for m in _STALL_INLINE.finditer(text, ls, end):
+                ranks.update(_ranks(m.group("ranks")))
+            p, n = end + 1, 0
+            while p < len(text) and n < _STALL_MAX_LINES:
+                q = text.find("\n", p)
+                q = len(text) if q < 0 else q
+                line = text[p:q]
+                n += 1
+                m = _STALL_RANK_LINE.match(line)
+                if m is not None:
+                    ranks.add(int(m.group("rank")))
+                    if len(tensors) < 3:
+                        t = m.group("tensors").rstrip("]")
+                        tensors.append(t if len(t) <= 120 else "…" + t[-119:])  # the op's own name is last
+                elif _STALL_INLINE.search(line):
+                    ranks.update(_ranks(_STALL_INLINE.search(line).group("ranks")))  # type: ignore[union-attr]
+                elif line.strip() and not line.strip().endswith(("ranks:", "ops:")):
+                    break
+                p = q + 1
+            culprits = tuple(sorted(ranks))
+            if culprits and self._once(("stall", culprits)):
+                self.errors.append(
+                    DistError(
+                        "horovod_stall",
+                        rank_of_line(text, ls, pos),
+                        int(secs.group(1)) * 1000 if secs else None,
+                        ranks=culprits,
+                        text="; ".join(tensors)[:300],
+                        line=line_no(pos),
+                    )
+                )
+            pos = text.find(_STALL, max(p, pos + 1))
 
 
 @dataclass

@@ -36,6 +36,7 @@ __all__ = ["FAMILIES", "Message", "all_messages", "by_code"]
 FAMILIES: dict[str, str] = {
     "nccl": "comm",
     "torch": "comm",
+    "launcher": "comm",  # DeepSpeed's launcher, Slurm's step daemon, MPI, Horovod, Ray
     "cuda": "gpu",
     "nvrm": "gpu",
     "fabricmanager": "gpu",

@@ -386,7 +386,7 @@ MESSAGES: tuple[Message, ...] = (
         name="nccl-message-truncated",
         title="NCCL received more data than the receive expected (message truncated)",
         pattern=(
-            r"[Mm]essage truncated ?: receiv(?:ed|ing) (?P<got>\d{1,20})(?:,\d{1,20})? bytes instead of "
+            r"essage truncated(?<=[Mm]essage truncated) ?: receiv(?:ed|ing) (?P<got>\d{1,20})(?:,\d{1,20})? bytes instead of "
             r"(?P<want>\d{1,20})"
         ),
         trigger="essage truncated",
@@ -416,8 +416,9 @@ MESSAGES: tuple[Message, ...] = (
         name="nccl-socket-connect-failed",
         title="NCCL cannot open a TCP connection to a peer (refused, aborted, unreachable)",
         pattern=(
-            r"(?:[Cc]onnect to (?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
-            r"|Call to connect (?:timeout|failed) ?: )(?P<err>Connection refused|Software caused connection "
+            # the literal first (a fast scan), the C/c behind it
+            r"onnect(?<=[Cc]onnect)(?: to (?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
+            r"| (?:timeout|failed) ?: )(?P<err>Connection refused|Software caused connection "
             r"abort|No route to host|Network is unreachable|Connection timed out)"
         ),
         trigger="onnect to",
@@ -473,8 +474,9 @@ MESSAGES: tuple[Message, ...] = (
         code="NCCL115",
         name="nccl-ib-port-error-event",
         title="The HCA reported a port error to NCCL (the IB/RoCE link went down)",
-        pattern=r"(?:Got async event|async fatal event) ?: (?P<event>port error|local catastrophic error)",
-        trigger="async",
+        pattern=r"(?:Got async|async fatal) event ?: (?P<event>port error|local catastrophic error)",
+        trigger="Got async event",
+        triggers=("async fatal event",),
         meaning="the verbs library delivered an asynchronous port-error (or catastrophic HCA) event",
         cause=(
             "the port lost its link (cable, transceiver, switch port, flapping link), or the HCA itself "

@@ -145,11 +145,11 @@ MESSAGES: tuple[Message, ...] = (
         name="torch-elastic-worker-sigkill",
         title="A worker process was killed with SIGKILL (exit code -9): most often the host OOM killer",
         pattern=(
-            r"(?:failed \(exitcode: -9\) local_rank: (?P<local_rank>\d{1,5})|exitcode\s{1,8}: -9 \(pid: "
+            r"(?:failed \(exitcode: -9\) local_rank: (?P<local_rank>\d{1,5})|exitcode {1,8}: -9 \(pid: "
             r"(?P<pid>\d{1,10})\)|Signal 9 \(SIGKILL\) received by PID (?P<pid2>\d{1,10}))"
         ),
-        trigger="exitcode",
-        triggers=("Signal 9 (SIGKILL)",),
+        trigger="exitcode: -9",
+        triggers=("exitcode  : -9", "Signal 9 (SIGKILL)"),
         meaning="torchrun's agent saw one of its workers die from SIGKILL",
         cause=(
             "the kernel's OOM killer ended it because the host ran out of memory (each worker loads the model "
