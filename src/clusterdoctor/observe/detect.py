@@ -284,8 +284,10 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
             try:
                 out = load(p)
             except InputError as e:
-                if loader.name == "clusterdoctor bundle":
-                    raise
+                from clusterdoctor.observe.limits import LimitExceeded
+
+                if loader.name == "clusterdoctor bundle" or isinstance(e, LimitExceeded):
+                    raise  # over a budget: reading it again for its messages would go over it too
                 refused = e  # a half-recognised paste: its known messages may still be read
                 break
             what = out.pop("described_as", None)

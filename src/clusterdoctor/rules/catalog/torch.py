@@ -117,10 +117,9 @@ MESSAGES: tuple[Message, ...] = (
         code="TORCH104",
         name="torch-invalid-device-ordinal",
         title="A process asks for a GPU index that does not exist (invalid device ordinal)",
-        pattern=(
-            r"(?:runtime error \(10\) ?: invalid device ordinal|CUDA error: invalid device ordinal"
-            r"|error=10 : invalid device ordinal|Cuda failure '?invalid device ordinal)"
-        ),
+        # CUDA's own string for cudaErrorInvalidDevice (10/101), in every wrapper that prints it ("cuda
+        # runtime error (10) :", "CUDA error:", THCudaCheck's "error=10 :", NCCL's "Cuda failure")
+        pattern=r"invalid device ordinal",
         trigger="invalid device ordinal",
         meaning="torch.cuda.set_device or a tensor placement named a device index the process cannot see",
         cause=(
