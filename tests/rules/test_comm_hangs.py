@@ -115,3 +115,20 @@ def test_healthy_controls_of_the_comm_share_are_read_and_quiet() -> None:
         diag = diagnosis.run(obs, refs)
         assert not [f for f in diag.findings if f.severity >= Severity.WARNING], case
         assert not [w for w in diag.warnings if w.startswith("not used: ")], case
+
+
+def test_socket_interface_that_does_not_route(tmp_path: Path) -> None:
+    # pytorch#68893: an AWS node's NCCL picks a docker veth (link-local address) beside ens5 for the socket
+    # transport of a 2-node job: "Network is unreachable / Connection refused"
+    text = (
+        "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ens5:172.31.0.137<0> "
+        "[1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>\n"
+        "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network Socket\n"
+        "\x1b[0m NCCL version 2.7.8+cuda11.1\n"
+        "\x1b[0m ip-172-31-0-137:14605:14688 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0\n"
+    )
+    (f, *_) = _diagnose(_paste(tmp_path, text))
+    assert f.rule == "COMM015" and f.causes == ("nccl.socket-iface",) and "veth75fa783" in f.summary
+    # one node on loopback is normal
+    one = "h:1:1 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>\nh:1:1 [0] NCCL INFO Using network Socket\n"
+    assert "COMM015" not in {x.rule for x in _diagnose(_paste(tmp_path, one, "one.txt"))}

@@ -9,10 +9,11 @@ user expects nccl-tests to run over.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
 
 # the hang rules (COMM009, COMM012) and the shared cross-source analysis live in comm_hangs; their rules
 # are listed here too, so that comm_rules() is every communication rule
@@ -274,6 +275,72 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
                     subject=subject,
                 ),
             )
+
+
+# Interfaces that do not route between hosts: loopback, container bridges and their veth ends, link-local
+# addresses. NCCL's default excludes "docker" and "lo" (NCCL env docs, NCCL_SOCKET_IFNAME); it uses them only
+# when NCCL_SOCKET_IFNAME says so or nothing else is up.
+_LOCAL_IF = re.compile(
+    r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|br-[0-9a-f]{4,}|cbr\d*|kube-bridge|flannel\.\d+)$"
+)
+_LOCAL_ADDR = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.I)
+_SOCKET_IF = re.compile(r"\[\d{1,3}\](?P<if>[\w.\-]{1,64}):(?P<addr>[^<\s]{1,128})<")
+
+
+@rule(
+    id="COMM015",
+    name="nccl-socket-on-local-interface",
+    layer="comm",
+    title="NCCL sends inter-node traffic over a loopback, container-bridge or link-local interface",
+    requires=("nccl_log",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.socket-iface",),
+)
+def socket_local_interface(obs: Observations) -> Iterator[Finding]:
+    """``NET/Socket : Using`` lists an interface that does not route between hosts, in a multi-node job.
+
+    **Symptom**: init hangs or fails with ``Connection refused`` / ``Network is unreachable`` / ``connect
+    timed out`` between nodes; one node's address in the log is a docker0 (172.17.x) or link-local one.
+    **Why**: NCCL opens its bootstrap and socket connections on the interfaces it selected. Loopback,
+    docker/CNI bridges and veth pairs carry no traffic to another host; NCCL's default excludes ``docker``
+    and ``lo`` (NCCL environment docs), so seeing them means ``NCCL_SOCKET_IFNAME`` selects them or nothing
+    else was found, and a veth/link-local address leaks in when the selection is a broad prefix.
+    **Fix**: set ``NCCL_SOCKET_IFNAME`` (and ``GLOO_SOCKET_IFNAME``) to the interface that routes between
+    the nodes (``ip route get <peer IP>`` names it), e.g. ``NCCL_SOCKET_IFNAME=eth0`` or ``=^docker,lo,veth``.
+    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8` on two nodes: the
+    ``NET/Socket : Using`` line names only routable interfaces.
+    """
+    for log in _logs(obs):
+        bad: dict[str, str] = {}
+        for line in log.socket_ifs:
+            for m in _SOCKET_IF.finditer(line):
+                name, addr = m.group("if"), m.group("addr")
+                if _LOCAL_IF.match(name) or _LOCAL_ADDR.match(addr):
+                    bad.setdefault(name, addr)
+        if not bad:
+            continue
+        sockets = [t for t in log.net_transports() if (t.net or "").lower() == "socket"]
+        multi = (log.nnodes or 0) > 1 or len(log.hosts) > 1 or bool(sockets)
+        if not multi:
+            continue  # one node: loopback is all it needs
+        names = ", ".join(f"{k} ({v})" for k, v in sorted(bad.items()))
+        f = socket_local_interface.finding(
+            f"NCCL's socket interfaces include {names}, which do not route to another host, in a job whose "
+            "traffic crosses nodes.",
+            evidence=[
+                Evidence(
+                    "NET/Socket : Using",
+                    log.socket_ifs[0][:200],
+                    "interfaces that route between the nodes",
+                    log.path,
+                ),
+                Evidence("inter-node socket channels", len(sockets), source=log.path),
+            ],
+            subject=_hosts_label(log.hosts) or log.path,
+            confidence=0.9,
+        )
+        f.action = Action.CONFIGURE
+        yield f
 
 
 def _gpu_for(topo: Any, log: Any, proc: Any, dev_hint: int | None = None) -> Any:

@@ -587,4 +587,56 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/nccl/issues/473",
         role="symptom",
     ),
+    Message(
+        code="NCCL120",
+        name="nccl-ib-memlock",
+        title="NCCL cannot register memory with the HCA: the locked-memory limit is too low",
+        pattern=r"Call to ibv_reg_mr(?:_iova2)? failed with error Cannot allocate memory",
+        trigger="Call to ibv_reg_mr",
+        meaning="registering a buffer with the RDMA device failed with ENOMEM",
+        cause=(
+            "the process may not lock enough memory (ulimit -l, often 64 KiB or 8 MiB by default; a "
+            "container's or MPI launcher's own limit): RDMA registration pins the pages"
+        ),
+        fix=(
+            "raise memlock to unlimited where the job starts (/etc/security/limits.conf and a new login, "
+            "LimitMEMLOCK=infinity for systemd units, --ulimit memlock=-1 for docker, the launcher's own "
+            "environment for mpirun) and check it from inside the job"
+        ),
+        verify=("ulimit -l", "mpirun -np 2 -H host1,host2 bash -c 'ulimit -l'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_GUIDE + "#infiniband",
+        example="misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/206",
+        causes=("rdma.memlock",),
+    ),
+    Message(
+        code="NCCL121",
+        name="nccl-ib-gpu-memory-registration",
+        title="The HCA cannot register GPU memory (GPUDirect RDMA: peer-memory module or DMA-BUF missing)",
+        pattern=(
+            r"Call to ibv_reg_(?:dmabuf_)?mr(?:_iova2)? failed with error (?:Bad address|Operation not supported)"
+        ),
+        trigger="Call to ibv_reg_",
+        meaning="registering a GPU buffer with the RDMA device failed (EFAULT or EOPNOTSUPP)",
+        cause=(
+            "GPUDirect RDMA is not available on this node: the nvidia-peermem (nv_peer_mem) module is not "
+            "loaded, the driver/OFED is too old for DMA-BUF, or the GPU does not support GPUDirect RDMA"
+        ),
+        fix=(
+            "load nvidia-peermem (modprobe nvidia-peermem) or update the driver and OFED for DMA-BUF; as a "
+            "workaround NCCL_DMABUF_ENABLE=0 (DMA-BUF refused) or NCCL_NET_GDR_LEVEL=0 (no GPUDirect)"
+        ),
+        verify=(
+            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'",
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET all_reduce_perf -b 1G -e 1G",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/cuda/gpudirect-rdma/index.html",
+        example="misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+        example_source="https://github.com/NVIDIA/nccl/issues/778",
+        causes=("nccl.gdr-or-plugin",),
+    ),
 )

@@ -374,4 +374,35 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/hezhangsprinter/DCPDN/issues/12",
         causes=("torch.host-oom",),
     ),
+    Message(
+        code="TORCH113",
+        name="torch-elastic-rendezvous-failed",
+        title="torchrun's rendezvous failed: the agents could not reach the rendezvous store or each other",
+        pattern=r"Rendezvous(?P<kind>Connection|Timeout)Error\b",
+        trigger="RendezvousConnectionError",
+        triggers=("RendezvousTimeoutError",),
+        meaning=(
+            "torch.distributed.elastic's rendezvous did not complete: the connection to the C10d store failed, "
+            "or not enough nodes joined before the rendezvous timeout"
+        ),
+        cause=(
+            "the rendezvous endpoint (--rdzv_endpoint / MASTER_ADDR:PORT) is not reachable from every node "
+            "(wrong address, a hostname that resolves elsewhere, a firewall), the node hosting the store is "
+            "not up, or fewer nodes than --nnodes started"
+        ),
+        fix=(
+            "check that every node can reach the endpoint (nc -zv HOST PORT), that all --nnodes nodes start "
+            "with the same --rdzv_id and endpoint, and that the interface is the one that routes between them"
+        ),
+        verify=("nc -zv $MASTER_ADDR $MASTER_PORT",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/distributed/elastic/rendezvous/api.py",
+        example=(
+            "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d "
+            "store has failed. See inner exception for details."
+        ),
+        example_source="https://github.com/pytorch/pytorch/issues/107021",
+        causes=("torch.rendezvous",),
+    ),
 )
