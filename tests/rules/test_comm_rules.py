@@ -219,11 +219,7 @@ def test_ncu_dram_throttle() -> None:
 
 
 def test_every_comm_rule_is_documented() -> None:
-    rules = [
-        r
-        for r in load_all()
-        if r.fn.__module__ in ("clusterdoctor.rules.comm", "clusterdoctor.rules.comm_hangs")
-    ]
+    rules = [r for r in load_all() if r.fn.__module__.startswith("clusterdoctor.rules.comm")]
     assert len(rules) == 15
     for r in rules:
         sec = parse_sections(r.doc)

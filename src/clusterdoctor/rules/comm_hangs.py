@@ -5,8 +5,7 @@ TCPStore failures, Flight Recorder dumps and torchfrtrace reports (:mod:`cluster
 The reporter is not the culprit: a timeout names the ranks that waited. The culprit is the rank the inputs
 say is behind, absent or on another collective (a desync report's "[7] ... didn't join collective", ranks
 of the group that did not report the timeout the others report, a lower opCount, a Flight Recorder
-dump that stops earlier). Also home of :func:`comm_analysis`, the cross-source analysis every comm rule
-reads (computed once per diagnosis).
+dump that stops earlier). COMM014 compares the ranks' tracebacks.
 """
 
 from __future__ import annotations
@@ -15,25 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity
+from clusterdoctor.rules.comm_common import comm_analysis
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("py_traceback", "no Python traceback (a job log with the ranks' tracebacks)")
-
-
-def _logs(obs: Observations) -> list[Any]:
-    return list(obs.get("nccl_log") or [])
-
-
-def comm_analysis(obs: Observations) -> Any:
-    """The cross-source analysis of the comm inputs, computed once per Observations."""
-    cached = obs.get("_comm_analysis")
-    if cached is not None:
-        return cached
-    from clusterdoctor.analyze.comm import analyze_comm
-
-    a = analyze_comm(obs.get("kineto") or [], _logs(obs), obs.get("flight_recorder") or [])
-    obs.put("_comm_analysis", a)
-    return a
 
 
 def _hang_subject(h: Any) -> str:
