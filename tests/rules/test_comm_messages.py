@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.catalog import by_code
@@ -327,3 +329,36 @@ def test_nccl_log_whose_lines_start_with_a_bracket_is_scanned(case: str) -> None
 
     what, data = load_path(INCIDENTS / case / "paste.txt")
     assert what == "NCCL log" and {h.code for h in data["messages"]} & {"NCCL101", "NCCL104"}
+
+
+# the candidate scan (one bytes.find pass per trigger, observe/messages.py) finds exactly the lines a naive
+# line-by-line match finds, whatever the text around them
+_SAMPLES = [line for _code, line, _subject, _src in LINES[:12]] + [
+    "plain text",
+    "",
+    "NCCL INFO ok",
+    "x" * 300,
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_SAMPLES) | st.text(max_size=80).map(lambda s: s.replace("\n", " ")), max_size=30
+    )
+)
+def test_candidate_scan_equals_naive_per_line_match(lines: list[str]) -> None:
+    from clusterdoctor.rules.catalog import all_messages
+
+    text = "\n".join(lines) + "\n"
+    got = sorted((h.line, h.code) for h in scan_text(text, "p"))
+    want = []
+    split = text.split("\n")
+    for n, line in enumerate(split[:-1], 1):
+        nxt = split[n] if n < len(split) else ""
+        for m in all_messages():
+            if not any(t in line for t in m.all_triggers):
+                continue
+            if m.regex.search(line) or (nxt and m.regex.search(line + nxt.strip())):
+                want.append((n, m.code))
+    assert got == sorted(set(want))
