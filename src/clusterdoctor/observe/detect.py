@@ -284,8 +284,10 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
             try:
                 out = load(p)
             except InputError as e:
-                if loader.name == "clusterdoctor bundle":
-                    raise
+                from clusterdoctor.observe.limits import LimitExceeded
+
+                if loader.name == "clusterdoctor bundle" or isinstance(e, LimitExceeded):
+                    raise  # over a budget: reading it again for its messages would go over it too
                 refused = e  # a half-recognised paste: its known messages may still be read
                 break
             what = out.pop("described_as", None)
@@ -339,7 +341,7 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
     kernel log's NVRM lines without an Xid)."""
     from clusterdoctor.observe import limits
 
-    if b"\x00" in head[:4096] or limits.sniff_compression(head) or head.lstrip()[:1] in (b"{", b"["):
+    if b"\x00" in head[:4096] or limits.sniff_compression(head) or _is_json(head):
         return
     if any(k in out for k in _NO_MESSAGE_SCAN) or any(k.endswith("_metrics") for k in out):
         return
@@ -350,6 +352,16 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
         out.setdefault("messages", []).extend(hits)
 
 
+def _is_json(head: bytes) -> bool:
+    """A JSON document (no program's log lines in it); a log whose lines start with ``[`` (a timestamp,
+    ``[rank0]:``) is not one."""
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return False
+    from clusterdoctor.observe.comm.sources import looks_like_json
+
+    return looks_like_json(head)
+
+
 # Labels of the observation kinds a loader filled, for loaders that do not say what a file is.
 _KIND_LABELS = {
     "nccl_log": "NCCL log",
@@ -358,6 +370,8 @@ _KIND_LABELS = {
     "flight_recorder": "PyTorch Flight Recorder dump",
     "ncu": "Nsight Compute CSV",
     "probe": "numa probe result",
+    "train_log": "training progress log",
+    "py_traceback": "Python traceback",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

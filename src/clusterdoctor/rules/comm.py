@@ -1,4 +1,7 @@
-"""Communication rules: NCCL transport and placement, bandwidth vs baselines, exposed time, hangs, ncu.
+"""Communication rules: NCCL transport and placement, exposed time and stragglers in traces, init, ncu. The
+nccl-tests bandwidth rules are in :mod:`clusterdoctor.rules.comm_bandwidth`, the hang rules in
+:mod:`clusterdoctor.rules.comm_hangs`, the helpers they share in :mod:`clusterdoctor.rules.comm_common`;
+:func:`comm_rules` lists them all.
 
 Inputs (lists, one item per file): ``nccl_log``, ``nccl_tests``, ``kineto``, ``flight_recorder``,
 ``ncu``; ``comm`` lists the files read; ``topology`` (optional) joins GPU/NIC paths and NUMA nodes;
@@ -8,10 +11,28 @@ user expects nccl-tests to run over.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
-from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
+
+# the bandwidth and hang rules live in their own modules; they are imported here too, so that comm_rules()
+# (this module's globals) is every communication rule
+from clusterdoctor.rules.comm_bandwidth import (  # noqa: F401  (re-exported: comm_rules() and callers)
+    BASELINES,
+    FAR_BELOW,
+    LINK_CLASSES,
+    MATCH_FACTOR,
+    ROW_OUTLIER,
+    LinkAssessment,
+    busbw_below_baseline,
+    nccl_tests_link,
+    nccl_tests_outlier,
+    nccl_tests_without_mpi,
+)
+from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instance, comm_analysis
+from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("nccl_log", "no NCCL debug log (run with NCCL_DEBUG=INFO and pass the log)")
@@ -20,82 +41,6 @@ register_input("kineto", "no PyTorch profiler (Kineto) trace")
 register_input("flight_recorder", "no PyTorch Flight Recorder dump or torchfrtrace report")
 register_input("ncu", "no Nsight Compute CSV (ncu --csv) of NCCL kernels")
 
-# -- baselines: all_reduce busbw at >= 1 GiB (or >= 256 MiB for the network runs), GB/s ----------------
-# Each value is read from the named file in ../shared/fixtures/comm (provenance in its SOURCES.md).
-BASELINES: dict[str, Threshold] = {
-    "nvswitch_h100": Threshold(
-        "busbw_nvswitch_h100",
-        369.9,
-        "GB/s",
-        "fixtures/comm/nccl_tests_dgxh100_4gpu_nvswitch.txt (eugenesiow/LLM-Insights): DGX H100, 4 GPUs, "
-        "'# Avg bus bandwidth : 369.941'",
-        "all_reduce busbw over NVSwitch, H100",
-    ),
-    "nvswitch_a100": Threshold(
-        "busbw_nvswitch_a100",
-        222.1,
-        "GB/s",
-        "fixtures/comm/nccl_tests_dgxa100_4gpu_nvswitch.txt (eugenesiow/LLM-Insights): DGX A100, 4 GPUs, "
-        "'# Avg bus bandwidth : 222.066'",
-        "all_reduce busbw over NVSwitch, A100",
-    ),
-    "nvlink": Threshold(
-        "busbw_nvlink_pair",
-        47.45,
-        "GB/s",
-        "fixtures/comm/nccl_tests_a40_2gpu_nvlink.txt (eugenesiow/LLM-Insights): 2x A40 over NV4, "
-        "'# Avg bus bandwidth : 47.4509'",
-        "all_reduce busbw over a direct NVLink pair (A40, NV4)",
-    ),
-    "pcie": Threshold(
-        "busbw_pcie_p2p_off_same_socket",
-        3.86,
-        "GB/s",
-        "fixtures/comm/nccl_tests_a40_2gpu_p2pdisabled_node.txt (eugenesiow/LLM-Insights): 2x A40 on one CPU "
-        "root (NODE), NCCL_P2P_DISABLE=1, '# Avg bus bandwidth : 3.85845'",
-        "all_reduce busbw through host memory within one socket",
-    ),
-    "pcie_sys": Threshold(
-        "busbw_pcie_across_sockets",
-        1.40,
-        "GB/s",
-        "reference/comm.md section 3 (eugenesiow/LLM-Insights README, SYS path with P2P off); not a fixture file",
-        "all_reduce busbw through host memory across sockets",
-    ),
-    "efa": Threshold(
-        "busbw_efa_1gpu_per_node",
-        2.83,
-        "GB/s",
-        "fixtures/comm/nccl_tests_2node_efa.log (aws-samples/aws-do-eks): 2 nodes x 1 T4, EFA, busbw 2.83 at "
-        ">= 256 MiB",
-        "all_reduce busbw between two single-GPU nodes over EFA",
-    ),
-    "socket": Threshold(
-        "busbw_socket_1gpu_per_node",
-        2.0,
-        "GB/s",
-        "fixtures/comm/nccl_tests_2node_socket_no_efa.log (aws-samples/aws-do-eks): 2 nodes x 1 T4, EFA "
-        "disabled, busbw ~2.0 at >= 128 MiB",
-        "all_reduce busbw between two single-GPU nodes over TCP sockets",
-    ),
-}
-LINK_CLASSES = ("nvswitch", "nvlink", "pcie", "pcie_sys", "efa", "ib", "socket")
-FAR_BELOW = Threshold(
-    "busbw_far_below_fraction",
-    0.5,
-    "ratio",
-    "clusterdoctor default: half the published baseline is far outside run-to-run noise (the fixtures' "
-    "own rows vary by < 10%, e.g. 47.38-47.49 GB/s on the A40 NVLink run)",
-    "measured busbw below this fraction of the link class's baseline is a finding",
-)
-ROW_OUTLIER = Threshold(
-    "nccl_tests_row_outlier",
-    0.2,
-    "ratio",
-    "clusterdoctor default; fixtures/comm/nccl_tests_dgxa100_4gpu_nvswitch.txt shows one in-place row at "
-    "164.13 GB/s vs 232.81 GB/s out-of-place (-29%)",
-    "relative busbw drop of one bandwidth-bound row against the median of the run",
-)
 EXPOSED_COMM_MAX = Threshold(
     "exposed_comm_max_pct",
     10.0,
@@ -153,48 +98,6 @@ NCU_THROTTLE_SHARE = Threshold(
 )
 
 
-def _one_per_instance(items: Any) -> Iterator[Finding]:
-    """Findings keyed by the instance they are about, in order; the same instance seen again (the same
-    log in a console capture and a ``--tee`` file, a dump taken twice) adds its evidence to the first."""
-    merged: dict[Any, Finding] = {}
-    for key, f in items:
-        first = merged.get(key)
-        if first is None:
-            merged[key] = f
-            continue
-        seen = {(e.description, e.source) for e in first.evidence}
-        first.evidence.extend(e for e in f.evidence if (e.description, e.source) not in seen)
-        first.confidence = max(first.confidence, f.confidence)
-    yield from merged.values()
-
-
-def _hosts_label(hosts: Any) -> str | None:
-    hs = sorted(h for h in hosts if h)
-    if not hs:
-        return None
-    return (
-        ("host " if len(hs) == 1 else "hosts ")
-        + ", ".join(hs[:4])
-        + (f" and {len(hs) - 4} more" if len(hs) > 4 else "")
-    )
-
-
-def _logs(obs: Observations) -> list[Any]:
-    return list(obs.get("nccl_log") or [])
-
-
-def comm_analysis(obs: Observations) -> Any:
-    """The cross-source analysis of the comm inputs, computed once per Observations."""
-    cached = obs.get("_comm_analysis")
-    if cached is not None:
-        return cached
-    from clusterdoctor.analyze.comm import analyze_comm
-
-    a = analyze_comm(obs.get("kineto") or [], _logs(obs), obs.get("flight_recorder") or [])
-    obs.put("_comm_analysis", a)
-    return a
-
-
 # -- transport -------------------------------------------------------------------------------------
 
 
@@ -205,6 +108,7 @@ def comm_analysis(obs: Observations) -> Any:
     title="NCCL uses TCP sockets between nodes",
     requires=("nccl_log",),
     severity=Severity.CRITICAL,
+    causes=("nccl.gdr-or-plugin", "rdma.container-access"),
 )
 def socket_transport(obs: Observations) -> Iterator[Finding]:
     """NCCL selected the Socket network (``Using network Socket`` / ``via NET/Socket``).
@@ -286,6 +190,72 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             )
 
 
+# Interfaces that do not route between hosts: loopback, container bridges and their veth ends, link-local
+# addresses. NCCL's default excludes "docker" and "lo" (NCCL env docs, NCCL_SOCKET_IFNAME); it uses them only
+# when NCCL_SOCKET_IFNAME says so or nothing else is up.
+_LOCAL_IF = re.compile(
+    r"^(?:lo|docker\d*|virbr\d*|veth\w*|cni\d*|br-[0-9a-f]{4,}|cbr\d*|kube-bridge|flannel\.\d+)$"
+)
+_LOCAL_ADDR = re.compile(r"^(?:127\.|169\.254\.|fe80:|::1$)", re.I)
+_SOCKET_IF = re.compile(r"\[\d{1,3}\](?P<if>[\w.\-]{1,64}):(?P<addr>[^<\s]{1,128})<")
+
+
+@rule(
+    id="COMM015",
+    name="nccl-socket-on-local-interface",
+    layer="comm",
+    title="NCCL sends inter-node traffic over a loopback, container-bridge or link-local interface",
+    requires=("nccl_log",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.socket-iface",),
+)
+def socket_local_interface(obs: Observations) -> Iterator[Finding]:
+    """``NET/Socket : Using`` lists an interface that does not route between hosts, in a multi-node job.
+
+    **Symptom**: init hangs or fails with ``Connection refused`` / ``Network is unreachable`` / ``connect
+    timed out`` between nodes; one node's address in the log is a docker0 (172.17.x) or link-local one.
+    **Why**: NCCL opens its bootstrap and socket connections on the interfaces it selected. Loopback,
+    docker/CNI bridges and veth pairs carry no traffic to another host; NCCL's default excludes ``docker``
+    and ``lo`` (NCCL environment docs), so seeing them means ``NCCL_SOCKET_IFNAME`` selects them or nothing
+    else was found, and a veth/link-local address leaks in when the selection is a broad prefix.
+    **Fix**: set ``NCCL_SOCKET_IFNAME`` (and ``GLOO_SOCKET_IFNAME``) to the interface that routes between
+    the nodes (``ip route get <peer IP>`` names it), e.g. ``NCCL_SOCKET_IFNAME=eth0`` or ``=^docker,lo,veth``.
+    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8` on two nodes: the
+    ``NET/Socket : Using`` line names only routable interfaces.
+    """
+    for log in _logs(obs):
+        bad: dict[str, str] = {}
+        for line in log.socket_ifs:
+            for m in _SOCKET_IF.finditer(line):
+                name, addr = m.group("if"), m.group("addr")
+                if _LOCAL_IF.match(name) or _LOCAL_ADDR.match(addr):
+                    bad.setdefault(name, addr)
+        if not bad:
+            continue
+        sockets = [t for t in log.net_transports() if (t.net or "").lower() == "socket"]
+        multi = (log.nnodes or 0) > 1 or len(log.hosts) > 1 or bool(sockets)
+        if not multi:
+            continue  # one node: loopback is all it needs
+        names = ", ".join(f"{k} ({v})" for k, v in sorted(bad.items()))
+        f = socket_local_interface.finding(
+            f"NCCL's socket interfaces include {names}, which do not route to another host, in a job whose "
+            "traffic crosses nodes.",
+            evidence=[
+                Evidence(
+                    "NET/Socket : Using",
+                    log.socket_ifs[0][:200],
+                    "interfaces that route between the nodes",
+                    log.path,
+                ),
+                Evidence("inter-node socket channels", len(sockets), source=log.path),
+            ],
+            subject=_hosts_label(log.hosts) or log.path,
+            confidence=0.9,
+        )
+        f.action = Action.CONFIGURE
+        yield f
+
+
 def _gpu_for(topo: Any, log: Any, proc: Any, dev_hint: int | None = None) -> Any:
     """The topology GPU a log process uses: by PCI bus id of its comm, else by CUDA device index."""
     for (_cid, p), c in log.comms.items():
@@ -329,6 +299,7 @@ def _host_matches(topo: Any, log: Any, proc: Any) -> bool:
     title="GPUDirect RDMA not used although the GPU-to-NIC path allows it",
     requires=("nccl_log", "topology"),
     severity=Severity.WARNING,
+    causes=("nccl.gdr-or-plugin",),
 )
 def gdr_unused(obs: Observations) -> Iterator[Finding]:
     """Network channels run without ``/GDRDMA`` while the GPU shares a PCIe switch (PIX/PXB) with its NIC.
@@ -449,288 +420,6 @@ def _affinity_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             )
 
 
-# -- bandwidth -------------------------------------------------------------------------------------
-
-
-MATCH_FACTOR = Threshold(
-    "link_class_match_factor",
-    2.0,
-    "x",
-    "clusterdoctor default: the intra-node reference classes of fixtures/comm are at least 2.8x apart "
-    "(NVSwitch A100 222 / NVLink 47.5 = 4.7; NVLink 47.5 / host memory 3.86 = 12; 3.86 / 1.40 = 2.8), so "
-    "within a factor of 2 a measurement matches one of them; EFA 2.83 and sockets 2.0 are closer and are "
-    "reported as ambiguous when the measurement cannot tell them apart",
-    "a busbw matches a link class when it is within this factor of the class's reference",
-)
-
-
-class LinkAssessment(NamedTuple):
-    """What an nccl-tests run's busbw says about its link: where it ran, which class it matches, which
-    class it should have used and why."""
-
-    path: str
-    busbw: float | None
-    scope: str  # "intra-node", "inter-node" or "unknown"
-    scope_why: str
-    match: Any  # analyze.busbw.LinkMatch
-    expected: str | None
-    expected_why: str
-    baseline: Threshold | None  # the expected class's reference, when there is one
-
-    def as_dict(self) -> dict[str, Any]:
-        from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
-
-        m = self.match
-        return {
-            "scope": self.scope,
-            "scope_why": self.scope_why,
-            "matches": m.cls,
-            "matches_name": CLASS_NAMES.get(m.cls or "", None),
-            "ambiguous_with": m.ambiguous_with,
-            "degraded": m.cls in DEGRADED,
-            "expected": self.expected,
-            "expected_why": self.expected_why,
-            "expected_baseline_gbs": float(self.baseline.value) if self.baseline is not None else None,
-        }
-
-
-def _class_ranges(scope: str) -> dict[str, tuple[float, float]]:
-    from clusterdoctor.analyze.busbw import INTER_NODE, INTRA_NODE
-
-    refs = {
-        "nvswitch": (float(BASELINES["nvswitch_a100"].value), float(BASELINES["nvswitch_h100"].value)),
-        "nvlink": (float(BASELINES["nvlink"].value),) * 2,
-        "pcie": (float(BASELINES["pcie"].value),) * 2,
-        "pcie_sys": (float(BASELINES["pcie_sys"].value),) * 2,
-        "efa": (float(BASELINES["efa"].value),) * 2,
-        "socket": (float(BASELINES["socket"].value),) * 2,
-    }
-    classes = {"inter-node": INTER_NODE, "intra-node": INTRA_NODE}.get(scope, INTRA_NODE + INTER_NODE)
-    return {c: refs[c] for c in classes if c in refs}
-
-
-def _baseline(link: str, models: Any) -> Threshold | None:
-    if link == "nvswitch":
-        text = " ".join(models).upper()
-        h100 = any(x in text for x in ("H100", "H200", "H800", "B100", "B200", "B300", "GB200", "GB300"))
-        return BASELINES["nvswitch_h100"] if h100 else BASELINES["nvswitch_a100"]
-    return BASELINES.get(link)
-
-
-def nccl_tests_link(obs: Observations, run: Any) -> LinkAssessment:
-    """Where an nccl-tests run ran (one node or several), the link class its busbw matches and the one
-    it was expected to use: stated with ``--link``, named by the NCCL log in the same file, or inferred
-    from the GPU model on a single node."""
-    from clusterdoctor.analyze.busbw import expected_link_for_gpu, match_link_class
-
-    cache = obs.get("_nccl_tests_link")
-    if cache is None:
-        cache = {}
-        obs.put("_nccl_tests_link", cache)
-    if id(run) in cache:
-        return cache[id(run)]
-    peak = run.peak_busbw()
-    log = next((lg for lg in _logs(obs) if lg.path == run.path), None)
-    nets: set[str] = set()
-    if log is not None:
-        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
-    if len(run.hosts) > 1:
-        scope, scope_why = "inter-node", f"the rank lines name {len(run.hosts)} hosts"
-    elif log is not None and (log.net_transports() or (log.nnodes or 0) > 1):
-        scope, scope_why = "inter-node", "the NCCL log shows network transports"
-    elif len(run.hosts) == 1:
-        scope, scope_why = "intra-node", f"the rank lines name one host ({next(iter(run.hosts))})"
-    elif nets:
-        scope, scope_why = "unknown", "the output names no host; NCCL initialised a network, so any class"
-    else:
-        scope, scope_why = "intra-node", "the output names no host and no network: one node assumed"
-    expected, why = None, "unknown (pass --link to compare)"
-    stated = obs.get("comm_link_class")
-    if isinstance(stated, str) and stated:
-        expected, why = stated, "stated with --link"
-    elif scope != "intra-node" and nets:
-        if any("libfabric" in n or "ofi" in n for n in nets):
-            expected, why = "efa", "NCCL log: AWS Libfabric network"
-        elif nets == {"socket"}:
-            expected, why = "socket", "NCCL log: Socket network"
-        elif "ib" in nets or any(n.startswith("ib") for n in nets):
-            expected, why = "ib", "NCCL log: IB network"
-    elif scope == "intra-node" and len(run.gpu_models) == 1:
-        guess = expected_link_for_gpu(next(iter(run.gpu_models)))
-        if guess is not None:
-            expected, why = guess
-    match = match_link_class(peak or 0.0, _class_ranges(scope), float(MATCH_FACTOR.value))
-    base = None
-    if expected is not None and not (expected == "pcie" and why != "stated with --link"):
-        base = _baseline(expected, run.gpu_models)  # a PCIe card's P2P path has no reference here
-    a = LinkAssessment(run.path, peak, scope, scope_why, match, expected, why, base)
-    cache[id(run)] = a
-    return a
-
-
-def _run_subject(run: Any) -> str:
-    if run.hosts:
-        hosts = sorted(run.hosts)
-        return (
-            ("host " if len(hosts) == 1 else "hosts ")
-            + ", ".join(hosts[:4])
-            + (" …" if len(hosts) > 4 else "")
-        )
-    return run.path
-
-
-@rule(
-    id="COMM004",
-    name="busbw-below-link-baseline",
-    layer="comm",
-    title="nccl-tests bus bandwidth below its link class, or on a degraded path",
-    requires=("nccl_tests",),
-    thresholds=(FAR_BELOW, MATCH_FACTOR, *BASELINES.values()),
-    severity=Severity.CRITICAL,
-)
-def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
-    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link,
-    or, with no expectation, matches a degraded class (host memory instead of P2P, TCP sockets).
-
-    **Symptom**: all_reduce_perf plateaus at a few GB/s on GPUs that should talk over NVLink/NVSwitch, or
-    well below the fabric's rate between nodes.
-    **Why**: NCCL took a slower path: ``NCCL_P2P_DISABLE=1`` or a P2P-less PCIe topology sends traffic
-    through host memory (DGX A100 5.2 GB/s instead of 222 GB/s; A40 3.9 instead of 47.4), GPUs on
-    different sockets, or a socket fallback between nodes. The expected class comes from ``--link``, the
-    NCCL log's network, or the GPU model the output names (SXM/HBM parts: NVSwitch; PCIe cards: PCIe).
-    **Fix**: remove ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` overrides, check that NVLink/NVSwitch and the
-    fabric manager are up (``nvidia-smi nvlink -s``, ``nvidia-smi -q | grep -i fabric``), keep a job's GPUs
-    on one NVSwitch domain, enable PCIe P2P (ACS off, IOMMU passthrough) on PCIe cards, and fix the
-    network plugin for inter-node runs.
-    **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -g <ngpus>` and compare the busbw column with the
-    baseline named in the evidence; `nvidia-smi topo -m` shows the path between the GPUs.
-    """
-    yield from _one_per_instance(_busbw_findings(obs))
-
-
-def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
-    from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
-
-    for run in obs.get("nccl_tests") or []:
-        if run.collective not in (None, "all_reduce"):
-            continue
-        a = nccl_tests_link(obs, run)
-        key = (_run_subject(run) if run.hosts else None, round(a.busbw or 0.0, 2), a.match.cls, a.expected)
-        peak = a.busbw
-        if peak is None:
-            continue
-        m = a.match
-        matched = (
-            f"it matches the '{m.cls}' class ({CLASS_NAMES[m.cls]}"
-            + (f", or '{m.ambiguous_with}'" if m.ambiguous_with else "")
-            + ")"
-            if m.cls
-            else "it matches no reference class within a factor of 2"
-        )
-        ev = [
-            Evidence(
-                "median busbw of bandwidth-bound rows",
-                round(peak, 2),
-                float(a.baseline.value) if a.baseline is not None else None,
-                "GB/s",
-                run.path,
-            ),
-            Evidence("matched link class", m.cls or "none", source=f"{a.scope}: {a.scope_why}"),
-            Evidence("expected link class", a.expected or "unknown", source=a.expected_why),
-        ]
-        if run.gpu_models:
-            ev.append(Evidence("GPU model", ", ".join(sorted(run.gpu_models)), source=run.path))
-        ev.append(
-            Evidence("printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path)
-        )
-        if a.baseline is not None:
-            ratio = peak / float(a.baseline.value)
-            if ratio >= float(FAR_BELOW.value):
-                continue
-            ev.append(Evidence("baseline source", a.baseline.source))
-            yield (
-                key,
-                busbw_below_baseline.finding(
-                    f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
-                    f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
-                    "the expected link.",
-                    evidence=ev,
-                    severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
-                    confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
-                    subject=_run_subject(run),
-                ),
-            )
-        elif m.cls in DEGRADED and a.expected != m.cls:
-            ref = BASELINES[m.cls]
-            ev.append(Evidence(f"'{m.cls}' reference", float(ref.value), unit="GB/s", source=ref.source))
-            yield (
-                key,
-                busbw_below_baseline.finding(
-                    f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
-                    + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
-                    + ". Pass --link to compare with the link these GPUs should use.",
-                    evidence=ev,
-                    severity=Severity.WARNING,
-                    confidence=0.5 if m.ambiguous_with else 0.65,
-                    subject=_run_subject(run),
-                ),
-            )
-
-
-@rule(
-    id="COMM005",
-    name="nccl-tests-unstable-row",
-    layer="comm",
-    title="nccl-tests result with an outlier row or wrong results",
-    requires=("nccl_tests",),
-    thresholds=(ROW_OUTLIER,),
-    severity=Severity.WARNING,
-)
-def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
-    """A bandwidth-bound row drops far below the run's median, or ``#wrong`` is non-zero.
-
-    **Symptom**: one size (often in-place) much slower than its neighbours; or data validation errors.
-    **Why**: a transient slowdown (another job on the GPUs, thermal/power capping, an NVLink or NIC
-    retraining) during that row, or — for #wrong — corrupted data from a faulty link or GPU.
-    **Fix**: rerun with more iterations (``-n 100``) on an idle node; check ``nvidia-smi -q -d
-    PERFORMANCE,ECC`` and link error counters; drain the node if #wrong persists.
-    **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -n 100 -c 1` twice; the row should match its neighbours.
-    """
-    for run in obs.get("nccl_tests") or []:
-        rows = run.large_rows()
-        vals = sorted(v for r in rows for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v)
-        if len(vals) >= 3:
-            med = vals[len(vals) // 2]
-            for r in rows:
-                for label, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place)):
-                    if m.busbw_gbs and m.busbw_gbs < (1 - float(ROW_OUTLIER.value)) * med:
-                        yield nccl_tests_outlier.finding(
-                            f"{label} row at {r.size_bytes} B ran at {m.busbw_gbs} GB/s, "
-                            f"{(1 - m.busbw_gbs / med) * 100:.0f}% below the run's median {med:.2f} GB/s.",
-                            evidence=[
-                                Evidence(
-                                    f"{label} busbw, size {r.size_bytes}",
-                                    m.busbw_gbs,
-                                    med,
-                                    "GB/s",
-                                    f"{run.path}:{r.line}",
-                                )
-                            ],
-                            subject=f"{run.path}:{r.line}",
-                            confidence=0.7,
-                        )
-        wrong = [(r, m) for r in run.rows for m in (r.out_of_place, r.in_place) if m.wrong]
-        if wrong:
-            r, m = wrong[0]
-            yield nccl_tests_outlier.finding(
-                f"nccl-tests reported {len(wrong)} result(s) with wrong data (first at {r.size_bytes} B).",
-                evidence=[Evidence("#wrong", m.wrong, 0, source=f"{run.path}:{r.line}")],
-                severity=Severity.CRITICAL,
-                confidence=0.95,
-                subject=run.path,
-            )
-
-
 # -- traces ----------------------------------------------------------------------------------------
 
 
@@ -810,6 +499,7 @@ def _trace_subject(rank: int | None, path: str, compared: bool = True) -> str:
     requires=("kineto",),
     thresholds=(STRAGGLER_SHARE, STRAGGLER_MIN_LATE),
     severity=Severity.WARNING,
+    causes=("nccl.rank-behind",),
 )
 def straggler(obs: Observations) -> Iterator[Finding]:
     """Across ranks' traces, one rank starts most matched collectives last, so the others wait for it.
@@ -891,207 +581,6 @@ def _init_finding(o: Any) -> Finding:
         ],
         subject=f"rank {o.rank}",
     )
-
-
-def _hang_subject(h: Any) -> str:
-    """What a hang finding is about: the culprit ranks, else the reporting ranks, else the file."""
-    from clusterdoctor.analyze.comm.hangs import ranks_label
-
-    if h.culprit_ranks:
-        return ranks_label(h.culprit_ranks)
-    if h.reporters:
-        return ranks_label(h.reporters)
-    return h.source
-
-
-def _sorted_locations(locs: Any) -> list[str]:
-    def key(loc: str) -> tuple[str, int]:
-        path, _, line = loc.rpartition(":")
-        return (path, int(line)) if line.isdigit() else (loc, 0)
-
-    return sorted(dict.fromkeys(locs), key=key)
-
-
-def _line_ranges(locs: list[str], most: int = 6) -> str:
-    """``a.log:1, a.log:2, a.log:3, b.log:7`` → ``a.log:1-3, b.log:7`` (at most ``most`` files named)."""
-    by_file: dict[str, list[int]] = {}
-    plain: list[str] = []
-    for loc in locs:
-        path, _, line = loc.rpartition(":")
-        if path and line.isdigit():
-            by_file.setdefault(path, []).append(int(line))
-        else:
-            plain.append(loc)
-    parts = []
-    for path, lines in by_file.items():
-        runs: list[list[int]] = []
-        for n in sorted(set(lines)):
-            if runs and n == runs[-1][1] + 1:
-                runs[-1][1] = n
-            else:
-                runs.append([n, n])
-        parts.append(f"{path}:" + ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs))
-    parts += plain
-    return ", ".join(parts[:most]) + (f" and {len(parts) - most} more files" if len(parts) > most else "")
-
-
-def _hang_evidence(h: Any) -> list[Evidence]:
-    """The collective and the lines it rests on (one entry: how many lines, the first locations),
-    then its numbers, culprits last."""
-    where = _sorted_locations(h.locations) or [f"{h.source}:{h.line}" if h.line else h.source]
-    ev = [
-        Evidence("collective", h.op),
-        Evidence("log lines it rests on", len(where), source=_line_ranges(where)),
-    ]
-    ev.append(Evidence("group / sequence", f"{h.group or '?'} / {h.seq if h.seq is not None else '?'}"))
-    if h.numel_in is not None:
-        ev.append(Evidence("NumelIn / NumelOut", f"{h.numel_in} / {h.numel_out}"))
-    if h.timeout_ms is not None:
-        ev.append(Evidence("timeout", h.timeout_ms, unit="ms"))
-    if h.ran_ms is not None:
-        ev.append(Evidence("ran for", h.ran_ms, unit="ms"))
-    if h.last_completed is not None:
-        ev.append(Evidence("last enqueued / last completed work", f"{h.last_enqueued} / {h.last_completed}"))
-    if h.group_size is not None:
-        ev.append(Evidence("ranks in the group", h.group_size))
-    if h.reporters:
-        ev.append(Evidence("ranks reporting it", list(h.reporters)))
-    if h.missing:
-        ev.append(Evidence("ranks of the group not reporting it", list(h.missing)))
-    if h.culprit_ranks:
-        ev.append(Evidence("culprit ranks", list(h.culprit_ranks)))
-    return ev
-
-
-_GLOO_VERIFY = [
-    "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: gloo then checks each collective with a monitored barrier "
-    "and names the rank that did not arrive (`Ranks 1 failed to pass monitoredBarrier`)",
-    "`py-spy dump --pid PID` on the suspected rank while the job hangs",
-]
-
-
-@rule(
-    id="COMM009",
-    name="collective-hang-or-mismatch",
-    layer="comm",
-    title="Collective hang or mismatch, with the culprit rank",
-    requires=("comm",),
-    severity=Severity.CRITICAL,
-)
-def hang(obs: Observations) -> Iterator[Finding]:
-    """A collective that not every rank joined, ranks behind on a communicator, or ranks calling different collectives.
-
-    **Symptom**: the job stops making progress, then ``Watchdog caught collective operation timeout``
-    after ``Timeout(ms)`` (default 10–30 min) on every rank, or gloo's ``Timed out waiting …ms for recv
-    operation``; or wrong results/crashes after a mismatch.
-    **Why**: a collective completes only when all ranks of its group call it with the same type, size
-    and dtype. A rank that crashed, took another code path (an extra ``all_reduce`` on rank 0 only),
-    or is stuck in data loading never arrives; the others wait until the watchdog fires. The ranks
-    that report the timeout are the victims; the culprit is the rank missing from the collective
-    (torchrun's "Root Cause (first observed failure)" names the first victim, not the culprit).
-    **Fix**: look at the culprit rank's log and stack (Flight Recorder ``frames``, ``py-spy dump``) for
-    the divergent code path or error; make collectives unconditional across ranks.
-    **Verify**: rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=true, and after
-    the next hang run `torchfrtrace --prefix nccl_trace_rank_ /tmp/`.
-    """
-    a = comm_analysis(obs)
-    first = {h.group for h in a.hangs if h.first_collective or h.kind == "rendezvous"}
-    explained = {h.group for h in a.hangs if h.kind != "pending"}
-    for h in a.hangs:
-        if h.first_collective or h.kind == "rendezvous":
-            continue  # COMM012: the job never communicated
-        if h.kind == "pending" and (h.group in explained or h.group in first):
-            continue  # the unfinished work is the stuck collective another finding already names
-        sev = Severity.CRITICAL if h.kind in ("not_joined", "lagging", "timeout") else Severity.WARNING
-        if h.kind == "mismatch" and h.culprit_ranks:
-            sev = Severity.CRITICAL
-        subject = _hang_subject(h)
-        label = {
-            "not_joined": "never joined",
-            "lagging": "is behind",
-            "mismatch": "called a different collective" if h.culprit_ranks else "disagree on the collective",
-            "timeout": "timed out" if not h.culprit_ranks else "never arrived",
-            "pending": "left work unfinished",
-            "peer_lost": "lost a peer",
-        }.get(h.kind, h.kind)
-        gloo = (h.op or "").startswith("gloo")
-        partial = ""
-        if h.partial:
-            sev = min(sev, Severity.WARNING)
-            partial = ". From a partial input: a trace of this job is truncated."
-        yield hang.finding(
-            (h.detail if h.detail.startswith(subject) else f"{subject} {label}: {h.detail}") + partial,
-            evidence=_hang_evidence(h),
-            severity=sev,
-            confidence=0.9 if h.culprit_ranks else 0.6,
-            subject=subject,
-            verify=_GLOO_VERIFY if gloo and not h.culprit_ranks else None,
-        )
-
-
-@rule(
-    id="COMM012",
-    name="first-collective-never-completed",
-    layer="comm",
-    title="The job never communicated: the first collective (or the rendezvous) never completed",
-    requires=("comm",),
-    severity=Severity.CRITICAL,
-)
-def first_collective(obs: Observations) -> Iterator[Finding]:
-    """The watchdog fired on a process group's first collective (``last completed work: -1`` or
-    SeqNum 1), or the process group never formed (TCPStore/rendezvous timeout).
-
-    **Symptom**: the job hangs right after start-up (model loaded, DDP/FSDP being wrapped, the first
-    barrier) and dies after the full collective timeout (10–30 min) with
-    ``WorkNCCL(SeqNum=1, …)`` and ``last completed work: -1``, or with ``wait timeout after …ms, keys: …``
-    / ``clients joined`` while creating the process group.
-    **Why**: no collective ever completed, so this is not a slow step: either a rank never arrived (not
-    started, crashed, stuck before its first collective, cannot reach the store), or every rank arrived
-    and the transport never moved data — rendezvous, topology or network: NCCL picked a broken path
-    (P2P/CUMEM across PCIe roots, an IB port or fabric that drops RDMA, the wrong socket interface), or
-    the store address (MASTER_ADDR/MASTER_PORT) is unreachable from some hosts.
-    **Fix**: if ranks are missing, look at their hosts and logs first. If every rank reported the timeout,
-    debug the transport: rerun with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P`` and check that every
-    rank printed ``Init COMPLETE`` and which ``via …`` paths it chose; test the path with nccl-tests on the
-    same hosts; try ``NCCL_P2P_DISABLE=1`` (intra-node) or ``NCCL_IB_DISABLE=1`` (inter-node) to confirm
-    which layer is broken, then fix it (ACS/IOMMU for P2P, the IB port, ``NCCL_SOCKET_IFNAME``). Enable the
-    Flight Recorder (``TORCH_NCCL_TRACE_BUFFER_SIZE=2000``, ``TORCH_NCCL_DUMP_ON_TIMEOUT=1``) so the next
-    hang names the ranks, and lower the timeout while debugging.
-    **Verify**: `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,P2P TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ...`
-    then `torchfrtrace --prefix nccl_trace_rank_ /tmp/`, and `all_reduce_perf -b 8 -e 128M -f 2 -g 1` across
-    the same hosts (every rank must reach "Init COMPLETE").
-    """
-    a = comm_analysis(obs)
-    for h in a.hangs:
-        if not (h.first_collective or h.kind == "rendezvous"):
-            continue
-        subject = _hang_subject(h)
-        if h.kind == "rendezvous":
-            what = "the process group never formed"
-        elif h.last_completed is not None and h.last_completed < 0:
-            what = "the very first collective never completed (last completed work: -1)"
-        else:
-            what = "the first collective of the group (SeqNum 1) never completed"
-        if h.culprit_ranks:
-            cause = f"{ranks_label_of(h.culprit_ranks)} never arrived"
-        elif h.missing:
-            cause = f"{ranks_label_of(h.missing)} did not report it: check that they started and reached it"
-        elif h.group_size and len(h.reporters) == h.group_size:
-            cause = "every rank arrived, so the transport did not move data: rendezvous, topology or network"
-        else:
-            cause = "rendezvous, topology, network or a rank that never arrived — not a slow step"
-        yield first_collective.finding(
-            f"{subject}: {what}; {cause}. {h.detail}.",
-            evidence=_hang_evidence(h),
-            confidence=0.9 if (h.culprit_ranks or h.last_completed is not None) else 0.75,
-            subject=subject,
-        )
-
-
-def ranks_label_of(ranks: Any) -> str:
-    from clusterdoctor.analyze.comm.hangs import ranks_label
-
-    return ranks_label(ranks)
 
 
 # -- ncu -------------------------------------------------------------------------------------------

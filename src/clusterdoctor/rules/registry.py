@@ -32,6 +32,8 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
+    "clusterdoctor.rules.comm_bandwidth",
+    "clusterdoctor.rules.comm_hangs",
     "clusterdoctor.rules.failslow",
     "clusterdoctor.rules.gpu",
     "clusterdoctor.rules.messages",

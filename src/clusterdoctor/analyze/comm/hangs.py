@@ -51,6 +51,7 @@ class Hang(msgspec.Struct):
     first_collective: bool = False
     locations: tuple[str, ...] = ()
     partial: bool = False  # built from a truncated input
+    op_kind: str | None = None  # the source's own kind where it refines ``kind`` ("desync")
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in msgspec.structs.asdict(self).items()}
@@ -121,9 +122,29 @@ def hangs_from_nccl_logs(logs: Iterable[NcclLog]) -> list[Hang]:
                     f"collective differs at opCount 0x{opc:x}: {detail}",
                 )
             )
-    out.extend(watchdog_hangs(logs))
-    out.extend(dist_error_hangs(logs))
+    out.extend(_with_desync(watchdog_hangs(logs), dist_error_hangs(logs)))
     return out
+
+
+def _with_desync(timeouts: list[Hang], errors: list[Hang]) -> list[Hang]:
+    """A desync report (TORCH_NCCL_DESYNC_DEBUG) explains the watchdog timeout of the rank that printed
+    it: its lagging/dead ranks become that timeout's culprits, and the report is not a finding of its own.
+    A report whose timeout line is not in the logs stays one (``not_joined``)."""
+    desync = [h for h in errors if h.op_kind == "desync"]
+    if not desync:
+        return [*timeouts, *errors]
+    used: set[int] = set()
+    for d in desync:
+        for t in timeouts:
+            if t.kind != "timeout" or not set(d.reporters) <= set(t.reporters) or not d.reporters:
+                continue
+            if not t.culprit_ranks:
+                t.culprit_ranks = d.culprit_ranks
+            t.detail += f"; {d.detail}"
+            t.locations = tuple(dict.fromkeys((*t.locations, *d.locations)))
+            used.add(id(d))
+            break
+    return [*timeouts, *(h for h in errors if id(h) not in used)]
 
 
 def _fmt_counts(ranks: dict[int, int]) -> str:
@@ -184,7 +205,7 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
             status[(st.rank, st.seq)].append((st, log.path))
     nranks = [log.nranks for log in logs if log.nranks]
     comm_size = max(nranks) if nranks else None
-    by_seq: dict[int, list[tuple[Any, str, str | None]]] = defaultdict(list)
+    by_seq: dict[int | None, list[tuple[Any, str, str | None]]] = defaultdict(list)
     used_status: set[int] = set()
     for log in logs:
         for w in log.watchdog_timeouts:
@@ -193,8 +214,8 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
             by_seq[w.seq].append((w, log.path, pg))
     # One unit per collective instance: ranks at one SeqNum with the same (op, sizes). Different
     # collectives at one SeqNum are a mismatch unless the status lines put them on different groups.
-    units: list[tuple[str | None, int, list[tuple[Any, str]], bool]] = []
-    for seq, found in sorted(by_seq.items()):
+    units: list[tuple[str | None, int | None, list[tuple[Any, str]], bool]] = []
+    for seq, found in sorted(by_seq.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
         clusters: dict[tuple[str, int | None, int | None], list[tuple[Any, str, str | None]]] = defaultdict(
             list
         )
@@ -279,6 +300,10 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
         missing: tuple[int, ...] = ()
         if size and reporters and pg in (None, "0") and max(reporters) < size:
             missing = tuple(r for r in range(size) if r not in by_rank)
+        elif not size and len(reporters) >= MIN_REPORTERS_FOR_GAPS and pg in (None, "0"):
+            # the default group holds ranks 0..N-1: ranks below the highest reporter exist, and the ones
+            # that did not report the timeout are the suspects (never reached it, died, or not pasted)
+            missing = tuple(r for r in range(max(reporters)) if r not in reporters)
         completed = [st.last_completed for st in sts]
         enqueued = [st.last_enqueued for st in sts]
         never = bool(completed) and min(completed) < 0
@@ -291,8 +316,9 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
             )
         ran = max((w.ran_ms for w in by_rank.values() if w.ran_ms is not None), default=None)
         numel = f", NumelIn={w0.numel_in}, NumelOut={w0.numel_out}" if w0.numel_in is not None else ""
+        seq_txt = f" SeqNum={seq}" if seq is not None else ""
         parts = [
-            f"{op} SeqNum={seq}{numel} of {pg_label} timed out"
+            f"{op}{seq_txt}{numel} of {pg_label} timed out"
             + (f" after {ran} ms (timeout {w0.timeout_ms} ms)" if ran is not None else "")
             + (f" on {ranks_label(reporters)}" if reporters else "")
         ]
@@ -308,8 +334,9 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
                 else "it is the first collective of this group"
             )
         if missing:
+            of = f" of the {size}" if size else ""
             parts.append(
-                f"{ranks_label(missing)} of the {size} did not report it in these logs (never reached it, "
+                f"{ranks_label(missing)}{of} did not report it in these logs (never reached it, "
                 "died earlier, or their logs are not here)"
             )
         elif size and reporters and len(reporters) == size:
@@ -369,6 +396,11 @@ def watchdog_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
             )
         )
     return out
+
+
+# Two ranks reporting a timeout at one SeqNum (and none of the group's size known) are enough to name
+# the lower ranks that did not report it as suspects; one reporter is not (a paste of one rank's line).
+MIN_REPORTERS_FOR_GAPS = 2
 
 
 def dist_error_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
@@ -498,6 +530,41 @@ def dist_error_hangs(logs: Iterable[NcclLog]) -> list[Hang]:
                     locations=locs,
                 )
             )
+        elif kind == "desync":
+            out.append(
+                Hang(
+                    "not_joined",
+                    path,
+                    None,
+                    e.seq,
+                    e.op,
+                    ranks,
+                    f"desync report by {who} (TORCH_NCCL_DESYNC_DEBUG): {e.text}",
+                    e.line,
+                    reporters=reporters,
+                    locations=locs,
+                    op_kind="desync",
+                )
+            )
+        elif kind == "horovod_stall":
+            out.append(
+                Hang(
+                    "not_joined",
+                    path,
+                    None,
+                    None,
+                    "horovod",
+                    ranks,
+                    f"Horovod's stall inspector: {ranks_label(ranks)} did not submit the tensors the other ranks "
+                    f"have waited on for {(e.timeout_ms or 0) // 1000} s"
+                    + (f" ({e.text})" if e.text else ""),
+                    e.line,
+                    reporters=reporters,
+                    timeout_ms=e.timeout_ms,
+                    locations=locs,
+                    op_kind="stall",
+                )
+            )
         elif kind == "peer_closed":
             out.append(
                 Hang(
@@ -536,14 +603,17 @@ def hangs_from_flight_recorder(items: Iterable[FrDump | FrTraceReport]) -> list[
                         m.group,
                         m.collective_seq_id,
                         m.collective,
-                        m.missing_ranks,
+                        m.missing_ranks or m.culprit_ranks,
                         f"torchfrtrace: {m.kind}"
                         + (f" collective {m.collective_seq_id}" if m.collective_seq_id is not None else "")
                         + (f" ({m.collective})" if m.collective else "")
                         + (f"; missing ranks {set(m.missing_ranks)}" if m.missing_ranks else "")
                         + (f"; expected ranks {m.expected_ranks}" if m.expected_ranks else "")
-                        + (f"; state {m.state}" if m.state else ""),
+                        + (f"; state {m.state}" if m.state else "")
+                        + (f"; {m.error}" if m.error else ""),
                         m.line,
+                        group_size=m.expected_ranks,
+                        locations=(f"{it.path}:{m.line}",),
                     )
                 )
         else:

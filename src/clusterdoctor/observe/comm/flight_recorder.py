@@ -97,6 +97,9 @@ class FrMismatch:
     input_sizes: str | None
     output_sizes: str | None
     line: int
+    # "error msg: Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH, ..." (fr_trace 2.5+)
+    culprit_ranks: tuple[int, ...] = ()
+    error: str | None = None
 
 
 @dataclass
@@ -201,7 +204,26 @@ _FR_HEAD = re.compile(
 _FR_KV = re.compile(r"^\s*(?P<k>[a-z][a-z ]+?):\s*(?P<v>[^\n]*)$")
 
 
-_REPORT_LINE = re.compile(rb"(?m)^[ \t]*(?:\S+: ?)?Not all ranks joining collective \d+")
+# torchfrtrace / fr_trace block heads, every wording (torch/distributed/flight_recorder/components/utils.py
+# error_analysis): "Not all ranks joining collective 5 at entry 4" (2.4), "... collective: sequence number:
+# 31117" / "..., sequence number: 5" (2.5+), "Collective sequence number: 5 has errors", "Input/output
+# mismatch in the collective sequence number: 5"
+_REPORT_LINE = re.compile(
+    rb"(?m)^[ \t]*(?:\S+: ?)?(?:Not all ranks joining collective(?: \d+|[,:] sequence number: \d+)"
+    rb"|Collective sequence number: \d+ has errors|Input/output mismatch in the collective sequence number: \d+)"
+)
+_BLOCK = re.compile(
+    r"\s*(?:\S+: )?(?:Not all ranks joining collective(?: (?P<seq1>\d+) at entry (?P<entry>\d+)"
+    r"|[,:] sequence number: (?P<seq2>\d+))|Collective sequence number: (?P<seq3>\d+) has errors"
+    r"|Input/output mismatch in the collective sequence number: (?P<seq4>\d+))"
+)
+_CULPRIT = re.compile(r"Culprit rank (?P<rank>\d+); Error type: (?P<type>[A-Z_]+)")
+_ERROR_KIND = {
+    "COLLECTIVE_TYPE_MISMATCH": "type mismatch",
+    "SIZE_OR_SYNTAX_MISMATCH": "size mismatch",
+    "COLLECTIVE_DTYPE_MISMATCH": "dtype mismatch",
+    "COLLECTIVE_STATE_MISMATCH": "state mismatch",
+}
 # torchrun/PyTorch/MPI line prefixes ("[rank0]: ", "[default0]:", "[1,0]<stdout>:"), removed before parsing.
 _BRACKET_PREFIX = re.compile(r"^[ \t]*(?:\[[\w.,\-]+\](?:<std(?:out|err)>)?:[ \t]?)+")
 
@@ -215,7 +237,7 @@ def parse_frtrace_report(text: str, path: str = "<torchfrtrace>") -> FrTraceRepo
         line = lines[i]
         # At the start of a line (after indentation or a launcher prefix), as torchfrtrace prints it; the
         # phrase quoted inside prose (a README describing a report) is not a report.
-        m = re.match(r"\s*(?:\S+: )?Not all ranks joining collective (\d+) at entry (\d+)", line)
+        m = _BLOCK.match(line)
         m2 = None if m else re.search(r"\b((?:[Ss]ize|[Tt]ype|[Dd]type|[Ss]tate) mismatch)\b", line)
         if not m and not m2:
             i += 1
@@ -234,24 +256,49 @@ def parse_frtrace_report(text: str, path: str = "<torchfrtrace>") -> FrTraceRepo
                     i += 1
         missing = _int_set(kv.get("missing ranks", ""))
         exp = kv.get("expected ranks")
+        n_expected = len(_int_set(exp)) if exp and not exp.isdigit() else (int(exp) if exp else None)
+        if n_expected is None and (kv.get("world size") or "").isdigit():
+            n_expected = int(kv["world size"])
+        error = kv.get("error msg")
+        culprits = tuple(sorted({int(c.group("rank")) for c in _CULPRIT.finditer(error or "")}))
+        if m is not None:
+            seq = next((int(g) for g in (m.group(k) for k in ("seq1", "seq2", "seq3", "seq4")) if g), None)
+            if m.group("seq1") or m.group("seq2"):
+                kind = "not all ranks joining"
+            elif m.group("seq4"):
+                kind = "size mismatch"
+            else:
+                types = [c.group("type") for c in _CULPRIT.finditer(error or "")]
+                kind = _ERROR_KIND.get(types[0], "mismatch") if types else "mismatch"
+        else:
+            seq, kind = None, m2.group(1).lower()  # type: ignore[union-attr]
         rep.mismatches.append(
             FrMismatch(
-                kind="not all ranks joining" if m else m2.group(1).lower(),  # type: ignore[union-attr]
-                collective_seq_id=int(m.group(1)) if m else None,
-                entry=int(m.group(2)) if m else None,
+                kind=kind,
+                collective_seq_id=seq,
+                entry=int(m.group("entry")) if m is not None and m.group("entry") else _opt_digits(kv),
                 group=kv.get("group info"),
                 collective=kv.get("collective"),
                 missing_ranks=missing,
-                expected_ranks=int(exp) if exp and exp.isdigit() else None,
+                expected_ranks=n_expected,
                 state=kv.get("collective state"),
                 input_sizes=kv.get("input sizes"),
                 output_sizes=kv.get("output sizes"),
                 line=start + 1,
+                culprit_ranks=culprits,
+                error=error[:300] if error else None,
             )
         )
     if not rep.mismatches:
-        raise InputError("no torchfrtrace findings ('Not all ranks joining …' or '… mismatch') found", path)
+        raise InputError(
+            "no torchfrtrace findings ('Not all ranks joining …', '… has errors' or '… mismatch') found", path
+        )
     return rep
+
+
+def _opt_digits(kv: dict[str, str]) -> int | None:
+    v = kv.get("internal record id") or ""
+    return int(v) if v.isdigit() else None
 
 
 def _int_set(text: str) -> tuple[int, ...]:
@@ -280,7 +327,11 @@ def parse_flight_recorder(data: bytes, path: str = "<flight recorder>") -> FrDum
             raise InputError(f"unreadable Flight Recorder pickle: {e}", path) from None
         return dump_from_obj(obj, path)
     text = data.decode("utf-8", "replace")
-    if "Not all ranks joining" in text or re.search(r"\b(?:[Ss]ize|[Tt]ype|[Dd]type) mismatch\b", text):
+    if (
+        "Not all ranks joining" in text
+        or _REPORT_LINE.search(data)
+        or re.search(r"\b(?:[Ss]ize|[Tt]ype|[Dd]type) mismatch\b", text)
+    ):
         return parse_frtrace_report(text, path)
     stripped = text.strip()
     if stripped.startswith("{"):

@@ -533,6 +533,8 @@ _SNIFF = re.compile(
     rb"|Timed out waiting \d+ms for (?:recv|send) operation|failed to pass monitoredBarrier"
     rb"|wait timeout after \d+ms, keys: |waiting for clients\. \d+/\d+ clients joined"
     rb"|initializing process group in store based barrier"
+    rb"|didn't join collective #|are the lagging ranks that caused this timeout"
+    rb"|waiting for remainder of ranks for more than"
 )
 
 

@@ -13,6 +13,12 @@ Columns: size (B), count (elements), type, redop, root, then out-of-place time (
 ``#wrong`` (NVIDIA/nccl-tests#107); ``N/A`` appears in place of numbers. Lines may carry a launcher
 prefix (``[1,0]<stdout>:``, srun's `` 0: ``, any of :data:`~clusterdoctor.observe.comm.launcher.LINE_PREFIX`).
 GB here is 1e9 bytes, as nccl-tests computes it. Older builds print ``#   Rank  0 Pid …`` without ``Group``.
+
+A paste cut before the result rows (the header and the device list only) is read as what it is: the
+run's devices, no rows, and a warning that there is nothing to measure. A binary built without
+``MPI=1`` and started by ``mpirun`` runs one independent copy per process (README: "NCCL tests rely on
+MPI to work on multiple processes"): each copy numbers its own ranks from 0, so one rank number is
+printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ _ROW = re.compile(
 _HEADER = re.compile(r"^" + _LAUNCHER + r"#\s+size\s+count\s+type\s+redop\s*(?P<root>root)?", re.MULTILINE)
 _NTHREAD = re.compile(r"# nThread (?P<nt>\d+) nGpus (?P<ng>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
 _RANK = re.compile(
-    r"#\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
+    r"(?:#\s+|^[ \t]*)Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) device\s+(?P<dev>\d+) "
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )
@@ -72,6 +78,7 @@ class RankInfo:
     device: int
     bus: str
     gpu: str
+    pid: int = 0
 
 
 @dataclass
@@ -87,6 +94,19 @@ class NcclTestsRun:
     avg_busbw_gbs: float | None = None
     out_of_bounds: int | None = None
     warnings: list[str] = field(default_factory=list)
+    headers: int = 0  # "# nThread ... nGpus ..." header lines: one per independent copy of the test
+
+    @property
+    def independent_copies(self) -> int:
+        """How many processes each ran the test alone: one rank number printed by processes (host, pid)
+        on two or more hosts, which one MPI run never does. 1 for a normal run (MPI or one process); two
+        runs of one host pasted together are not counted (they may be a before and an after)."""
+        owners: dict[int, set[tuple[str, int]]] = {}
+        for r in self.ranks:
+            owners.setdefault(r.rank, set()).add((r.host, r.pid))
+        best = max(owners.values(), key=len, default=set())
+        hosts = {h for h, _ in best}
+        return len(best) if len(best) >= 2 and len(hosts) >= 2 else 1
 
     @property
     def hosts(self) -> set[str]:
@@ -144,14 +164,20 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
     m = _BINARY.search(text)
     if m:
         run.collective = m.group("name")
-    m = _NTHREAD.search(text)
-    if m:
-        run.n_threads = int(m.group("nt"))
-        run.n_gpus = int(m.group("ng"))
+    for i, m in enumerate(_NTHREAD.finditer(text)):
+        if i == 0:
+            run.n_threads = int(m.group("nt"))
+            run.n_gpus = int(m.group("ng"))
+        run.headers += 1
     for r in _RANK.finditer(text):
         run.ranks.append(
             RankInfo(
-                int(r.group("rank")), r.group("host"), int(r.group("dev")), r.group("bus"), r.group("gpu")
+                int(r.group("rank")),
+                r.group("host"),
+                int(r.group("dev")),
+                r.group("bus"),
+                r.group("gpu"),
+                int(r.group("pid")),
             )
         )
     header = _HEADER.search(text)
@@ -193,7 +219,13 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
     if m:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
-        raise InputError("no nccl-tests result rows found", path)
+        if not run.headers and not run.ranks:
+            raise InputError("no nccl-tests result rows found", path)
+        run.warnings.append(
+            f"{path}: nccl-tests header and device list only, no result rows (the output was cut before "
+            "them, or the test stopped): its bandwidth is not judged"
+        )
+        return run
     if header is None:
         run.warnings.append(f"{path}: no column header line; columns assumed in the standard order")
     if run.collective is None:
@@ -216,7 +248,9 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
     return parse_nccl_tests(text, str(p))
 
 
-_SNIFF = re.compile(rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s")
+_SNIFF = re.compile(
+    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+)
 
 
 def sniff_nccl_tests(head: bytes) -> bool:

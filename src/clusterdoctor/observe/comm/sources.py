@@ -10,7 +10,9 @@ files into observation kinds, each a list so that many files (one per rank) accu
 (:class:`~clusterdoctor.observe.comm.nccl_log.NcclLog`: NCCL debug output and PyTorch distributed
 errors, behind any launcher prefix), ``nccl_tests`` (:class:`~clusterdoctor.observe.comm.nccl_tests.NcclTestsRun`),
 ``flight_recorder`` (dumps and ``torchfrtrace`` reports), ``ncu``
-(:class:`~clusterdoctor.observe.comm.ncu.NcuReport`), ``comm`` (the paths read), ``unrecognised``
+(:class:`~clusterdoctor.observe.comm.ncu.NcuReport`), ``train_log``
+(:class:`~clusterdoctor.observe.comm.train_log.TrainLog`: training progress lines), ``py_traceback``
+(:class:`~clusterdoctor.observe.comm.pytraceback.TracebackLog`), ``comm`` (the paths read), ``unrecognised``
 (``(path, reason)`` of every file that was skipped) and ``warnings``. A file may yield two kinds: an
 nccl-tests run with ``NCCL_DEBUG=INFO`` is both an NCCL log and an nccl-tests result.
 
@@ -30,8 +32,11 @@ from typing import Any, NamedTuple
 from clusterdoctor.errors import InputError
 
 HEAD_BYTES = 64 << 10
-KINDS = ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu")
-WHAT = "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump or ncu CSV"
+KINDS = ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu", "train_log", "py_traceback")
+WHAT = (
+    "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
+    "training progress log"
+)
 _JSON_CHECK_CHARS = 4096  # a JSON document is told from a log whose first line starts with "[" by this much
 
 
@@ -71,11 +76,18 @@ def classify(head: bytes, name: str) -> list[str]:
         return ["ncu"]
     if sniff_flight_recorder(head, name):
         return ["flight_recorder"]
+    from clusterdoctor.observe.comm.pytraceback import sniff_tracebacks
+    from clusterdoctor.observe.comm.train_log import sniff_train_log
+
     kinds = []
     if sniff_nccl_log(head):
         kinds.append("nccl_log")
     if sniff_nccl_tests(head):
         kinds.append("nccl_tests")
+    if sniff_train_log(head):
+        kinds.append("train_log")
+    if sniff_tracebacks(head):
+        kinds.append("py_traceback")
     return kinds
 
 
@@ -206,6 +218,14 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.ncu import load_ncu_csv
 
             loaded[kind] = load_ncu_csv(p)
+        elif kind == "train_log":
+            from clusterdoctor.observe.comm.train_log import load_train_log
+
+            loaded[kind] = load_train_log(p)
+        elif kind == "py_traceback":
+            from clusterdoctor.observe.comm.pytraceback import load_tracebacks
+
+            loaded[kind] = load_tracebacks(p)
     # Only a file whose every kind loaded contributes (no half-read file).
     for kind, value in loaded.items():
         out[kind].append(value)

@@ -30,16 +30,20 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # "[rank3]:" (PyTorch), "[Rank 3]" / "[PG 1 Rank 3]" / "[PG ID 0 PG GUID 0(default_pg) Rank 3]" (c10d).
 RANK_TAG = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\[rank(\d+)\]")
 
 _WATCHDOG_START = "Watchdog caught collective operation timeout:"
+# 1.8-1.10: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000); 1.11-1.13 add SeqNum= and TensorShape=[...];
+# 2.x: SeqNum, OpType, NumelIn, NumelOut, Timeout(ms). A user may elide fields ("WorkNCCL(..., OpType=").
 _WATCHDOG_BODY = re.compile(
     r"Watchdog caught collective operation timeout:\s*"
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
-    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?: ran for (?P<ran>\d+) milliseconds)?"
+    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?(?:(?:\.\.\.|…), ?)?OpType=(?P<op>\w+)"
+    r"(?:, TensorShape=\[[^\]\n]{0,400}\])?"
+    r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
+    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?:\s{0,8}ran for (?P<ran>\d+) milliseconds)?"
 )
 _PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)")
 _RANK_BEFORE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]\s*$")
@@ -64,6 +68,46 @@ _ERRORS = re.compile(
     r"|(?P<connect>The client socket has timed out after (?P<k_ms>\d+)ms while trying to connect to "
     r"\((?P<k_host>[^,]+), (?P<k_port>\d+)\))"
 )
+# TORCH_NCCL_DESYNC_DEBUG=1: the desync report (torch/csrc/distributed/c10d/TraceUtils.h,
+# retrieveDesyncReport) printed after a watchdog timeout, one line per part:
+#   - [0] Timeout at collective: ALLREDUCE, #315
+#   - To our best knowledge, ranks [5] are the lagging ranks that caused this timeout. They never joined any
+#     collectives
+#   - [1, 2] joined but didn't finish collective #41 (count from 1)
+#     [7] finished collective #182, but didn't join collective #183 (count from 1)
+#   - Snapshot of ranks' latest states:  #315 started ranks:  [0, 1, 2] started ALLREDUCE
+_RANK_LIST = r"\[(?P<{}>[\d, ]{{1,65536}})\]"
+_DESYNC = re.compile(
+    r"(?P<head>\[(?P<h_rank>\d{1,7})\] Timeout at collective: (?P<h_op>\w{1,64}), #(?P<h_seq>\d{1,20}))"
+    r"|(?P<never>ranks " + _RANK_LIST.format("n_ranks") + r" are the lagging ranks that caused this timeout)"
+    r"|(?P<joined>"
+    + _RANK_LIST.format("j_ranks")
+    + r" joined but didn't finish collective #(?P<j_seq>\d{1,20}))"
+    r"|(?P<stopped>"
+    + _RANK_LIST.format("s_ranks")
+    + r" finished collective #(?P<s_seq>\d{1,20}), but didn't join "
+    r"collective #(?P<s_next>\d{1,20}))"
+    r"|(?P<snap_head>#(?P<sh_seq>\d{1,20}) (?P<sh_state>started|finished) ranks:)"
+    r"|(?P<snap>"
+    + _RANK_LIST.format("sn_ranks")
+    + r" (?P<sn_state>started|finished) (?!collective\b)(?P<sn_op>\w{1,64}))"
+)
+# Horovod's stall inspector (horovod/common/stall_inspector.cc; operations.cc before 0.21): "One or more
+# tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for
+# remainder of ranks for more than 60 seconds. ..." then "Missing ranks:" / "Stalled ranks:" and one line per
+# rank that has not submitted them, "0: [tensor, ...]" ("1!: [...]" when it is being shut down), or the
+# older "<tensor> [missing ranks: 0, 2]".
+_STALL = "waiting for remainder of ranks for more than"
+_STALL_SECONDS = re.compile(r"waiting for remainder of ranks for more than (\d{1,9}) seconds")
+_STALL_RANK_LINE = re.compile(r"^[ \t]{0,16}(?P<rank>\d{1,7})!?: \[(?P<tensors>[^\n]{0,400})")
+_STALL_INLINE = re.compile(r"\[missing ranks: (?P<ranks>[\d, ]{1,65536})\]")
+_STALL_MAX_LINES = 4096  # rank lines read after one stall message
+_DESYNC_TRIGGERS = (
+    "Timeout at collective:",
+    "are the lagging ranks",
+    "didn't finish collective",
+    "didn't join collective",
+)
 _STATUS_ANCHORS = (
     "failure detected by watchdog",
     "detected by watchdog at work",
@@ -82,13 +126,15 @@ TRIGGERS = (
     "wait timeout",
     "dump signal",
     "Connection closed by peer",
+    *_DESYNC_TRIGGERS,
+    _STALL,
 )
 
 
 @dataclass(slots=True)
 class WatchdogTimeout:
     rank: int | None
-    seq: int
+    seq: int | None  # None in the 1.8-1.10 wording (no SeqNum) or when the user elided it
     op: str
     numel_in: int | None
     numel_out: int | None
@@ -116,7 +162,9 @@ class DistError:
     ``kind``: ``gloo_timeout`` (op recv/send), ``peer_closed`` (peer = address), ``monitored_barrier``
     (``ranks`` = the ranks that did not pass), ``store_wait`` (``ranks`` = ranks whose address key never
     appeared: in gloo's full-mesh connect the key's last component is the peer's rank), ``store_clients``
-    / ``store_barrier`` (``joined`` of ``world_size``), ``store_connect`` (peer = host:port never reached).
+    / ``store_barrier`` (``joined`` of ``world_size``), ``store_connect`` (peer = host:port never reached),
+    ``desync`` (TORCH_NCCL_DESYNC_DEBUG's report: ``rank`` reported it, ``ranks`` are the lagging, dead or
+    mismatched ranks it names, ``op``/``seq`` the reporter's own collective, ``text`` the report in short).
     """
 
     kind: str
@@ -129,6 +177,7 @@ class DistError:
     peer: str | None = None
     text: str = ""
     line: int | None = None
+    seq: int | None = None
 
 
 def rank_of_line(text: str, line_start: int, pos: int) -> int | None:
@@ -231,6 +280,10 @@ class DistScanner:
                 start = text.find(anchor, start + 1)
         for m in _ERRORS.finditer(text):
             self._error(text, m, line_no)
+        if any(t in text for t in _DESYNC_TRIGGERS):
+            self._desync(text, line_no)
+        if _STALL in text:
+            self._stall(text, line_no)
 
     def _once(self, key: tuple[object, ...]) -> bool:
         if key in self._seen:
@@ -259,7 +312,7 @@ class DistScanner:
                     rank = rank_of_line(text, prev, ls)
                 w = WatchdogTimeout(
                     rank,
-                    int(m.group("seq")),
+                    _opt_int(m.group("seq")),
                     m.group("op"),
                     _opt_int(m.group("nin")),
                     _opt_int(m.group("nout")),
@@ -337,6 +390,118 @@ class DistScanner:
         if not e.text:
             e.text = m.group(0)[:200]
         self.errors.append(e)
+
+    def _desync(self, text: str, line_no: Callable[[int], int]) -> None:
+        """The desync reports in a window: each part belongs to the last ``Timeout at collective`` head
+        before it (a report cut above its head is kept, with no reporter)."""
+        reports: list[_Desync] = []
+        cur: _Desync | None = None
+        for m in _DESYNC.finditer(text):
+            kind = m.lastgroup
+            if kind == "head" or cur is None:
+                ls = text.rfind("\n", 0, m.start()) + 1
+                cur = _Desync(m.start(), rank_of_line(text, ls, m.start()))
+                reports.append(cur)
+            if kind == "head":
+                cur.rank, cur.op, cur.seq = int(m.group("h_rank")), m.group("h_op"), int(m.group("h_seq"))
+            elif kind == "never":
+                ranks = _ranks(m.group("n_ranks"))
+                cur.culprits.update(ranks)
+                cur.parts.append(f"{_rl(ranks)} never joined any collective")
+            elif kind == "joined":
+                ranks = _ranks(m.group("j_ranks"))
+                cur.culprits.update(ranks)
+                cur.parts.append(f"{_rl(ranks)} joined but did not finish collective #{m.group('j_seq')}")
+            elif kind == "stopped":
+                ranks = _ranks(m.group("s_ranks"))
+                cur.culprits.update(ranks)
+                cur.parts.append(
+                    f"{_rl(ranks)} finished collective #{m.group('s_seq')} but never joined #{m.group('s_next')}"
+                )
+            elif kind == "snap_head":
+                cur.snap = f"#{m.group('sh_seq')} "
+            elif kind == "snap":
+                ranks = _ranks(m.group("sn_ranks"))
+                cur.parts.append(f"{cur.snap}{m.group('sn_state')} by {_rl(ranks)}: {m.group('sn_op')}")
+        for r in reports:
+            culprits = tuple(sorted(r.culprits))
+            if not culprits or not self._once(("desync", r.rank, culprits, r.seq)):
+                continue
+            self.errors.append(
+                DistError(
+                    "desync",
+                    r.rank,
+                    ranks=culprits,
+                    op=r.op,
+                    text="; ".join(r.parts)[:400],
+                    line=line_no(r.pos),
+                    seq=r.seq,
+                )
+            )
+
+    def _stall(self, text: str, line_no: Callable[[int], int]) -> None:
+        """Horovod's stall messages: the ranks it lists have not submitted what the others wait on."""
+        pos = text.find(_STALL)
+        while pos >= 0:
+            ls = text.rfind("\n", 0, pos) + 1
+            secs = _STALL_SECONDS.search(text, pos, pos + 200)
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            ranks: set[int] = set()
+            tensors: list[str] = []
+            for m in _STALL_INLINE.finditer(text, ls, end):
+                ranks.update(_ranks(m.group("ranks")))
+            p, n = end + 1, 0
+            while p < len(text) and n < _STALL_MAX_LINES:
+                q = text.find("\n", p)
+                q = len(text) if q < 0 else q
+                line = text[p:q]
+                n += 1
+                m = _STALL_RANK_LINE.match(line)
+                if m is not None:
+                    ranks.add(int(m.group("rank")))
+                    if len(tensors) < 3:
+                        t = m.group("tensors").rstrip("]")
+                        tensors.append(t if len(t) <= 120 else "…" + t[-119:])  # the op's own name is last
+                elif _STALL_INLINE.search(line):
+                    ranks.update(_ranks(_STALL_INLINE.search(line).group("ranks")))  # type: ignore[union-attr]
+                elif line.strip() and not line.strip().endswith(("ranks:", "ops:")):
+                    break
+                p = q + 1
+            culprits = tuple(sorted(ranks))
+            if culprits and self._once(("stall", culprits)):
+                self.errors.append(
+                    DistError(
+                        "horovod_stall",
+                        rank_of_line(text, ls, pos),
+                        int(secs.group(1)) * 1000 if secs else None,
+                        ranks=culprits,
+                        text="; ".join(tensors)[:300],
+                        line=line_no(pos),
+                    )
+                )
+            pos = text.find(_STALL, max(p, pos + 1))
+
+
+@dataclass
+class _Desync:
+    pos: int
+    rank: int | None
+    op: str | None = None
+    seq: int | None = None
+    snap: str = ""
+    culprits: set[int] = field(default_factory=set)
+    parts: list[str] = field(default_factory=list)
+
+
+def _ranks(text: str) -> tuple[int, ...]:
+    return tuple(sorted({int(x) for x in re.findall(r"\d+", text)}))
+
+
+def _rl(ranks: tuple[int, ...]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks[:16]) + (" …" if len(ranks) > 16 else "")
 
 
 def _opt_int(s: str | None) -> int | None:

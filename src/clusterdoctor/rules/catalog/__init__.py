@@ -16,7 +16,8 @@ message is one entry here and its real line.
 Patterns are searched anywhere in a line (``re.search``), behind any prefix; they must be linear on
 any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
 is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
-one scan for all triggers finds the candidate lines). Named groups feed ``subject`` (``rank {rank}``,
+one scan for all triggers finds the candidate lines); a message whose variants share no literal lists
+the others in ``triggers``. Named groups feed ``subject`` (``rank {rank}``,
 ``GPU {pci}``) and the finding's evidence.
 """
 
@@ -35,6 +36,7 @@ __all__ = ["FAMILIES", "Message", "all_messages", "by_code"]
 FAMILIES: dict[str, str] = {
     "nccl": "comm",
     "torch": "comm",
+    "launcher": "comm",  # DeepSpeed's launcher, Slurm's step daemon, MPI, Horovod, Ray
     "cuda": "gpu",
     "nvrm": "gpu",
     "fabricmanager": "gpu",
@@ -56,7 +58,7 @@ class Message:
     name: str  # kebab-case, e.g. "nccl-shm-no-space"
     title: str  # one line, what it is
     pattern: str
-    trigger: str  # a literal substring of every matching line
+    trigger: str  # a literal substring of every matching line (or of one of ``triggers``)
     meaning: str  # what the message says happened
     cause: str  # the likely cause(s)
     fix: str
@@ -76,6 +78,13 @@ class Message:
     layer: str = ""  # set from the module (FAMILIES)
     example_source: str = ""  # URL of the thread the example line comes from
     notes: tuple[str, ...] = field(default=())
+    # further literal substrings, for a message whose variants (versions, wordings) share no literal:
+    # a matching line holds ``trigger`` or one of these
+    triggers: tuple[str, ...] = ()
+
+    @property
+    def all_triggers(self) -> tuple[str, ...]:
+        return (self.trigger, *self.triggers)
 
     @property
     def regex(self) -> re.Pattern[str]:

@@ -1,9 +1,15 @@
-"""NCCL's own messages (``NCCL WARN`` lines and the errors NCCL returns), as data.
+"""NCCL's own messages (``NCCL WARN`` lines, the errors NCCL returns, nccl-tests' failure line), as data.
 
-Wording from NVIDIA/nccl ``src/`` (``misc/shmutils.cc``, ``transport/net_ib.cc``, ``bootstrap.cc``,
-``init.cc``) and the NCCL troubleshooting guide
-(docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html); example lines from public
+Each pattern is written from the format string in NVIDIA/nccl ``src/`` (the file and tag in ``source``;
+the variants of the versions between 2.4 and 2.30 were read from the tagged sources) and the NCCL
+troubleshooting guide (docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html). A
+pattern matches the message body, behind any prefix (``host:pid:tid [dev] file.cc:123 NCCL WARN``, a
+launcher's ``[1,0]<stdout>:``, PyTorch's ``Last error:`` line that repeats NCCL's last WARN), so the
+same entry reads a full NCCL log and a one-line paste of the message. Example lines come from public
 issue threads, each named in ``example_source``.
+
+Where NCCL prints its own hint for an error (``printIbModifyQpHint``, ``printIbWcStatusHint`` in 2.23+),
+the entry's cause follows that hint.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
 
 _GUIDE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+_SRC = "https://github.com/NVIDIA/nccl/blob/"
 
 MESSAGES: tuple[Message, ...] = (
     Message(
@@ -19,11 +27,12 @@ MESSAGES: tuple[Message, ...] = (
         name="nccl-shm-no-space",
         title="NCCL cannot allocate its shared-memory segment (/dev/shm too small or full)",
         pattern=(
-            r"NCCL WARN (?:Error: failed to extend /dev/shm/\S{1,64} to \d{1,20} bytes"
+            r"(?:Error: failed to extend /dev/shm/\S{1,64} to \d{1,20} bytes"
             r"|Call to posix_fallocate failed ?: No space left on device"
-            r"|Error while creating shared memory segment \S{1,128} \(size \d{1,20}\)(?:, error: No space left)?)"
+            r"|Error while creating shared memory segment /dev/shm/\S{1,128} \(size \d{1,20}\))"
         ),
-        trigger="NCCL WARN",
+        trigger="posix_fallocate failed",
+        triggers=("failed to extend /dev/shm/", "Error while creating shared memory segment"),
         meaning="NCCL could not create or grow a shared-memory segment in /dev/shm for its SHM transport",
         cause=(
             "/dev/shm is too small or full: a container's default is 64 MB (Docker) and Kubernetes gives "
@@ -44,5 +53,590 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/NVIDIA/nccl/issues/290",
         causes=("nccl.shm-no-space",),
+        notes=(
+            "src/misc/shmutils.cc (2.12+): 'Error: failed to extend %s to %ld bytes, error: %s (%d)', "
+            "'Error while %s shared memory segment %s (size %ld), error: %s (%d)'; include/shm.h (2.4-2.11): "
+            "'Call to posix_fallocate failed : %s', 'Error while creating shared memory segment %s (size %d)'",
+        ),
+    ),
+    Message(
+        code="NCCL102",
+        name="nccl-ib-qp-connect-failed",
+        title="NCCL cannot connect an IB/RoCE queue pair (ibv_modify_qp timed out or unreachable)",
+        pattern=(
+            r"Call to ibv_modify_qp failed with (?:error )?(?:\d{1,4} )?(?P<err>Connection timed out"
+            r"|Network is unreachable|No route to host|Connection refused|No such device)"
+            r"(?:, on dev (?P<dev>[\w.\-]{1,64}):(?P<port>\d{1,3}))?"
+        ),
+        trigger="Call to ibv_modify_qp failed",
+        meaning=(
+            "moving a queue pair to RTR/RTS failed: the remote NIC could not be reached over the IB/RoCE "
+            "fabric while NCCL connected its ranks"
+        ),
+        cause=(
+            "the two NICs cannot reach each other on the fabric: on a rail-optimised network (each NIC index "
+            "on its own switch) NCCL paired NICs of different rails (NCCL's own hint for ETIMEDOUT); a RoCE "
+            "GID/subnet without a route between the nodes; a port that is down"
+        ),
+        fix=(
+            "on rail-optimised fabrics set NCCL_CROSS_NIC=0; check the ports (ibstat, ibv_devinfo), the RoCE "
+            "GID and routing between the nodes (show_gids, ping over the RDMA interface), and that "
+            "NCCL_IB_HCA names NICs that are cabled to the same fabric"
+        ),
+        verify=("ibstat", "NCCL_CROSS_NIC=0 NCCL_DEBUG=INFO all_reduce_perf -b 8 -e 128M -f 2 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "master/src/misc/ibvwrap.cc",
+        example=(
+            "[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
+            "failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR, local GID "
+            "index 3, local GID ::ffff:xxx.xx.xx.xx, remote GID ::ffff:xxx.xx.xxx.xx"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/2013",
+        causes=("nccl.ib-connect", "roce.gid"),
+        subject="{dev}:{port}",
+        notes=(
+            "2.4-2.22: 'Call to ibv_modify_qp failed with error %s' (strerror); 2.23+: 'Call to ibv_modify_qp "
+            "failed with %d %s, %s' with the device, QP states and GIDs, then printIbModifyQpHint",
+        ),
+    ),
+    Message(
+        code="NCCL103",
+        name="nccl-ib-qp-invalid-gid",
+        title="NCCL's queue-pair setup is refused as invalid (wrong RoCE GID index)",
+        pattern=r"Call to ibv_modify_qp failed with (?:error )?(?:22 )?Invalid argument",
+        trigger="Call to ibv_modify_qp failed",
+        meaning="the HCA refused the queue-pair attributes NCCL gave it (EINVAL)",
+        cause=(
+            "in most cases the GID index is wrong for the port (NCCL_IB_GID_INDEX forced to an index that "
+            "has no RoCE v2 / IPv4 GID, or a GID that changed), as NCCL's own hint says"
+        ),
+        fix=(
+            "unset NCCL_IB_GID_INDEX or set it to -1 (automatic), or pick the RoCE v2 GID that carries the "
+            "node's address (show_gids); check that the GID table is populated on every port"
+        ),
+        verify=("show_gids", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET all_reduce_perf -b 8 -e 8 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "master/src/misc/ibvwrap.cc",
+        example=(
+            "[155] crow-ib-new-nccl-256-info-19:5330:7970 [3] misc/ibvwrap.cc:284 NCCL WARN Call to "
+            "ibv_modify_qp failed with error Invalid argument"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/302",
+        causes=("roce.gid",),
+    ),
+    Message(
+        code="NCCL104",
+        name="nccl-duplicate-gpu",
+        title="Two ranks of one communicator are on the same GPU",
+        pattern=(
+            r"Duplicate GPU detected ?: rank (?P<a>\d{1,7}) and rank (?P<b>\d{1,7}) both on CUDA device "
+            r"(?P<bus>[0-9a-fA-F]{1,16})"
+        ),
+        trigger="Duplicate GPU detected",
+        meaning="NCCL found two ranks of the communicator on the same CUDA device and refused to create it",
+        cause=(
+            "every process picked the same GPU: torch.cuda.set_device / a fixed device in the script, "
+            "CUDA_VISIBLE_DEVICES set to one GPU for all ranks, or a local-rank value that is the same in "
+            "every process (LOCAL_RANK not read, hvd.local_rank() wrong)"
+        ),
+        fix=(
+            "bind each process to its own GPU: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before "
+            "init_process_group, one GPU per rank in CUDA_VISIBLE_DEVICES, no hard-coded device"
+        ),
+        verify=(
+            "python -c 'import os,torch; print(os.environ.get(\"LOCAL_RANK\"), torch.cuda.current_device())'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_SRC + "v2.21.5-1/src/init.cc",
+        example=(
+            "[1,0]<stdout>:chifflot-7:67917:67949 [0] init.cc:748 NCCL WARN Duplicate GPU detected : rank 0 "
+            "and rank 1 both on CUDA device 3b000"
+        ),
+        example_source="https://github.com/horovod/horovod/issues/3949",
+        causes=("nccl.duplicate-gpu",),
+        subject="GPU busId {bus}",
+    ),
+    Message(
+        code="NCCL105",
+        name="nccl-no-socket-interface",
+        title="NCCL finds no usable network interface for its bootstrap or socket transport",
+        pattern=(
+            r"(?:Bootstrap ?: no socket interface found|NET/Socket ?: No usable listening interface found"
+            r"|NET/Socket ?: no interface found|No interface found in the same subnet as remote address)"
+        ),
+        trigger="no socket interface found",
+        triggers=(
+            "No usable listening interface found",
+            "Socket : no interface found",
+            "No interface found in",
+        ),
+        meaning="NCCL looked for a network interface to bootstrap or to carry socket traffic and found none",
+        cause=(
+            "NCCL_SOCKET_IFNAME names an interface the host does not have (eth0 in a script, a container "
+            "with other names), excludes every interface (a ^ prefix), or no interface is in the same "
+            "subnet as the peers'"
+        ),
+        fix=(
+            "set NCCL_SOCKET_IFNAME to an interface that exists and reaches the other nodes (ip -br addr), "
+            "or unset it to let NCCL choose; in containers use the pod's interface name"
+        ),
+        verify=("ip -br addr", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/bootstrap.cc",
+        example="[rank0]: Bootstrap : no socket interface found",
+        example_source="https://github.com/EvolvingLMMs-Lab/open-r1-multimodal/issues/7",
+        causes=("nccl.socket-iface",),
+    ),
+    Message(
+        code="NCCL106",
+        name="nccl-topology-xml-attribute-missing",
+        title="NCCL's topology XML lacks an attribute it needs (injected or plugin topology file)",
+        pattern=r"Attribute (?P<attr>[\w.\-]{1,40}) of node (?P<node>[\w.\-]{1,40}) not found",
+        trigger="of node",
+        meaning="NCCL's topology detection read an XML node without an attribute it needs and aborted init",
+        cause=(
+            "a topology file NCCL was given (NCCL_TOPO_FILE, or one a net plugin ships, such as old "
+            "aws-ofi-nccl's static p4d/p5 files) does not match the machine or the GPUs in use (a subset of "
+            "the GPUs, another CPU or NIC layout), so nodes NCCL expects are missing or incomplete"
+        ),
+        fix=(
+            "remove NCCL_TOPO_FILE or give one dumped on this machine (NCCL_TOPO_DUMP_FILE); update the net "
+            "plugin (aws-ofi-nccl 1.11+ generates the topology); upgrade NCCL if the file comes from NCCL itself"
+        ),
+        verify=(
+            "env | grep NCCL_TOPO",
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH all_reduce_perf -b 8 -e 8 -g 1",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/graph/xml.h",
+        example="2a8874e7d1e6:2196:2275 [1] graph/xml.h:101 NCCL WARN Attribute arch of node cpu not found",
+        example_source="https://github.com/aws/aws-ofi-nccl/issues/785",
+        causes=("nccl.topo-file",),
+    ),
+    Message(
+        code="NCCL107",
+        name="nccl-ib-retry-exceeded",
+        title="IB/RoCE transport retries exhausted (completion status 12, IBV_WC_RETRY_EXC_ERR)",
+        pattern=(
+            r"Got completion (?:from peer (?P<peer>[\w.:\[\]<>%\-]{1,96}) )?with (?:error |status=)"
+            r"(?:IBV_WC_RETRY_EXC_ERR\()?12\b"
+        ),
+        trigger="Got completion",
+        meaning=(
+            "a work request to a peer failed after the HCA exhausted its transport retries: the peer's NIC "
+            "did not acknowledge within NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT"
+        ),
+        cause=(
+            "packets are lost or the peer became unreachable: a flapping or down link or switch port, "
+            "congestion without lossless configuration (RoCE PFC/ECN), a peer node that died or was reset, "
+            "or NCCL_IB_TIMEOUT set too short (NCCL's hint)"
+        ),
+        fix=(
+            "find the link on the path between the two hosts (ibstat, port error counters, switch logs) and "
+            "fix or drain it; for RoCE check PFC/ECN; raise NCCL_IB_TIMEOUT (default 20, ~30 s) only if the "
+            "fabric is healthy"
+        ),
+        verify=("ibstat", "perfquery -x", "ib_write_bw between the two hosts"),
+        severity=Severity.CRITICAL,
+        action=Action.REPLACE_HARDWARE,
+        source=_SRC + "v2.21.5-1/src/transport/net_ib.cc",
+        example=(
+            "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+            "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
+            "fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/1405",
+        causes=("rdma.retry-exceeded",),
+        subject="peer {peer}",
+        notes=(
+            "2.4-2.11 'Got completion with error %d, opcode %d, len %d, vendor err %d'; 2.12+ 'from peer %s "
+            "with error %d'; 2.19+ 'with status=%d'; 2.27+ 'with status=%s(%d)'",
+        ),
+    ),
+    Message(
+        code="NCCL108",
+        name="nccl-ib-local-protection",
+        title="IB completion with a local protection error (status 4): GPUDirect RDMA broken",
+        pattern=(
+            r"Got completion (?:from peer (?P<peer>[\w.:\[\]<>%\-]{1,96}) )?with (?:error |status=)"
+            r"(?:IBV_WC_LOC_PROT_ERR\()?4\b"
+        ),
+        trigger="Got completion",
+        meaning="the NIC could not access the memory a work request named (IBV_WC_LOC_PROT_ERR)",
+        cause=(
+            "GPUDirect RDMA does not work on this path: ACS enabled on the PCIe switches redirects peer "
+            "traffic (NCCL's own hint), the peer-memory module (nvidia-peermem / nv_peer_mem) or DMA-BUF "
+            "support is missing, or a net plugin registers memory it cannot"
+        ),
+        fix=(
+            "disable ACS on the PCIe switches between GPU and NIC (or in the BIOS), load nvidia-peermem, or "
+            "set NCCL_NET_GDR_LEVEL=0 to confirm (traffic then goes through host memory)"
+        ),
+        verify=("lsmod | grep -E 'nvidia_peermem|nv_peer_mem'", "lspci -vvv | grep -i acsctl"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "master/src/transport/net_ib/common.h",
+        example=(
+            "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer "
+            "10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/252",
+        causes=("nccl.gdr-or-plugin",),
+        subject="peer {peer}",
+    ),
+    Message(
+        code="NCCL109",
+        name="nccl-peer-access-unsupported",
+        title="CUDA peer access is not supported between two GPUs (error 217)",
+        pattern=r"peer access is not supported between these two devices",
+        trigger="peer access is not supported",
+        meaning=(
+            "CUDA refused peer-to-peer access (or a CUDA IPC handle) between two GPUs of the node "
+            "(cudaErrorPeerAccessUnsupported, 217)"
+        ),
+        cause=(
+            "the GPUs cannot do P2P on this platform: consumer GPUs without P2P (RTX 3090/4090/5090 and "
+            "others), a virtual machine or a PCIe topology that blocks it (ACS, IOMMU), or GPUs of different "
+            "processes in containers that do not share the IPC namespace"
+        ),
+        fix=(
+            "set NCCL_P2P_DISABLE=1 (NCCL then uses shared memory or the network), or enable P2P: disable "
+            "ACS/IOMMU redirection, pass the GPUs with P2P support into the VM"
+        ),
+        verify=("nvidia-smi topo -p2p r", "NCCL_P2P_DISABLE=1 all_reduce_perf -b 8 -e 128M -f 2 -g 2"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
+        example=(
+            "(pid=909608) z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle "
+            ": 217 peer access is not supported between these two devices"
+        ),
+        example_source="https://github.com/ray-project/ray_lightning/issues/24",
+        causes=("nccl.p2p-unsupported",),
+    ),
+    Message(
+        code="NCCL110",
+        name="nccl-collective-mismatch-around-rank",
+        title="NCCL detected mismatched collectives at and around a rank",
+        pattern=(
+            r"(?:Mismatched collective detected, please check your collective calls at and around rank "
+            r"|this may be caused by a collective mismatch around rank )(?P<rank>\d{1,7})"
+        ),
+        trigger="around rank",
+        meaning=(
+            "NCCL saw ranks call different collectives (or the same collective with different sizes) and "
+            "names the rank at and around which to look"
+        ),
+        cause=(
+            "the program called collectives in a different order, type or size on some ranks: a "
+            "data-dependent branch, a tensor of another size on one rank, an extra call on one rank"
+        ),
+        fix=(
+            "compare the collective calls of the ranks near the one named (NCCL_DEBUG=INFO "
+            "NCCL_DEBUG_SUBSYS=COLL; TORCH_DISTRIBUTED_DEBUG=DETAIL in PyTorch) and make them identical"
+        ),
+        verify=(
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL torchrun ...",
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_SRC + "v2.4.8-1/src/init.cc",
+        example=(
+            "init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective calls at "
+            "and around rank 39. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/296",
+        causes=("nccl.collective-mismatch",),
+        subject="around rank {rank}",
+    ),
+    Message(
+        code="NCCL111",
+        name="nccl-ib-collective-size-mismatch",
+        title="A peer posted a receive of another size (NET/IB collective mismatch)",
+        pattern=r"collective mismatch error,? local size (?P<local>\d{1,20}),? remote (?:size )?(?P<remote>\d{1,20})",
+        trigger="collective mismatch error",
+        meaning="two ranks exchanged buffers of different sizes in one network transfer",
+        cause=(
+            "the ranks disagree on the collective: different tensor sizes or order in the program, or NCCL "
+            "settings that differ between ranks (NCCL_PROTO, NCCL_BUFFSIZE, NCCL_ALGO set on some nodes only)"
+        ),
+        fix=(
+            "make the NCCL_* environment identical on every node; compare the ranks' collectives "
+            "(NCCL_DEBUG_SUBSYS=COLL)"
+        ),
+        verify=("env | grep NCCL_", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,ENV"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.18.3-1/src/transport/net_ib.cc",
+        example=(
+            "10.10.23.10: so-ucloud-10-10-23-10:1307367:1307586 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : "
+            "req 0/1 tag 0 peer 10.10.23.6<58683> collective mismatch error, local size 496640 remote size 65536"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/969",
+        causes=("nccl.env-inconsistent", "nccl.collective-mismatch"),
+    ),
+    Message(
+        code="NCCL112",
+        name="nccl-message-truncated",
+        title="NCCL received more data than the receive expected (message truncated)",
+        pattern=(
+            r"essage truncated(?<=[Mm]essage truncated) ?: receiv(?:ed|ing) (?P<got>\d{1,20})(?:,\d{1,20})? bytes instead of "
+            r"(?P<want>\d{1,20})"
+        ),
+        trigger="essage truncated",
+        meaning="a peer sent a message larger than the receive NCCL had posted for it",
+        cause=(
+            "most often the ranks are not calling NCCL consistently (different sizes or order), or NCCL is "
+            "not using the same protocol on all ranks because some NCCL_* environment differs (NCCL's "
+            "maintainers: if NCCL_PROTO=SIMPLE makes it go away, it is the environment)"
+        ),
+        fix=(
+            "make the NCCL_* environment identical on all ranks; compare the collectives per rank with "
+            "NCCL_DEBUG_SUBSYS=COLL; upgrade NCCL if it happens at init with identical settings"
+        ),
+        verify=("env | grep NCCL_", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL,ENV"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/transport/net_socket.cc",
+        example=(
+            "hvd1:2918:3333 [0] external/nccl_archive/src/transport/net_socket.cc:200 NCCL WARN NET/Socket : "
+            "message truncated : receiving 696320 bytes instead of 32768"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/268",
+        causes=("nccl.env-inconsistent", "nccl.collective-mismatch"),
+    ),
+    Message(
+        code="NCCL113",
+        name="nccl-socket-connect-failed",
+        title="NCCL cannot open a TCP connection to a peer (refused, aborted, unreachable)",
+        pattern=(
+            # the literal first (a fast scan), the C/c behind it
+            r"onnect(?<=[Cc]onnect)(?: to (?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
+            r"| (?:timeout|failed) ?: )(?P<err>Connection refused|Software caused connection "
+            r"abort|No route to host|Network is unreachable|Connection timed out)"
+        ),
+        trigger="onnect to",
+        triggers=("Call to connect",),
+        meaning="a TCP connection NCCL opened to another rank (bootstrap or socket transport) failed",
+        cause=(
+            "the peer's address is not reachable on the port NCCL listens on: a firewall or security group "
+            "that blocks the ephemeral ports, the wrong interface (NCCL_SOCKET_IFNAME picks an address the "
+            "peer cannot route to: docker0, a link-local or VPN address), or the peer process is gone"
+        ),
+        fix=(
+            "allow TCP between the nodes on all ports (or the range NCCL uses), set NCCL_SOCKET_IFNAME to the "
+            "interface that routes between the nodes, and check the peer is still running"
+        ),
+        verify=("ip route get PEER_IP", "nc -zv PEER_IP PORT"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/misc/socket.cc",
+        example=(
+            "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+            "10.0.0.2<45763> failed : Software caused connection abort"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/166",
+        causes=("nccl.firewall-or-port",),
+        subject="peer {peer}",
+    ),
+    Message(
+        code="NCCL114",
+        name="nccl-peer-closed-connection",
+        title="A peer closed its NCCL connection (the remote process went away)",
+        pattern=r"Connection closed by remote peer(?: (?P<peer>[\w.:\[\]<>%\-]{1,160}))?",
+        trigger="Connection closed by remote peer",
+        meaning="the other end of an NCCL socket closed it while this rank was still using it",
+        cause=(
+            "the remote process exited or crashed first (an error, an OOM kill, a watchdog abort on that "
+            "rank): this line is the consequence, the remote rank's own log holds the cause"
+        ),
+        fix="look at the log of the peer named (its first error), not at this rank",
+        verify=("grep -n -m1 -E 'Error|error|Killed|WARN' <the peer's log>",),
+        severity=Severity.WARNING,
+        action=Action.RESTART_JOB,
+        source=_SRC + "v2.21.5-1/src/misc/socket.cc",
+        example=(
+            "ubuntu:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+            "peer node1<57557>"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/166",
+        causes=("nccl.rank-behind",),
+        role="symptom",
+        subject="peer {peer}",
+    ),
+    Message(
+        code="NCCL115",
+        name="nccl-ib-port-error-event",
+        title="The HCA reported a port error to NCCL (the IB/RoCE link went down)",
+        pattern=r"(?:Got async|async fatal) event ?: (?P<event>port error|local catastrophic error)",
+        trigger="Got async event",
+        triggers=("async fatal event",),
+        meaning="the verbs library delivered an asynchronous port-error (or catastrophic HCA) event",
+        cause=(
+            "the port lost its link (cable, transceiver, switch port, flapping link), or the HCA itself "
+            "failed (local catastrophic error)"
+        ),
+        fix="find the port on the host that logged it (ibstat, ibdiagnet, switch logs); reseat or replace the cable/HCA",
+        verify=("ibstat", "iblinkinfo", "dmesg | grep -i mlx5"),
+        severity=Severity.CRITICAL,
+        action=Action.REPLACE_HARDWARE,
+        source=_SRC + "v2.21.5-1/src/transport/net_ib.cc",
+        example="...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+        example_source="https://github.com/Lightning-AI/lit-llama/issues/380",
+        causes=("ib.port-down",),
+    ),
+    Message(
+        code="NCCL116",
+        name="nccl-nvls-multicast-bind-failed",
+        title="NVLink SHARP multicast memory cannot be bound (fabric manager / NVSwitch state)",
+        pattern=r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory(?: of size \d{1,20})?",
+        trigger="Failed to bind NVLink SHARP",
+        meaning="NCCL could not bind multicast memory on the NVSwitches for its NVLS algorithms",
+        cause=(
+            "the NVSwitch fabric is not in a usable state: the fabric manager is not running, was restarted "
+            "without a GPU reset, or runs another version than the driver (NCCL: 'usually caused by a system "
+            "or configuration error in the Fabric Manager or NVSwitches')"
+        ),
+        fix=(
+            "check nvidia-fabricmanager (running, same version as the driver); after an FM restart reset the "
+            "GPUs or reboot the node; NCCL_NVLS_ENABLE=0 avoids NVLS meanwhile"
+        ),
+        verify=("systemctl status nvidia-fabricmanager", "nvidia-smi -q | grep -A3 -i fabric"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=_SRC + "master/src/transport/nvls.cc",
+        example=(
+            "[2026-06-23 15:45:07] gpu-stress-dgc86-xfpt6:420:437 [5] transport/nvls.cc:379 (nvlsAllocateMem) "
+            "NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 "
+            "'the operation cannot be performed in the present state'."
+        ),
+        example_source="https://github.com/NVIDIA/DCGM/issues/304",
+        causes=("nccl.fabric-manager",),
+    ),
+    Message(
+        code="NCCL117",
+        name="nccl-p2p-disabled-nvlink",
+        title="P2P is disabled between NVLink-connected GPUs (a hardware problem, says NCCL)",
+        pattern=r"P2P is disabled between NVLINK connected GPUs (?P<a>\d{1,3}) and (?P<b>\d{1,3})",
+        trigger="P2P is disabled between NVLINK",
+        meaning="two GPUs joined by NVLink report peer-to-peer access disabled",
+        cause="an NVLink or GPU fault (NCCL: 'probably due to a hardware issue'); sometimes a GPU that needs a reset",
+        fix="check the NVLinks of those GPUs (nvidia-smi nvlink -s, Xid 74 in the kernel log); reset or drain the node",
+        verify=("nvidia-smi nvlink -s", "nvidia-smi topo -p2p r"),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source=_SRC + "v2.21.5-1/src/graph/paths.cc",
+        example=(
+            "P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their "
+            "connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set "
+            "NCCL_IGNORE_DISABLED_P2P=1."
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/2329",
+        causes=("gpu.nvlink-fault",),
+        subject="GPUs {a} and {b}",
+    ),
+    Message(
+        code="NCCL118",
+        name="nccl-cuda-out-of-memory",
+        title="NCCL could not allocate GPU memory",
+        pattern=r"(?:Cuda failure (?:2 )?'out of memory'|Failed to CUDA (?:calloc|malloc)(?: async)? \d{1,20} bytes)",
+        trigger="Cuda failure",
+        triggers=("Failed to CUDA",),
+        meaning="a CUDA allocation NCCL made for its buffers failed",
+        cause=(
+            "the GPU is full: the application (or another process on the GPU) holds the memory NCCL needs "
+            "for its channels and buffers when the communicator is created or grows"
+        ),
+        fix=(
+            "create the communicator (init_process_group / first collective) before the big allocations, "
+            "leave headroom (lower the batch or the caching allocator's fraction), lower NCCL_BUFFSIZE / "
+            "NCCL_MAX_NCHANNELS, and check nvidia-smi for other processes on the GPU"
+        ),
+        verify=("nvidia-smi --query-compute-apps=pid,used_memory --format=csv",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/include/alloc.h",
+        example="node:2134736:2285781 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        example_source="https://github.com/NVIDIA/nccl/issues/962",
+        causes=("torch.cuda-oom",),
+        subject="GPU {dev}",
+    ),
+    Message(
+        code="NCCL119",
+        name="nccl-tests-nccl-failure",
+        title="nccl-tests stopped on an NCCL error (the line before it names why)",
+        pattern=r"Test NCCL failure [\w./\-]{1,64}:\d{1,6} '(?P<err>[^'\n]{1,120})'",
+        trigger="Test NCCL failure",
+        meaning="an NCCL call made by nccl-tests returned an error and the test stopped",
+        cause=(
+            "the error string is generic (unhandled system error, unhandled cuda error, internal error): the "
+            "cause is in the NCCL WARN lines before it (rerun with NCCL_DEBUG=WARN or INFO to see them)"
+        ),
+        fix="rerun with NCCL_DEBUG=INFO and read the first NCCL WARN line",
+        verify=("NCCL_DEBUG=INFO all_reduce_perf -b 8 -e 128M -f 2 -g 1",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/NVIDIA/nccl-tests/blob/master/src/common.h",
+        example="fastmoe: Test NCCL failure common.cu:777 'unhandled system error'",
+        example_source="https://github.com/NVIDIA/nccl/issues/473",
+        role="symptom",
+    ),
+    Message(
+        code="NCCL120",
+        name="nccl-ib-memlock",
+        title="NCCL cannot register memory with the HCA: the locked-memory limit is too low",
+        pattern=r"Call to ibv_reg_mr(?:_iova2)? failed with error Cannot allocate memory",
+        trigger="Call to ibv_reg_mr",
+        meaning="registering a buffer with the RDMA device failed with ENOMEM",
+        cause=(
+            "the process may not lock enough memory (ulimit -l, often 64 KiB or 8 MiB by default; a "
+            "container's or MPI launcher's own limit): RDMA registration pins the pages"
+        ),
+        fix=(
+            "raise memlock to unlimited where the job starts (/etc/security/limits.conf and a new login, "
+            "LimitMEMLOCK=infinity for systemd units, --ulimit memlock=-1 for docker, the launcher's own "
+            "environment for mpirun) and check it from inside the job"
+        ),
+        verify=("ulimit -l", "mpirun -np 2 -H host1,host2 bash -c 'ulimit -l'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_GUIDE + "#infiniband",
+        example="misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/206",
+        causes=("rdma.memlock",),
+    ),
+    Message(
+        code="NCCL121",
+        name="nccl-ib-gpu-memory-registration",
+        title="The HCA cannot register GPU memory (GPUDirect RDMA: peer-memory module or DMA-BUF missing)",
+        pattern=(
+            r"Call to ibv_reg_(?:dmabuf_)?mr(?:_iova2)? failed with error (?:Bad address|Operation not supported)"
+        ),
+        trigger="Call to ibv_reg_",
+        meaning="registering a GPU buffer with the RDMA device failed (EFAULT or EOPNOTSUPP)",
+        cause=(
+            "GPUDirect RDMA is not available on this node: the nvidia-peermem (nv_peer_mem) module is not "
+            "loaded, the driver/OFED is too old for DMA-BUF, or the GPU does not support GPUDirect RDMA"
+        ),
+        fix=(
+            "load nvidia-peermem (modprobe nvidia-peermem) or update the driver and OFED for DMA-BUF; as a "
+            "workaround NCCL_DMABUF_ENABLE=0 (DMA-BUF refused) or NCCL_NET_GDR_LEVEL=0 (no GPUDirect)"
+        ),
+        verify=(
+            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'",
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET all_reduce_perf -b 1G -e 1G",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/cuda/gpudirect-rdma/index.html",
+        example="misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+        example_source="https://github.com/NVIDIA/nccl/issues/778",
+        causes=("nccl.gdr-or-plugin",),
     ),
 )

@@ -1,0 +1,180 @@
+"""What the launchers around a training job print when it dies: DeepSpeed's launcher, Slurm's step daemon,
+MPI, Horovod, Ray. As data, like the other families.
+
+Their lines say how a worker ended, which is often the cause the worker's own log never gets to print: a
+SIGKILL (-9) from the kernel's OOM killer or a cgroup limit, an MPI that never started. Wording from the
+programs' sources (``source``): DeepSpeed ``deepspeed/launcher/launch.py`` (``sigkill_handler``), Slurm
+``src/plugins/task/cgroup`` / ``src/slurmd/slurmstepd`` (the oom-kill notice), MPICH's and Intel MPI's
+``Fatal error in PMPI_Init``, Horovod ``horovod/common/operations.cc``, Ray's memory monitor
+(``src/ray/raylet/node_manager.cc``). Horovod's stall inspector, which names the missing ranks, is read with
+the cross-rank inputs (:mod:`clusterdoctor.observe.comm.torch_dist`).
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_OOM_CAUSE = (
+    "the host (or the job's memory limit) ran out of memory and the kernel's OOM killer or the cgroup's "
+    "limit ended the worker with SIGKILL: every worker holds a copy of the model or dataset in RAM, CPU "
+    "offload (ZeRO-Offload) or pinned buffers grow, or more workers per node than the RAM holds"
+)
+_OOM_FIX = (
+    "confirm in the kernel log ('Out of memory: Killed process') or the scheduler's accounting (sacct "
+    "MaxRSS); give the job more host memory (--mem, the pod's limit) or fewer workers per node, load "
+    "weights memory-mapped / lazily, reduce offload and DataLoader workers"
+)
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="LAUNCH101",
+        name="deepspeed-worker-sigkill",
+        title="DeepSpeed's launcher saw a worker killed with SIGKILL (return code -9): host out of memory",
+        pattern=r"exits with return code = -9\b",
+        trigger="exits with return code = -9",
+        meaning="a training process started by the deepspeed launcher died from SIGKILL",
+        cause=_OOM_CAUSE,
+        fix=_OOM_FIX,
+        verify=("dmesg -T | grep -i -E 'killed process|out of memory'", "free -g"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/launcher/launch.py",
+        example="[ERROR] [launch.py:321:sigkill_handler [xxx] exits with return code = -9",
+        example_source="https://github.com/deepspeedai/DeepSpeed/issues/4890",
+        causes=("torch.host-oom",),
+    ),
+    Message(
+        code="LAUNCH102",
+        name="deepspeed-worker-failed",
+        title="DeepSpeed's launcher saw a worker fail (its own log holds the cause)",
+        pattern=r"exits with return code = (?!-9\b)(?P<code>-?\d{1,4})\b",
+        trigger="exits with return code = ",
+        meaning="a training process started by the deepspeed launcher exited with an error; the others were killed",
+        cause=(
+            "the worker raised an exception (return code 1) or crashed in native code (-11 segfault, -6 abort, "
+            "-7 bus error); the first error in that worker's output names why"
+        ),
+        fix="read the first traceback or error of the worker before the launcher's 'Killing subprocess' lines",
+        verify=("grep -n -m3 -E 'Error|Traceback' <the job log>",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/launcher/launch.py",
+        example=(
+            "[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/D1/homes/sushant/sushanta/"
+            "venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/sushant/D1/"
+            "sushanta/try/nepaligpt/clm/config/deepspeed_config.json'] exits with return code = -11"
+        ),
+        example_source="https://github.com/deepspeedai/DeepSpeedExamples/issues/626",
+        role="symptom",
+    ),
+    Message(
+        code="LAUNCH103",
+        name="slurm-oom-kill",
+        title="Slurm killed processes of the step for exceeding its memory (oom-kill event)",
+        pattern=(
+            r"(?:Detected (?P<n>\d{1,9}) oom[-_]kill events?(?:\(s\))? in (?:StepId=|step )?(?P<step>\w{1,32}(?:\.\w{1,32}){0,3})"
+            r"|srun: error: (?P<node>[\w.\-]{1,128}): tasks? (?P<task>[\d,\-]{1,64}): Out Of Memory)"
+        ),
+        trigger="oom-kill event",
+        triggers=("oom_kill event", "Out Of Memory"),
+        meaning="slurmstepd saw the cgroup out-of-memory handler kill processes of the job step",
+        cause=_OOM_CAUSE.replace(
+            "the host (or the job's memory limit)", "the job step's memory limit (--mem)"
+        ),
+        fix=(
+            "raise the step's memory (#SBATCH --mem / --mem-per-cpu, or --mem=0 for the whole node), or use "
+            "fewer workers per node; check MaxRSS against ReqMem with sacct"
+        ),
+        verify=("sacct -j JOBID --format=JobID,State,ReqMem,MaxRSS,NodeList",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://slurm.schedmd.com/cgroup.conf.html",
+        example=(
+            "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=37205392.0. Some of your processes may "
+            "have been killed by the cgroup out-of-memory handler."
+        ),
+        example_source="https://github.com/brain-score/vision/pull/950",
+        notes=(
+            "Slurm 23.11+: 'Detected 1 oom_kill event in StepId=11300781.0. Some of the step tasks have been OOM Killed.'",
+        ),
+        causes=("torch.host-oom",),
+        subject="step {step}",
+    ),
+    Message(
+        code="LAUNCH104",
+        name="mpi-init-failed",
+        title="MPI itself does not start between the nodes (MPI_Init fails)",
+        pattern=r"Fatal error in P?MPI_Init(?:_thread)?: (?P<err>[\w ,]{1,80})",
+        trigger="Fatal error in",
+        meaning="MPI_Init failed before the program ran: the MPI runtime could not wire up its processes",
+        cause=(
+            "the MPI launch is broken, not NCCL: the process manager cannot reach the other nodes (PMI "
+            "key-value exchange fails, ssh/hydra blocked), mismatched MPI installations between mpirun and "
+            "the binary, or the network interface MPI picked does not route between the nodes"
+        ),
+        fix=(
+            "make a plain MPI hello world run across the same hosts first (mpirun -np 2 -H a,b hostname, then an "
+            "MPI program); use one MPI install for build and launch; set the interface (I_MPI_HYDRA_IFACE, "
+            "--mca btl_tcp_if_include)"
+        ),
+        verify=("mpirun -np 2 -H host1,host2 hostname",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/pmodels/mpich/blob/main/src/mpi/init/init_impl.c",
+        example=(
+            "Abort(3712399) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/92",
+        causes=("launcher.mpi-broken",),
+    ),
+    Message(
+        code="LAUNCH105",
+        name="horovod-shut-down",
+        title="Horovod shut down: a rank failed or finished before the others",
+        pattern=r"Horovod has been shut down\. This was caused by an exception on one of the ranks",
+        trigger="Horovod has been shut down",
+        meaning=(
+            "Horovod's background thread stopped because one rank raised an exception or left the training "
+            "loop while the others still submitted collectives"
+        ),
+        cause=(
+            "one rank ended first: an exception on that rank (its log shows it before the first shutdown "
+            "message), or uneven work per rank (a rank that ran out of data or skipped steps)"
+        ),
+        fix="find the first exception in the logs of all ranks; give every rank the same number of steps",
+        verify=("grep -n -m1 -E 'Error|Exception' <every rank's log>",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/horovod/horovod/blob/master/horovod/common/operations.cc",
+        example=(
+            "tensorflow.python.framework.errors_impl.UnknownError:  Horovod has been shut down. This was caused "
+            "by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor "
+            "after one of the ranks finished execution."
+        ),
+        example_source="https://github.com/DEKHTIARJonathan/HVD_TF_Worker_Desync_BugReport",
+        causes=("nccl.rank-behind",),
+        role="symptom",
+    ),
+    Message(
+        code="LAUNCH106",
+        name="ray-memory-monitor-kill",
+        title="Ray's memory monitor killed a worker: the node is running low on host memory",
+        # "Task was killed ..." (2.2-2.54), "N worker(s) were killed ..." (2.55+): the sentence itself is Ray's
+        pattern=r"killed due to the node running low on memory",
+        trigger="killed due to the node running low on memory",
+        meaning="Ray's memory monitor killed a task or actor worker because the node's memory use passed its threshold",
+        cause=_OOM_CAUSE.replace("the kernel's OOM killer or the cgroup's limit", "Ray's memory monitor"),
+        fix=(
+            "give each worker less to hold (fewer concurrent tasks per node: num_cpus/memory resources in the "
+            "task options), more nodes or memory; RAY_memory_usage_threshold only moves the limit"
+        ),
+        verify=("ray memory --stats-only", "free -g"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html",
+        example="ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        example_source="https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html",
+        causes=("torch.host-oom",),
+    ),
+)

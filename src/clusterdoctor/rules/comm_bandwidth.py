@@ -1,0 +1,430 @@
+"""nccl-tests bandwidth rules: busbw against the baseline of its link class (COMM004), unstable rows and
+wrong results (COMM005), copies run without MPI (COMM013). The baselines are read from the named files in
+../shared/fixtures/comm (provenance in its SOURCES.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules.comm_common import _logs, _one_per_instance
+from clusterdoctor.rules.registry import Observations, rule
+
+# -- baselines: all_reduce busbw at >= 1 GiB (or >= 256 MiB for the network runs), GB/s ----------------
+# Each value is read from the named file in ../shared/fixtures/comm (provenance in its SOURCES.md).
+BASELINES: dict[str, Threshold] = {
+    "nvswitch_h100": Threshold(
+        "busbw_nvswitch_h100",
+        369.9,
+        "GB/s",
+        "fixtures/comm/nccl_tests_dgxh100_4gpu_nvswitch.txt (eugenesiow/LLM-Insights): DGX H100, 4 GPUs, "
+        "'# Avg bus bandwidth : 369.941'",
+        "all_reduce busbw over NVSwitch, H100",
+    ),
+    "nvswitch_a100": Threshold(
+        "busbw_nvswitch_a100",
+        222.1,
+        "GB/s",
+        "fixtures/comm/nccl_tests_dgxa100_4gpu_nvswitch.txt (eugenesiow/LLM-Insights): DGX A100, 4 GPUs, "
+        "'# Avg bus bandwidth : 222.066'",
+        "all_reduce busbw over NVSwitch, A100",
+    ),
+    "nvlink": Threshold(
+        "busbw_nvlink_pair",
+        47.45,
+        "GB/s",
+        "fixtures/comm/nccl_tests_a40_2gpu_nvlink.txt (eugenesiow/LLM-Insights): 2x A40 over NV4, "
+        "'# Avg bus bandwidth : 47.4509'",
+        "all_reduce busbw over a direct NVLink pair (A40, NV4)",
+    ),
+    "pcie": Threshold(
+        "busbw_pcie_p2p_off_same_socket",
+        3.86,
+        "GB/s",
+        "fixtures/comm/nccl_tests_a40_2gpu_p2pdisabled_node.txt (eugenesiow/LLM-Insights): 2x A40 on one CPU "
+        "root (NODE), NCCL_P2P_DISABLE=1, '# Avg bus bandwidth : 3.85845'",
+        "all_reduce busbw through host memory within one socket",
+    ),
+    "pcie_sys": Threshold(
+        "busbw_pcie_across_sockets",
+        1.40,
+        "GB/s",
+        "reference/comm.md section 3 (eugenesiow/LLM-Insights README, SYS path with P2P off); not a fixture file",
+        "all_reduce busbw through host memory across sockets",
+    ),
+    "efa": Threshold(
+        "busbw_efa_1gpu_per_node",
+        2.83,
+        "GB/s",
+        "fixtures/comm/nccl_tests_2node_efa.log (aws-samples/aws-do-eks): 2 nodes x 1 T4, EFA, busbw 2.83 at "
+        ">= 256 MiB",
+        "all_reduce busbw between two single-GPU nodes over EFA",
+    ),
+    "socket": Threshold(
+        "busbw_socket_1gpu_per_node",
+        2.0,
+        "GB/s",
+        "fixtures/comm/nccl_tests_2node_socket_no_efa.log (aws-samples/aws-do-eks): 2 nodes x 1 T4, EFA "
+        "disabled, busbw ~2.0 at >= 128 MiB",
+        "all_reduce busbw between two single-GPU nodes over TCP sockets",
+    ),
+}
+LINK_CLASSES = ("nvswitch", "nvlink", "pcie", "pcie_sys", "efa", "ib", "socket")
+FAR_BELOW = Threshold(
+    "busbw_far_below_fraction",
+    0.5,
+    "ratio",
+    "clusterdoctor default: half the published baseline is far outside run-to-run noise (the fixtures' "
+    "own rows vary by < 10%, e.g. 47.38-47.49 GB/s on the A40 NVLink run)",
+    "measured busbw below this fraction of the link class's baseline is a finding",
+)
+ROW_OUTLIER = Threshold(
+    "nccl_tests_row_outlier",
+    0.2,
+    "ratio",
+    "clusterdoctor default; fixtures/comm/nccl_tests_dgxa100_4gpu_nvswitch.txt shows one in-place row at "
+    "164.13 GB/s vs 232.81 GB/s out-of-place (-29%)",
+    "relative busbw drop of one bandwidth-bound row against the median of the run",
+)
+
+# -- bandwidth -------------------------------------------------------------------------------------
+
+
+MATCH_FACTOR = Threshold(
+    "link_class_match_factor",
+    2.0,
+    "x",
+    "clusterdoctor default: the intra-node reference classes of fixtures/comm are at least 2.8x apart "
+    "(NVSwitch A100 222 / NVLink 47.5 = 4.7; NVLink 47.5 / host memory 3.86 = 12; 3.86 / 1.40 = 2.8), so "
+    "within a factor of 2 a measurement matches one of them; EFA 2.83 and sockets 2.0 are closer and are "
+    "reported as ambiguous when the measurement cannot tell them apart",
+    "a busbw matches a link class when it is within this factor of the class's reference",
+)
+
+
+class LinkAssessment(NamedTuple):
+    """What an nccl-tests run's busbw says about its link: where it ran, which class it matches, which
+    class it should have used and why."""
+
+    path: str
+    busbw: float | None
+    scope: str  # "intra-node", "inter-node" or "unknown"
+    scope_why: str
+    match: Any  # analyze.busbw.LinkMatch
+    expected: str | None
+    expected_why: str
+    baseline: Threshold | None  # the expected class's reference, when there is one
+
+    def as_dict(self) -> dict[str, Any]:
+        from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
+        m = self.match
+        return {
+            "scope": self.scope,
+            "scope_why": self.scope_why,
+            "matches": m.cls,
+            "matches_name": CLASS_NAMES.get(m.cls or "", None),
+            "ambiguous_with": m.ambiguous_with,
+            "degraded": m.cls in DEGRADED,
+            "expected": self.expected,
+            "expected_why": self.expected_why,
+            "expected_baseline_gbs": float(self.baseline.value) if self.baseline is not None else None,
+        }
+
+
+def _class_ranges(scope: str) -> dict[str, tuple[float, float]]:
+    from clusterdoctor.analyze.busbw import INTER_NODE, INTRA_NODE
+
+    refs = {
+        "nvswitch": (float(BASELINES["nvswitch_a100"].value), float(BASELINES["nvswitch_h100"].value)),
+        "nvlink": (float(BASELINES["nvlink"].value),) * 2,
+        "pcie": (float(BASELINES["pcie"].value),) * 2,
+        "pcie_sys": (float(BASELINES["pcie_sys"].value),) * 2,
+        "efa": (float(BASELINES["efa"].value),) * 2,
+        "socket": (float(BASELINES["socket"].value),) * 2,
+    }
+    classes = {"inter-node": INTER_NODE, "intra-node": INTRA_NODE}.get(scope, INTRA_NODE + INTER_NODE)
+    return {c: refs[c] for c in classes if c in refs}
+
+
+def _baseline(link: str, models: Any) -> Threshold | None:
+    if link == "nvswitch":
+        text = " ".join(models).upper()
+        h100 = any(x in text for x in ("H100", "H200", "H800", "B100", "B200", "B300", "GB200", "GB300"))
+        return BASELINES["nvswitch_h100"] if h100 else BASELINES["nvswitch_a100"]
+    return BASELINES.get(link)
+
+
+def nccl_tests_link(obs: Observations, run: Any) -> LinkAssessment:
+    """Where an nccl-tests run ran (one node or several), the link class its busbw matches and the one
+    it was expected to use: stated with ``--link``, named by the NCCL log in the same file, or inferred
+    from the GPU model on a single node."""
+    from clusterdoctor.analyze.busbw import expected_link_for_gpu, match_link_class
+
+    cache = obs.get("_nccl_tests_link")
+    if cache is None:
+        cache = {}
+        obs.put("_nccl_tests_link", cache)
+    if id(run) in cache:
+        return cache[id(run)]
+    peak = run.peak_busbw()
+    log = next((lg for lg in _logs(obs) if lg.path == run.path), None)
+    nets: set[str] = set()
+    if log is not None:
+        nets = {(t.net or "").lower() for t in log.net_transports()} | {n.lower() for n in log.networks}
+    if len(run.hosts) > 1:
+        scope, scope_why = "inter-node", f"the rank lines name {len(run.hosts)} hosts"
+    elif log is not None and (log.net_transports() or (log.nnodes or 0) > 1):
+        scope, scope_why = "inter-node", "the NCCL log shows network transports"
+    elif len(run.hosts) == 1:
+        scope, scope_why = "intra-node", f"the rank lines name one host ({next(iter(run.hosts))})"
+    elif nets:
+        scope, scope_why = "unknown", "the output names no host; NCCL initialised a network, so any class"
+    else:
+        scope, scope_why = "intra-node", "the output names no host and no network: one node assumed"
+    expected, why = None, "unknown (pass --link to compare)"
+    stated = obs.get("comm_link_class")
+    if isinstance(stated, str) and stated:
+        expected, why = stated, "stated with --link"
+    elif scope != "intra-node" and nets:
+        if any("libfabric" in n or "ofi" in n for n in nets):
+            expected, why = "efa", "NCCL log: AWS Libfabric network"
+        elif nets == {"socket"}:
+            expected, why = "socket", "NCCL log: Socket network"
+        elif "ib" in nets or any(n.startswith("ib") for n in nets):
+            expected, why = "ib", "NCCL log: IB network"
+    elif scope == "intra-node" and len(run.gpu_models) == 1:
+        guess = expected_link_for_gpu(next(iter(run.gpu_models)))
+        if guess is not None:
+            expected, why = guess
+    match = match_link_class(peak or 0.0, _class_ranges(scope), float(MATCH_FACTOR.value))
+    base = None
+    if expected is not None and not (expected == "pcie" and why != "stated with --link"):
+        base = _baseline(expected, run.gpu_models)  # a PCIe card's P2P path has no reference here
+    a = LinkAssessment(run.path, peak, scope, scope_why, match, expected, why, base)
+    cache[id(run)] = a
+    return a
+
+
+def _run_subject(run: Any) -> str:
+    if run.hosts:
+        hosts = sorted(run.hosts)
+        return (
+            ("host " if len(hosts) == 1 else "hosts ")
+            + ", ".join(hosts[:4])
+            + (" …" if len(hosts) > 4 else "")
+        )
+    return run.path
+
+
+@rule(
+    id="COMM004",
+    name="busbw-below-link-baseline",
+    layer="comm",
+    title="nccl-tests bus bandwidth below its link class, or on a degraded path",
+    requires=("nccl_tests",),
+    thresholds=(FAR_BELOW, MATCH_FACTOR, *BASELINES.values()),
+    severity=Severity.CRITICAL,
+)
+def busbw_below_baseline(obs: Observations) -> Iterator[Finding]:
+    """Measured all-reduce busbw (bandwidth-bound sizes) is below half the baseline of the expected link,
+    or, with no expectation, matches a degraded class (host memory instead of P2P, TCP sockets).
+
+    **Symptom**: all_reduce_perf plateaus at a few GB/s on GPUs that should talk over NVLink/NVSwitch, or
+    well below the fabric's rate between nodes.
+    **Why**: NCCL took a slower path: ``NCCL_P2P_DISABLE=1`` or a P2P-less PCIe topology sends traffic
+    through host memory (DGX A100 5.2 GB/s instead of 222 GB/s; A40 3.9 instead of 47.4), GPUs on
+    different sockets, or a socket fallback between nodes. The expected class comes from ``--link``, the
+    NCCL log's network, or the GPU model the output names (SXM/HBM parts: NVSwitch; PCIe cards: PCIe).
+    **Fix**: remove ``NCCL_P2P_DISABLE``/``NCCL_SHM_DISABLE`` overrides, check that NVLink/NVSwitch and the
+    fabric manager are up (``nvidia-smi nvlink -s``, ``nvidia-smi -q | grep -i fabric``), keep a job's GPUs
+    on one NVSwitch domain, enable PCIe P2P (ACS off, IOMMU passthrough) on PCIe cards, and fix the
+    network plugin for inter-node runs.
+    **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -g <ngpus>` and compare the busbw column with the
+    baseline named in the evidence; `nvidia-smi topo -m` shows the path between the GPUs.
+    """
+    yield from _one_per_instance(_busbw_findings(obs))
+
+
+def _busbw_causes(a: LinkAssessment) -> tuple[str, ...]:
+    """The cause classes a low busbw points at, from the class it matches and the one expected: traffic
+    through host memory (P2P unavailable), over TCP (no RDMA plugin or device), NVLink without the
+    NVSwitch fabric, or a network below its rate."""
+    m = a.match.cls
+    if m in ("pcie", "pcie_sys") and a.scope != "inter-node":
+        return ("nccl.p2p-unsupported",)
+    if m == "socket":
+        return ("nccl.gdr-or-plugin", "rdma.container-access")
+    if a.expected == "nvswitch" and m == "nvlink":
+        return ("nccl.fabric-manager", "gpu.nvlink-fault")
+    if a.scope == "inter-node" and a.expected in ("ib", "efa"):
+        return ("ib.link-degraded", "rdma.congestion", "rdma.hca-selection")
+    return ()
+
+
+def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
+    from clusterdoctor.analyze.busbw import CLASS_NAMES, DEGRADED
+
+    for run in obs.get("nccl_tests") or []:
+        if run.collective not in (None, "all_reduce"):
+            continue
+        a = nccl_tests_link(obs, run)
+        key = (_run_subject(run) if run.hosts else None, round(a.busbw or 0.0, 2), a.match.cls, a.expected)
+        peak = a.busbw
+        if peak is None:
+            continue
+        m = a.match
+        matched = (
+            f"it matches the '{m.cls}' class ({CLASS_NAMES[m.cls]}"
+            + (f", or '{m.ambiguous_with}'" if m.ambiguous_with else "")
+            + ")"
+            if m.cls
+            else "it matches no reference class within a factor of 2"
+        )
+        ev = [
+            Evidence(
+                "median busbw of bandwidth-bound rows",
+                round(peak, 2),
+                float(a.baseline.value) if a.baseline is not None else None,
+                "GB/s",
+                run.path,
+            ),
+            Evidence("matched link class", m.cls or "none", source=f"{a.scope}: {a.scope_why}"),
+            Evidence("expected link class", a.expected or "unknown", source=a.expected_why),
+        ]
+        if run.gpu_models:
+            ev.append(Evidence("GPU model", ", ".join(sorted(run.gpu_models)), source=run.path))
+        ev.append(
+            Evidence("printed Avg bus bandwidth (all sizes)", run.avg_busbw_gbs, unit="GB/s", source=run.path)
+        )
+        if a.baseline is not None:
+            ratio = peak / float(a.baseline.value)
+            if ratio >= float(FAR_BELOW.value):
+                continue
+            ev.append(Evidence("baseline source", a.baseline.source))
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s is {ratio * 100:.1f}% of the {a.expected} baseline "
+                    f"({float(a.baseline.value):.1f} GB/s, {a.expected_why}); {matched} — traffic is not using "
+                    "the expected link.",
+                    evidence=ev,
+                    severity=Severity.CRITICAL if ratio < 0.2 else Severity.WARNING,
+                    confidence=0.9 if a.expected_why.startswith("stated") else 0.75,
+                    subject=_run_subject(run),
+                    causes=_busbw_causes(a),
+                ),
+            )
+        elif m.cls in DEGRADED and a.expected != m.cls:
+            ref = BASELINES[m.cls]
+            ev.append(Evidence(f"'{m.cls}' reference", float(ref.value), unit="GB/s", source=ref.source))
+            yield (
+                key,
+                busbw_below_baseline.finding(
+                    f"all_reduce busbw {peak:.2f} GB/s: {matched}, a degraded path — {DEGRADED[m.cls]}"
+                    + (f"; the expected class is {a.expected} ({a.expected_why})" if a.expected else "")
+                    + ". Pass --link to compare with the link these GPUs should use.",
+                    evidence=ev,
+                    severity=Severity.WARNING,
+                    confidence=0.5 if m.ambiguous_with else 0.65,
+                    subject=_run_subject(run),
+                    causes=_busbw_causes(a),
+                ),
+            )
+
+
+@rule(
+    id="COMM005",
+    name="nccl-tests-unstable-row",
+    layer="comm",
+    title="nccl-tests result with an outlier row or wrong results",
+    requires=("nccl_tests",),
+    thresholds=(ROW_OUTLIER,),
+    severity=Severity.WARNING,
+)
+def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
+    """A bandwidth-bound row drops far below the run's median, or ``#wrong`` is non-zero.
+
+    **Symptom**: one size (often in-place) much slower than its neighbours; or data validation errors.
+    **Why**: a transient slowdown (another job on the GPUs, thermal/power capping, an NVLink or NIC
+    retraining) during that row, or — for #wrong — corrupted data from a faulty link or GPU.
+    **Fix**: rerun with more iterations (``-n 100``) on an idle node; check ``nvidia-smi -q -d
+    PERFORMANCE,ECC`` and link error counters; drain the node if #wrong persists.
+    **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -n 100 -c 1` twice; the row should match its neighbours.
+    """
+    for run in obs.get("nccl_tests") or []:
+        rows = run.large_rows()
+        vals = sorted(v for r in rows for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v)
+        if len(vals) >= 3:
+            med = vals[len(vals) // 2]
+            for r in rows:
+                for label, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place)):
+                    if m.busbw_gbs and m.busbw_gbs < (1 - float(ROW_OUTLIER.value)) * med:
+                        yield nccl_tests_outlier.finding(
+                            f"{label} row at {r.size_bytes} B ran at {m.busbw_gbs} GB/s, "
+                            f"{(1 - m.busbw_gbs / med) * 100:.0f}% below the run's median {med:.2f} GB/s.",
+                            evidence=[
+                                Evidence(
+                                    f"{label} busbw, size {r.size_bytes}",
+                                    m.busbw_gbs,
+                                    med,
+                                    "GB/s",
+                                    f"{run.path}:{r.line}",
+                                )
+                            ],
+                            subject=f"{run.path}:{r.line}",
+                            confidence=0.7,
+                        )
+        wrong = [(r, m) for r in run.rows for m in (r.out_of_place, r.in_place) if m.wrong]
+        if wrong:
+            r, m = wrong[0]
+            yield nccl_tests_outlier.finding(
+                f"nccl-tests reported {len(wrong)} result(s) with wrong data (first at {r.size_bytes} B).",
+                evidence=[Evidence("#wrong", m.wrong, 0, source=f"{run.path}:{r.line}")],
+                severity=Severity.CRITICAL,
+                confidence=0.95,
+                subject=run.path,
+                causes=("gpu.hw-faulty",),
+            )
+
+
+@rule(
+    id="COMM013",
+    name="nccl-tests-without-mpi",
+    layer="comm",
+    title="nccl-tests ran as independent single-process copies (built without MPI=1)",
+    requires=("nccl_tests",),
+    severity=Severity.CRITICAL,
+    causes=("nccl-tests.no-mpi-build",),
+)
+def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
+    """One rank number is printed by processes on several hosts: each process ran its own copy of the test.
+
+    **Symptom**: ``mpirun -np N all_reduce_perf`` across nodes prints N headers and N result tables, each
+    with ``Rank 0``; the bandwidth is that of one node (or of one GPU), never of the network.
+    **Why**: nccl-tests needs MPI to run one test over several processes (README: "NCCL tests rely on
+    MPI to work on multiple processes, hence multiple nodes"); a binary built without ``MPI=1`` ignores
+    the MPI launch, so every process runs its own test and no traffic crosses the nodes.
+    **Fix**: rebuild with ``make MPI=1 MPI_HOME=<mpi> CUDA_HOME=<cuda> NCCL_HOME=<nccl>`` and rerun with the
+    same ``mpirun`` command.
+    **Verify**: `mpirun -np 2 -H host1,host2 ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 1` prints one
+    header whose device list holds Rank 0 and Rank 1 on the two hosts.
+    """
+    for run in obs.get("nccl_tests") or []:
+        n = run.independent_copies
+        if n < 2:
+            continue
+        hosts = sorted(run.hosts)
+        yield nccl_tests_without_mpi.finding(
+            f"{run.path}: the same rank number is printed by {n} processes on "
+            f"{', '.join(hosts[:4])}{' …' if len(hosts) > 4 else ''}: each process ran the test alone, "
+            "so nothing was measured between the nodes.",
+            evidence=[
+                Evidence("processes printing one rank number", n, 1, source=run.path),
+                Evidence("test headers ('# nThread ...')", run.headers, source=run.path),
+            ],
+            subject=_run_subject(run),
+            confidence=0.85,
+        )

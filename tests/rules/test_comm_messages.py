@@ -1,0 +1,364 @@
+"""The NCCL and PyTorch message catalogues (rules/catalog/nccl.py, torch.py) on real lines: every variant
+each entry claims, as printed in public threads (the URL beside each line) or in a dev case of the incident
+corpus; the line is read as that entry's code, with the instance its pattern names; near misses are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusterdoctor.observe.messages import scan_text
+from clusterdoctor.rules.catalog import by_code
+
+INCIDENTS = Path(__file__).resolve().parents[1] / "data" / "incidents"
+
+# (code, real line, subject the entry names or None, source)
+LINES = [
+    # NCCL101 /dev/shm: 2.12+ shmutils.cc, 2.4-2.11 shm.h, and the message quoted without its prefix
+    (
+        "NCCL101",
+        "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 bytes",
+        None,
+        "nccl-tests#166",
+    ),
+    (
+        "NCCL101",
+        "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-KWfVyt (size 5967872)",
+        None,
+        "nccl-tests#166",
+    ),
+    (
+        "NCCL101",
+        "Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)",
+        None,
+        "video-diffusion-speedrun#2",
+    ),
+    (
+        "NCCL102",
+        "misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error Network is unreachable",
+        None,
+        "nccl-tests#185",
+    ),
+    (
+        "NCCL102",
+        "_ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out_",
+        None,
+        "NVIDIA/nccl rdma-001",
+    ),
+    (
+        "NCCL102",
+        "[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR",
+        "mlx_x:1",
+        "nccl#2013",
+    ),
+    (
+        "NCCL103",
+        "[155] crow-ib-new-nccl-256-info-19:5330:7970 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
+        None,
+        "nccl#302",
+    ),
+    (
+        "NCCL104",
+        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000",
+        "GPU busId 2000",
+        "D-FINE#289",
+    ),
+    ("NCCL105", "[rank0]: Bootstrap : no socket interface found", None, "open-r1-multimodal#7"),
+    ("NCCL106", "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found", None, "nccl#379"),
+    (
+        "NCCL107",
+        "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+        "peer 10.216.210.236<54862>",
+        "nccl#1405",
+    ),
+    (
+        "NCCL107",
+        "...-51:73076:73185 [4] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer node48<37948> with error 12, opcode 2, len 1, ven",
+        "peer node48<37948>",
+        "lit-llama#380",
+    ),
+    (
+        "NCCL108",
+        "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer 10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)",
+        "peer 10.0.35.1<49189>",
+        "nccl-tests#252",
+    ),
+    (
+        "NCCL109",
+        "RuntimeError: CUDA error: peer access is not supported between these two devices",
+        None,
+        "verl#1874",
+    ),
+    (
+        "NCCL110",
+        "init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective calls at and around rank 39. You can use NCCL_DEBUG=INFO",
+        "around rank 39",
+        "nccl#296",
+    ),
+    (
+        "NCCL111",
+        "10.10.23.10: so-ucloud-10-10-23-10:1307367:1307586 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : req 0/1 tag 0 peer 10.10.23.6<58683> collective mismatch error, local size 496640 remote size 65536",
+        None,
+        "nccl#969",
+    ),
+    (
+        "NCCL112",
+        "compute-st-p4de24xlarge-2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4",
+        None,
+        "nccl#1176",
+    ),
+    (
+        "NCCL113",
+        "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45763> failed : Software caused connection abort",
+        "peer 10.0.0.2<45763>",
+        "nccl-tests#166",
+    ),
+    (
+        "NCCL113",
+        "socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused",
+        "peer 169.254.20.10<52597>",
+        "ms-swift#8043",
+    ),
+    ("NCCL113", "NCCL WARN Call to connect timeout : Connection refused", None, "horovod#666"),
+    (
+        "NCCL114",
+        "a100-st-p4d24xlarge-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
+        "peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
+        "nccl#795",
+    ),
+    (
+        "NCCL115",
+        "2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-1553839402050-12124-01-000057:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+        None,
+        "nccl#230",
+    ),
+    (
+        "NCCL116",
+        "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present state'.",
+        None,
+        "pytorch#177472",
+    ),
+    (
+        "NCCL117",
+        "P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity",
+        "GPUs 1 and 0",
+        "nccl#2329",
+    ),
+    (
+        "NCCL118",
+        "ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        "GPU 3",
+        "nccl#1235",
+    ),
+    (
+        "NCCL118",
+        "VM-0-16-ubuntu:392:494 [2] enqueue.cc:43 NCCL WARN Cuda failure 'out of memory'",
+        "GPU 2",
+        "TensorRT-LLM#1670",
+    ),
+    (
+        "TORCH101",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory",
+        None,
+        "nccl#1284",
+    ),
+    (
+        "TORCH101",
+        "CUDA out of memory. Tried to allocate 4.00 GiB (GPU 0; 10.73 GiB total capacity; 4.41 GiB already allocated",
+        "GPU 0",
+        "gtad#30",
+    ),
+    ("TORCH102", "RuntimeError: CUDA error: an illegal memory access was encountered", None, "TEGNAS#19"),
+    (
+        "TORCH103",
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:658: indexSelectLargeIndex: block: [63,0,0], thread: [56,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+        None,
+        "Chart2Text#1",
+    ),
+    (
+        "TORCH104",
+        "THCudaCheck FAIL file=/pytorch/torch/csrc/cuda/Module.cpp line=33 error=10 : invalid device ordinal",
+        None,
+        "HRNet#171",
+    ),
+    (
+        "TORCH105",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 47139) of binary:  xxx",
+        "local_rank 1",
+        "Qwen#423",
+    ),
+    (
+        "TORCH106",
+        "[2024-02-09 09:09:15,164] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) local_rank: 0 (pid: 170581) of binary: /usr/bin/python3.10",
+        "local_rank 0",
+        "speechbrain#2401",
+    ),
+    (
+        "TORCH107",
+        "[W socket.cpp:401] [c10d] The server socket has failed to listen on [::]:47531 (errno: 98 - Address already in use).",
+        None,
+        "pytorch#85604",
+    ),
+    (
+        "TORCH108",
+        "[W C:\\actions-runner\\_work\\pytorch\\pytorch\\builder\\windows\\pytorch\\torch\\csrc\\distributed\\c10d\\socket.cpp:558] [c10d] The client socket has failed to connect to [neo2]:29500 (system error: 10049 - The requested address context is invalid.).",
+        None,
+        "llama3#158",
+    ),
+    (
+        "TORCH109",
+        "[RANK 1] 2026-05-19 10:10:29,701 [ERROR] GPU circuit breaker OPEN: cuda_error - Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=101, OpType=ALLGATHER, TensorShape=[1], TensorDtypes=Long), but Rank 7 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).",
+        "ranks 1 and 7",
+        "SimpleTuner#2712",
+    ),
+    ("TORCH110", "RuntimeError: NCCL Error 2: unhandled system error", None, "nccl#473"),
+    (
+        "TORCH111",
+        "RuntimeError: DataLoader worker (pid 3216) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.",
+        None,
+        "GDR-Net#16",
+    ),
+    (
+        "LAUNCH101",
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -9",
+        None,
+        "DeepSpeed#3232",
+    ),
+    (
+        "LAUNCH102",
+        "[2024-03-20 20:31:29,269] [ERROR] [launch.py:321:sigkill_handler] ['/data/anaconda3/envs/llama/bin/python', '-u', 'src/train_bash.py', '--local_rank=4'] exits with return code = 1",
+        None,
+        "DeepSpeed#5302",
+    ),
+    (
+        "LAUNCH103",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=11300781.0. Some of the step tasks have been OOM Killed.",
+        "step 11300781.0",
+        "nextflow#5932",
+    ),
+    (
+        "LAUNCH103",
+        "slurmstepd: error: Detected 2 oom-kill event(s) in step 3756240.batch cgroup.",
+        "step 3756240.batch",
+        "PyBNF#118",
+    ),
+    ("LAUNCH103", "srun: error: node107: task 0: Out Of Memory", None, "brain-score/vision#950"),
+    (
+        "LAUNCH104",
+        "Abort(3712399) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:",
+        None,
+        "nccl-tests#92",
+    ),
+    (
+        "LAUNCH106",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        None,
+        "ray docs",
+    ),
+    (
+        "TORCH112",
+        "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. ",
+        None,
+        "Megatron-LM#1657",
+    ),
+]
+
+
+@pytest.mark.parametrize("code,line,subject,source", LINES, ids=[f"{c}-{s}" for c, _, _, s in LINES])
+def test_real_line_is_read_as_its_entry(code: str, line: str, subject: str | None, source: str) -> None:
+    hits = [h for h in scan_text(line + "\n", "paste") if h.code == code]
+    assert hits, f"{code} does not read its line from {source}"
+    if subject is not None:
+        from clusterdoctor.rules.messages import _subject
+
+        assert _subject(by_code()[code], hits[0]) == subject
+
+
+NEAR_MISSES = [
+    # NCCL's INFO line for PCIe GPUs without P2P (consumer cards): normal, not the NVLink hardware warning
+    "bcc:89404:89404 [2] NCCL INFO P2P is disabled between connected GPUs 6 and 7. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.",
+    # a flushed work request (status 5) is the consequence of an earlier error, not retries exhausted
+    "NET/IB : Got completion from peer 192.168.1.1<40846> with error 5, opcode 0",
+    # normal NCCL init lines
+    "node:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+    "node:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    "node:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/IPC",
+    # a worker that exited 0, and glibc's own assert (apostrophe, not a CUDA kernel's backticks)
+    "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully finished.",
+    "python: malloc.c:2379: sysmalloc: Assertion `(old_top == initial_top (av) && old_size == 0)' failed.",
+]
+
+
+@pytest.mark.parametrize("line", NEAR_MISSES)
+def test_normal_or_other_lines_are_not_read(line: str) -> None:
+    codes = {h.code for h in scan_text(line + "\n", "paste")}
+    assert not {c for c in codes if c.startswith(("NCCL", "TORCH"))}, codes
+
+
+def test_sigkill_is_the_cause_and_the_generic_failure_a_symptom() -> None:
+    """torchrun prints 'failed (exitcode: -9)': the SIGKILL entry reads it, the generic failure does not."""
+    line = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 (pid: 4) of binary: x"
+    codes = {h.code for h in scan_text(line + "\n", "p")}
+    assert "TORCH105" in codes and "TORCH106" not in codes
+    assert by_code()["TORCH106"].role == "symptom" and by_code()["TORCH110"].role == "symptom"
+
+
+def test_entry_variants_share_no_literal_but_are_each_found() -> None:
+    """NCCL101 lists three triggers (its wordings share none): each wording alone is found once."""
+    m = by_code()["NCCL101"]
+    assert len(m.all_triggers) == 3
+    text = "\n".join(
+        [
+            "h:1:2 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+            "h:1:2 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9 bytes",
+            "h:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/x (size 9)",
+        ]
+    )
+    hits = [h for h in scan_text(text + "\n", "p") if h.code == "NCCL101"]
+    assert [h.line for h in hits] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("case", ["nccl-002", "nccl-020"])
+def test_nccl_log_whose_lines_start_with_a_bracket_is_scanned(case: str) -> None:
+    """A log that starts with '[2026-…]' or '[1,0]<stdout>:' is not JSON: its known messages are read
+    beside its own parser (observe/detect.py)."""
+    from clusterdoctor.observe.detect import load_path
+
+    what, data = load_path(INCIDENTS / case / "paste.txt")
+    assert what == "NCCL log" and {h.code for h in data["messages"]} & {"NCCL101", "NCCL104"}
+
+
+# the candidate scan (one bytes.find pass per trigger, observe/messages.py) finds exactly the lines a naive
+# line-by-line match finds, whatever the text around them
+_SAMPLES = [line for _code, line, _subject, _src in LINES[:12]] + [
+    "plain text",
+    "",
+    "NCCL INFO ok",
+    "x" * 300,
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_SAMPLES) | st.text(max_size=80).map(lambda s: s.replace("\n", " ")), max_size=30
+    )
+)
+def test_candidate_scan_equals_naive_per_line_match(lines: list[str]) -> None:
+    from clusterdoctor.rules.catalog import all_messages
+
+    text = "\n".join(lines) + "\n"
+    got = sorted((h.line, h.code) for h in scan_text(text, "p"))
+    want = []
+    split = text.split("\n")
+    for n, line in enumerate(split[:-1], 1):
+        nxt = split[n] if n < len(split) else ""
+        for m in all_messages():
+            if not any(t in line for t in m.all_triggers):
+                continue
+            if m.regex.search(line) or (nxt and m.regex.search(line + nxt.strip())):
+                want.append((n, m.code))
+    assert got == sorted(set(want))
