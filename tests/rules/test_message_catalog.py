@@ -66,7 +66,8 @@ def test_example_is_read_as_its_own_code(m):
 def test_pattern_is_linear_on_a_long_line(m):
     """A 1 MB line of the trigger's own characters (what makes a backtracking pattern explode) is
     matched in time proportional to its length: 10x the line may cost at most ~30x (generous: a
-    linear pattern costs 10x; a quadratic one 100x)."""
+    linear pattern costs 10x; a quadratic one 100x), or 2 s whatever the small line cost. The floor
+    keeps a loaded machine from failing a linear pattern (a quadratic one takes minutes on 1 MB)."""
 
     def cost(n: int) -> float:
         line = (m.trigger + " ") * (n // (len(m.trigger) + 1)) + "x" * (n % 7)
@@ -78,7 +79,7 @@ def test_pattern_is_linear_on_a_long_line(m):
         return best
 
     small, big = cost(100_000), cost(1_000_000)
-    assert big <= max(30 * small, 0.05), (small, big)
+    assert big <= max(30 * small, 2.0), (small, big)
 
 
 def test_every_entry_is_a_rule_that_explains_itself():
