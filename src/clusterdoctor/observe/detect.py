@@ -339,8 +339,12 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
     kernel log's NVRM lines without an Xid)."""
     from clusterdoctor.observe import limits
 
-    if b"\x00" in head[:4096] or limits.sniff_compression(head) or head.lstrip()[:1] in (b"{", b"["):
+    if b"\x00" in head[:4096] or limits.sniff_compression(head):
         return
+    if head.lstrip()[:1] in (b"{", b"[") and "log_spans" not in out:
+        return  # a JSON document (not a log of JSON lines, such as etcd's zap log)
+    if "messages" in out:
+        return  # the loader read the known messages itself (knowing what each line is about)
     if any(k in out for k in _NO_MESSAGE_SCAN) or any(k.endswith("_metrics") for k in out):
         return
     from clusterdoctor.observe.messages import scan_file, scan_text

@@ -197,7 +197,21 @@ def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
         severity=sev,
         confidence=0.8 if api else 0.75,
         subject=", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else ""),
+        causes=_timeout_causes(by_kind, api),
     )
+
+
+def _timeout_causes(by_kind: dict[str, list[Event]], api: list[Event]) -> tuple[str, ...]:
+    """The cause classes the timeouts name: none when the API server was the one that did not answer
+    (the control plane is upstream), else the CNI plugin and/or the container runtime."""
+    if api:
+        return ()
+    out: list[str] = []
+    if "cni.timeout" in by_kind:
+        out.append("kubelet.cni")
+    if "cri.timeout" in by_kind:
+        out.append("kubelet.runtime-down")
+    return tuple(out)
 
 
 POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"

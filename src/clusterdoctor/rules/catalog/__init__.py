@@ -76,6 +76,14 @@ class Message:
     layer: str = ""  # set from the module (FAMILIES)
     example_source: str = ""  # URL of the thread the example line comes from
     notes: tuple[str, ...] = field(default=())
+    # template over the named groups appended to the finding's summary ("{nodes} node(s) lack {resource}")
+    detail: str = ""
+    # a named group holding how many instances the line says this message covers (the scheduler's
+    # "28 Insufficient cpu"): of several messages on one line, the one covering most ranks first
+    rank_group: str = ""
+    # the number printed just before the match ("28 " in "28 Insufficient cpu") is kept as the group
+    # "count" (so that the pattern can start with its literal text, which keeps it fast on long lines)
+    count_before: bool = False
 
     @property
     def regex(self) -> re.Pattern[str]:
