@@ -66,6 +66,14 @@ LOADERS: list[Loader] = [
         "sniff_etcdctl",
         "load_etcdctl_observations",
     ),
+    # kubectl get pods/nodes/events and describe pod/node text (before the log loader, which reads a
+    # describe's Events table on its own)
+    Loader(
+        "kubectl output",
+        "clusterdoctor.observe.control.kubectl_text",
+        "sniff_kubectl_text",
+        "load_kubectl_observations",
+    ),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
         "log, RDMA/NIC counters or application data",
@@ -284,8 +292,10 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
             try:
                 out = load(p)
             except InputError as e:
-                if loader.name == "clusterdoctor bundle":
-                    raise
+                from clusterdoctor.observe.limits import LimitExceeded
+
+                if loader.name == "clusterdoctor bundle" or isinstance(e, LimitExceeded):
+                    raise  # a file over a budget is refused unread, not scanned for messages instead
                 refused = e  # a half-recognised paste: its known messages may still be read
                 break
             what = out.pop("described_as", None)

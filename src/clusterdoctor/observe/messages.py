@@ -80,6 +80,35 @@ def _index() -> tuple[re.Pattern[bytes], dict[str, list[Any]]]:
     return re.compile(alt), dict(by_trigger)
 
 
+@lru_cache(maxsize=1)
+def _trigger_bytes() -> tuple[bytes, ...]:
+    """Each distinct trigger once, a trigger that contains another left out (the shorter finds its lines)."""
+    _, by_trigger = _index()
+    trig = sorted({t.encode() for t in by_trigger}, key=len)
+    out: list[bytes] = []
+    for t in trig:
+        if not any(s in t for s in out):
+            out.append(t)
+    return tuple(out)
+
+
+def _candidate_starts(data: bytes) -> list[int]:
+    """The start offsets of the lines that hold a trigger, in order. One bytes.find pass per trigger
+    (C speed, linear in the data; an alternation of many literals in one regex is scanned position by
+    position and is an order of magnitude slower)."""
+    starts: set[int] = set()
+    for t in _trigger_bytes():
+        pos = data.find(t)
+        while pos >= 0:
+            start = data.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            end = data.find(b"\n", pos + len(t))
+            if end < 0:
+                break
+            pos = data.find(t, end + 1)
+    return sorted(starts)
+
+
 def scan_text(text: str, path: str, origin: list[int] | None = None) -> list[MessageHit]:
     """Every catalogued line of ``text``. ``origin[i]`` is the line number the user sees for line
     ``i + 1`` of ``text`` (a cleaned paste); by default the text's own numbering."""
@@ -118,20 +147,15 @@ def scan_file(path: str | Path) -> list[MessageHit]:
 def _scan(
     data: bytes, path: str, origin: list[int] | None, line0: int, counts: dict[str, int] | None = None
 ) -> list[MessageHit]:
-    rx, by_trigger = _index()
+    _, by_trigger = _index()
     own = counts is None
     counts = counts if counts is not None else defaultdict(int)
     hits: list[MessageHit] = []
-    last_start = -1
     counted_to, newlines = 0, 0  # newlines in data[:counted_to] (positions only grow: linear)
-    for m in rx.finditer(data):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        if start == last_start:
-            continue
-        last_start = start
+    for start in _candidate_starts(data):
         newlines += data.count(b"\n", counted_to, start)
         counted_to = start
-        end = data.find(b"\n", m.end())
+        end = data.find(b"\n", start)
         end = len(data) if end < 0 else end
         raw = data[start : min(end, start + MAX_LINE)]
         line = raw.decode("utf-8", "replace").rstrip("\r")

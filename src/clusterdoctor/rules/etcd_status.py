@@ -192,3 +192,22 @@ def _quota(statuses: list, d, reported: set[str]) -> Iterable[Finding]:
             confidence=0.9 if not assumed else 0.6,
             causes=("etcd.db-space-exceeded",),
         )
+
+
+def member_subject(obs: Observations, message: object, hits: list, subject: str | None) -> str | None:
+    """An etcd line's subject (a peer ID, ``member <ID>``, a peer address) as the member directory names
+    that member (``m2 (60af19f72c903e1e)``) when the inputs say which member it is; else as the line did."""
+    if not subject:
+        return subject
+    token = subject[len("member ") :] if subject.startswith("member ") else subject
+    m = member_directory(obs).resolve(token)
+    return m.label() if m is not None else subject
+
+
+def _register_resolver() -> None:
+    from clusterdoctor.rules.messages import register_subject_resolver
+
+    register_subject_resolver("etcd", member_subject)
+
+
+_register_resolver()

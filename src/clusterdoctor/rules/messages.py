@@ -35,16 +35,38 @@ SYMPTOM_CONFIDENCE = 0.5  # a symptom ranks below the causes that explain it
 # in severity or confidence between entries (clusterdoctor ranking rule, rules/catalog Message.rank_group)
 RANK_GROUP_BONUS = 0.5
 MAX_DETAILS = 3  # distinct detail strings appended to one finding's summary
+ABOUT_KEY = 300  # a line is matched to what it is about by its first characters (hits keep 400)
 
-# family -> fn(obs, message, hits) naming the instance when neither the entry's pattern nor the line's
-# context does (e.g. the one Pending pod of a `kubectl get pods` for a scheduler message)
-SubjectResolver = Callable[[Observations, Message, list[Any]], "str | None"]
+# family -> fn(obs, message, hits, subject) giving the subject of the finding for these hits, from what
+# the entry's pattern and the lines' context named (``subject``, or None) and the other observations: the
+# one Pending pod of a `kubectl get pods` for a scheduler message; an etcd member's short name for the peer
+# ID or address an etcd line names. None: the hits' printers name it (see _findings).
+SubjectResolver = Callable[[Observations, Message, list[Any], "str | None"], "str | None"]
 SUBJECT_RESOLVERS: dict[str, SubjectResolver] = {}
 
 
 def register_subject_resolver(family: str, fn: SubjectResolver) -> None:
     """Let a family name the subject of its findings from other observations (see SUBJECT_RESOLVERS)."""
     SUBJECT_RESOLVERS[family] = fn
+
+
+def _line_about(obs: Observations) -> dict[tuple[str, str], str]:
+    """What the lines of the inputs are about, where a loader knew (``line_about``: (path, line text,
+    "pod ns/name") from `kubectl get events` rows and `kubectl describe` sections)."""
+    rows = obs.get("line_about") or []
+    cached = obs.data.get("_line_about")
+    if cached is not None and cached[0] == len(rows):
+        return cached[1]
+    out = {(path, text.strip()[:ABOUT_KEY]): ref for path, text, ref in rows}
+    obs.data["_line_about"] = (len(rows), out)
+    return out
+
+
+def hit_about(obs: Observations | None, h: Any) -> str | None:
+    """The instance a hit's line is about by its context (see :func:`_line_about`), or None."""
+    if obs is None:
+        return None
+    return _line_about(obs).get((h.path, h.text[:ABOUT_KEY]))
 
 
 def hit_groups(h: Any) -> dict[str, str]:
@@ -125,13 +147,13 @@ def _findings(r: Rule, m: Message, hits: list[Any], obs: Observations | None = N
     for h in hits:
         # the entry's own pattern names the instance, else what a loader knew the line is about
         # (the object of a `kubectl get events` row, the pod a `kubectl describe` shows)
-        groups[_subject(m, h) or h.group("_about")].append(h)
+        groups[_subject(m, h) or hit_about(obs, h)].append(h)
     resolver = SUBJECT_RESOLVERS.get(m.family)
     for subject, hs in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
         printers = sorted({w for w in (_who(h) for h in hs) if w})
         hosts = sorted({h.host for h in hs if h.host})
-        if subject is None and resolver is not None and obs is not None:
-            subject = resolver(obs, m, hs)
+        if resolver is not None and obs is not None:
+            subject = resolver(obs, m, hs, subject)
         if subject is None:
             if len(printers) == 1:
                 subject = printers[0]

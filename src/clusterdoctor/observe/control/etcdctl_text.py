@@ -15,7 +15,8 @@ cluster_health.go`` and ``member_commands.go``:
   ERROR`` table;
 * ``member list``: ``<id>, started|unstarted, <name>, <peer urls>, <client urls>[, <is learner>]`` or the
   ``ID | STATUS | NAME | PEER ADDRS | CLIENT ADDRS | IS LEARNER`` table;
-* ``alarm list``: ``memberID:<decimal id> alarm:NOSPACE`` (the alarm member printed with ``%+v``);
+* ``alarm list``: ``memberID:<decimal id> alarm:NOSPACE`` (the alarm member printed with ``%+v``; the
+  README shows it as ``alarm:NOSPACE``);
 * v2 ``member list``: ``<id>: name=<n> peerURLs=<u> clientURLs=<u> isLeader=<bool>`` (``<id>[unstarted]:
   peerURLs=<u>``); v2 ``cluster-health``: ``member <id> is healthy: got healthy result from <url>``,
   ``... is unhealthy: got unhealthy result from <url>``, ``... is unreachable: [<urls>] are all
@@ -104,7 +105,7 @@ _UNHEALTHY = re.compile(r"^(?P<ep>\S{1,512}) is unhealthy: (?P<err>.{1,2000})$")
 _FAILED_STATUS = re.compile(
     r"^Failed to get the status of endpoint (?P<ep>\S{1,512}) \((?P<err>.{0,2000})\)\s*$"
 )
-_ALARM = re.compile(r"^memberID:(?P<id>\d{1,20}) alarm:(?P<alarm>[A-Z]{1,16})\s*$")
+_ALARM = re.compile(r"^(?:memberID:(?P<id>\d{1,20}) )?alarm:(?P<alarm>[A-Z]{1,16})\s*$")
 _ERROR = re.compile(r"^Error:\s+(?P<err>.{1,2000})$")
 # v2 API
 _V2_MEMBER = re.compile(
@@ -278,7 +279,8 @@ def parse_etcdctl_text(text: str | bytes, path: str | None = None) -> EtcdctlTex
     for mid, h in unhealthy_v2.items():
         if mid not in answered:
             st.health.append(h)
-    if out.read == 0:
+    found = st.statuses or st.health or st.errors or out.members or out.alarms or out.cluster_verdict
+    if out.read == 0 or not (found or out.errors):
         raise InputError(
             "no line is etcdctl output (endpoint status/health, member list, alarm list)", path, 1
         )
@@ -372,7 +374,7 @@ def _line(s: str, out: EtcdctlText, src: str, unhealthy_v2: dict[str, EndpointHe
         return True
     m = _ALARM.match(s)
     if m:
-        out.alarms.append(EtcdAlarm(int(m.group("id")), m.group("alarm"), src))
+        out.alarms.append(EtcdAlarm(int(m.group("id") or 0), m.group("alarm"), src))
         out.kinds.append("alarm list")
         return True
     m = _V2_MEMBER.match(s)
@@ -418,7 +420,7 @@ _SNIFF = re.compile(
     r"^(?:\S{1,512} is (?:un)?healthy: (?:successfully committed|failed to)"
     r"|member [0-9a-f]{1,16} is (?:healthy|unhealthy|unreachable): "
     r"|[0-9a-f]{1,16}: name=\S{0,256} peerURLs="
-    r"|memberID:\d{1,20} alarm:[A-Z]"
+    r"|(?:memberID:\d{1,20} )?alarm:[A-Z]{2,16}\s*$"
     r"|cluster is (?:healthy|degraded|unavailable)\s*$"
     r"|[0-9a-f]{1,16}, (?:un)?started, "
     r"|\S{1,512}, [0-9a-f]{1,16}, \d{1,3}\.\d{1,3}\.\d{1,3}\S{0,40}, "

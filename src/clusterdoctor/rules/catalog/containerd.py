@@ -102,4 +102,34 @@ MESSAGES: tuple[Message, ...] = (
         role="symptom",
         confidence=0.5,
     ),
+    Message(
+        code="CTRD104",
+        name="cri-service-not-served",
+        title="the container runtime does not serve the CRI API the kubelet speaks",
+        pattern=r"unknown service runtime\.(?P<api>v1(?:alpha2)?)\.(?:RuntimeService|ImageService)",
+        trigger="unknown service runtime.",
+        meaning="the kubelet (or crictl) reached the runtime's socket, but the runtime answers that it has no CRI service",
+        cause=(
+            'containerd runs with its CRI plugin disabled (disabled_plugins = ["cri"] in '
+            "/etc/containerd/config.toml, as the docker packages ship it) or is too old for the kubelet's CRI "
+            "version (runtime.v1 needs containerd 1.6+ for Kubernetes 1.26+), or the socket is docker's own "
+            "containerd"
+        ),
+        fix=(
+            'enable the CRI plugin (remove "cri" from disabled_plugins, or regenerate the file with '
+            "containerd config default), restart containerd, then the kubelet; upgrade containerd if it is "
+            "older than the kubelet needs"
+        ),
+        verify=("crictl info", "grep disabled_plugins /etc/containerd/config.toml"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/staging/src/k8s.io/cri-client/pkg/remote_runtime.go",
+        example=(
+            "F0123 09:17:30.895924   18641 server.go:261] failed to run Kubelet: failed to create kubelet: rpc "
+            "error: code = Unimplemented desc = unknown service runtime.v1alpha2.RuntimeService"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/73189",
+        causes=("kubelet.runtime-down",),
+        detail="(runtime.{api})",
+    ),
 )

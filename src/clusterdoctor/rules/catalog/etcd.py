@@ -254,7 +254,7 @@ MESSAGES: tuple[Message, ...] = (
     ),
     Message(
         code="ETCD108",
-        name="etcd-peer-unreachable",
+        name="etcd-raft-peer-unreachable",
         title="etcd cannot reach a peer (raft: unreachable)",
         pattern=r"failed to send message to (?P<peer>" + _ID + r") because it is unreachable",
         trigger="because it is unreachable",
@@ -348,5 +348,107 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/bitnami/charts/issues/8591",
         causes=("etcd.tls",),
         confidence=0.8,
+    ),
+    Message(
+        code="ETCD111",
+        name="apiserver-storage-backend-failed",
+        title="kube-apiserver cannot create its etcd storage backend",
+        pattern=r"Unable to create storage backend: config \(.{0,600}?\), err \((?P<err>[^()\n]{1,200})",
+        trigger="Unable to create storage backend",
+        meaning="kube-apiserver exited at start: it could not reach or use the etcd cluster it stores everything in",
+        cause=(
+            "etcd is unreachable from the API server (etcd down, wrong --etcd-servers address or port, "
+            "a firewall), its TLS client certificate is refused, or no etcd server was given at all "
+            "(etcdclient: no available endpoints)"
+        ),
+        fix=(
+            "check --etcd-servers and the etcd client certificates in the kube-apiserver manifest "
+            "(/etc/kubernetes/manifests/kube-apiserver.yaml) and that etcd answers there "
+            "(etcdctl --endpoints=<the same URL> endpoint health with the same certificates)"
+        ),
+        verify=(
+            "etcdctl endpoint health --cluster -w table",
+            "crictl logs $(crictl ps -a --name kube-apiserver -q | head -1)",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=(
+            "https://github.com/kubernetes/kubernetes/blob/release-1.13/staging/src/k8s.io/apiserver/pkg/"
+            "server/storage/storage_decorator.go"
+        ),
+        example=(
+            "F0508 18:36:00.213324       1 storage_decorator.go:61] Unable to create storage backend: config (&{ "
+            "/registry/wardle.kubernetes.io []    false 0 0xc42008d9e0 0xc4202c0600}), err (etcdclient: no "
+            "available endpoints)"
+        ),
+        example_source="https://github.com/kubernetes/sample-apiserver/issues/5",
+        causes=("apiserver.etcd-backend",),
+        detail="({err})",
+    ),
+    Message(
+        code="ETCD112",
+        name="etcd-client-port-refused",
+        title="a client cannot connect to etcd's client port (2379)",
+        # grpc-go: "grpc: addrConn.createTransport failed to connect to {https://127.0.0.1:2379 ...}. Err
+        # :connection error: desc = \"transport: Error while dialing dial tcp 127.0.0.1:2379: connect:
+        # connection refused\""
+        pattern=(
+            r"addrConn\.createTransport failed to connect to \{(?P<endpoint>[\w:/.\-\[\]]{1,200}:2379)\b"
+            r"[^\n]{0,300}?(?:connection refused|i/o timeout|no route to host)"
+        ),
+        trigger="addrConn.createTransport failed to connect to {",
+        meaning="a gRPC client of etcd (kube-apiserver, k3s, etcdctl) cannot open a connection to an etcd endpoint",
+        cause=(
+            "etcd is not running or not listening at that endpoint (crashed, still starting, listening on "
+            "another address than --listen-client-urls says), or a firewall drops port 2379"
+        ),
+        fix=(
+            "check etcd on that host (systemctl status etcd, crictl ps -a | grep etcd, its log) and that it "
+            "listens on the endpoint the client uses (ss -ltnp | grep 2379)"
+        ),
+        verify=("etcdctl endpoint health --cluster -w table",),
+        severity=Severity.WARNING,
+        action=Action.RESTART_SERVICE,
+        source="https://github.com/grpc/grpc-go/blob/v1.26.0/clientconn.go",
+        example=(
+            '{"level":"warn","ts":"2021-06-04T07:03:40.458Z","caller":"grpclog/grpclog.go:60","msg":"grpc: '
+            "addrConn.createTransport failed to connect to {https://127.0.0.1:2379  <nil> 0 <nil>}. Err :connection "
+            'error: desc = \\"transport: Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused'
+            '\\". Reconnecting..."}'
+        ),
+        example_source="https://github.com/k3d-io/k3d/issues/619",
+        causes=("apiserver.etcd-backend",),
+        subject="{endpoint}",
+        confidence=0.8,
+    ),
+    Message(
+        code="ETCD113",
+        name="etcd-wal-sync-slow",
+        title="etcd's WAL fsync took longer than a second (slow disk)",
+        # capnslog (v3.0-3.3): "wal: sync duration of 1.13s, expected less than 1s"; zap logs "slow fdatasync",
+        # which the log parser reads as a timed event for ETCDLOG003
+        pattern=r"sync duration of (?P<took>[0-9hmsµun.]{1,40}), expected less than (?P<limit>[0-9hmsµun.]{1,20})",
+        trigger="sync duration of",
+        meaning="etcd waited longer than a second for its write-ahead log to reach the disk",
+        cause=(
+            "the disk under the etcd data dir is too slow for etcd (an HDD, a network volume without "
+            "provisioned IOPS, a disk shared with busy workloads) or the host's I/O is saturated"
+        ),
+        fix=(
+            "give etcd a dedicated SSD/NVMe (or provisioned-IOPS volume) for its data dir, keep other I/O "
+            "off it, ionice -c2 -n0 the etcd process; etcd's docs want a WAL fsync p99 under 10 ms"
+        ),
+        verify=(
+            "etcdctl check perf",
+            "fio --name=etcd --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300 --directory=/var/lib/etcd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.REPLACE_HARDWARE,
+        source=f"{_ETCD}/v3.3.0/wal/wal.go",
+        example="2018-10-25 16:20:35.185438 W | wal: sync duration of 1.134771573s, expected less than 1s",
+        example_source="https://github.com/etcd-io/etcd/issues/10215",
+        causes=("etcd.slow-disk",),
+        detail="({took} > {limit})",
+        notes=("etcd hardware guide: https://etcd.io/docs/v3.5/op-guide/hardware/#disks",),
     ),
 )
