@@ -31,7 +31,7 @@ def test_each_entry_is_found_on_its_real_line_with_its_classes(tmp_path, m):
     d = diagnose(tmp_path, m.example + "\n")
     f = next(f for f in d.findings if f.rule == m.code)
     assert set(f.causes) == set(m.causes)
-    assert f.layer == FAMILIES[m.family]
+    assert f.layer == (m.layer or FAMILIES[m.family])
 
 
 def test_clock_difference_names_the_peer(tmp_path):

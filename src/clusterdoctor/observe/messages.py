@@ -172,6 +172,9 @@ def _scan(
                     mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
                 if mt is None:
                     continue
+                ctx = e.context_regex
+                if ctx is not None and ctx.search(mt.string) is None:
+                    continue  # the message, but not from the program the entry is about
                 extra: tuple[tuple[str, str], ...] = ()
                 if e.count_before:  # "28 Insufficient cpu": the count printed before the message
                     c = _COUNT_BEFORE.search(mt.string, max(0, mt.start() - 12), mt.start())

@@ -186,3 +186,21 @@ def test_any_text_is_read_or_refused_in_one_line(text):
         assert e.reason
         return
     assert res.read >= 1 and res.read + len(res.skipped) <= res.lines
+
+
+def test_long_hostile_lines_are_linear():
+    import time
+
+    for line in (
+        "a" * 200_000 + " is unhealthy: x",
+        "| " * 100_000,
+        "member " + "f" * 100_000,
+        ", " * 100_000,
+    ):
+        t0 = time.perf_counter()
+        try:
+            parse_etcdctl_text(line + "\n")
+        except InputError:
+            pass
+        assert sniff_etcdctl_text(line.encode()) in (True, False)
+        assert time.perf_counter() - t0 < 5, line[:30]

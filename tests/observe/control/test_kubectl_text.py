@@ -221,3 +221,20 @@ def test_any_text_is_read_or_refused_in_one_line(text):
         assert e.reason
         return
     assert res.read >= 1
+
+
+def test_long_hostile_lines_are_linear():
+    import time
+
+    for line in (
+        "  Warning  Failed  14s  " + "k" * 200_000,
+        "Name:  " + "x " * 100_000,
+        "NAME  " * 50_000,
+        "|" * 100_000,
+    ):
+        t0 = time.perf_counter()
+        try:
+            parse_kubectl_text(line + "\n" + line + "\n")
+        except InputError:
+            pass
+        assert time.perf_counter() - t0 < 5, line[:30]

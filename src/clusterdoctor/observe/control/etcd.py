@@ -274,7 +274,11 @@ def _load_text(data: bytes, path: str) -> dict[str, Any]:
         if not events:
             raise
         return {"events": events, "described_as": "etcdctl stderr (client log lines)"}
-    out: dict[str, Any] = {"etcd_status": txt.status, "described_as": txt.describe()}
+    only_stderr = txt.status.errors and not (
+        txt.status.statuses or txt.status.health or txt.members or txt.alarms or txt.cluster_verdict
+    )
+    what = "etcdctl stderr" if only_stderr else txt.describe()
+    out: dict[str, Any] = {"etcd_status": txt.status, "described_as": what}
     if txt.members:
         out["etcd_members"] = txt.members
     if txt.alarms:

@@ -84,6 +84,14 @@ class Message:
     # the number printed just before the match ("28 " in "28 Insufficient cpu") is kept as the group
     # "count" (so that the pattern can start with its literal text, which keeps it fast on long lines)
     count_before: bool = False
+    # a second pattern the line must also hold somewhere (the program's own marks: "rafthttp", a peer
+    # port) for a message that other programs print too (Go's x509 errors); searched on its own, so
+    # the main pattern can still start with its literal text
+    context: str = ""
+
+    @property
+    def context_regex(self) -> re.Pattern[str] | None:
+        return _compile(self.context, self.flags) if self.context else None
 
     @property
     def regex(self) -> re.Pattern[str]:

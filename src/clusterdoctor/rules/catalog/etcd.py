@@ -26,6 +26,8 @@ _FAQ = "https://etcd.io/docs/v3.5/faq/"
 _GO_X509 = "https://github.com/golang/go/blob/master/src/crypto/x509/verify.go"
 
 _ID = r"[0-9a-f]{1,16}"
+# marks of an etcd line (its packages, its ports, its peer words): Go's TLS errors are etcd's only there
+_ETCD_CONTEXT = r"rafthttp|etcd|:2379\b|:2380\b|:4001\b|:7001\b|[Pp]eer|prober|member|rejected connection"
 _ADDR = r"[\w.\-\[\]:%]{1,100}"
 
 MESSAGES: tuple[Message, ...] = (
@@ -220,6 +222,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/etcd-io/etcd/issues/12567",
         causes=("etcd.tls",),
+        context=_ETCD_CONTEXT,
         subject="{addr}",
         notes=("etcd transport guide: https://etcd.io/docs/v3.5/op-guide/security/",),
     ),
@@ -251,6 +254,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/opsnull/follow-me-install-kubernetes-cluster/issues/82",
         causes=("etcd.tls",),
+        context=_ETCD_CONTEXT,
     ),
     Message(
         code="ETCD108",
@@ -278,6 +282,7 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/etcd-io/etcd/issues/2790",
         causes=("etcd.member-down",),
         subject="member {peer}",
+        layer="control-plane",  # with ETCD007/ETCD009: a member down is a control-plane finding
     ),
     Message(
         code="ETCD109",
@@ -313,6 +318,9 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/etcd-io/etcd/issues/2790",
         causes=("etcd.member-down",),
         subject="{addr}",
+        layer="control-plane",
+        # evidence of a member down: folded into ETCD009/ETCD108 when they are found, alone it is the finding
+        role="symptom",
     ),
     Message(
         code="ETCD110",
@@ -347,6 +355,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/bitnami/charts/issues/8591",
         causes=("etcd.tls",),
+        context=_ETCD_CONTEXT,
         confidence=0.8,
     ),
     Message(

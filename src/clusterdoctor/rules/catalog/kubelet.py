@@ -23,6 +23,11 @@ _K8S = "https://github.com/kubernetes/kubernetes/blob"
 _GO_X509 = "https://github.com/golang/go/blob/master/src/crypto/x509/verify.go"
 _CERTS_DOC = "https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/"
 _DUR = r"[0-9hmsµun.]{1,40}"
+# a line without the marks of etcd (rules/catalog/etcd.py: there Go's TLS errors are etcd.tls findings)
+_NOT_ETCD = (
+    r"^(?!.*(?:rafthttp|etcd|:2379\b|:2380\b|:4001\b|:7001\b|[Pp]eer|prober|member|rejected connection))"
+)
+_ADDR = r"[\w.\-\[\]:%]{1,100}"
 
 _X509_FIX_TIME = (
     "compare the clocks (date -u on both sides; chronyc tracking) and the certificate's validity "
@@ -431,5 +436,69 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/fusor/catasb/pull/201",
         causes=("kubelet.eviction",),
         detail="({resource})",
+    ),
+    Message(
+        code="KUBELET114",
+        name="tls-certificate-name-mismatch-k8s",
+        title="TLS certificate not valid for the address dialled (API server, registry, webhook)",
+        pattern=(
+            r"x509: (?:certificate is valid for [^,\n]{1,200}(?:, [^,\n]{1,200}){0,64}, not (?P<addr>"
+            + _ADDR
+            + r")|certificate is not valid for any names, but wanted to match (?P<addr2>"
+            + _ADDR
+            + r")|cannot validate certificate for (?P<addr3>"
+            + _ADDR
+            + r") because it doesn't contain any IP SANs)"
+        ),
+        trigger="x509: c",
+        meaning="a TLS server's certificate does not name the address the client used, so the client refuses it",
+        cause=(
+            "the server (kube-apiserver, a registry, a webhook) was reached through an address its "
+            "certificate does not list: a new IP or load balancer in front of the API server, a kubeconfig "
+            "pointing at another name, certificates issued before the address changed"
+        ),
+        fix=(
+            "reach the server by a name its certificate lists (openssl s_client -connect <addr> | openssl "
+            "x509 -noout -ext subjectAltName), or re-issue the certificate with the address added "
+            "(kubeadm: apiServer.certSANs, then kubeadm init phase certs apiserver)"
+        ),
+        verify=("openssl x509 -in /etc/kubernetes/pki/apiserver.crt -noout -ext subjectAltName",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example=(
+            "error: couldn't read version from server: Get https://146.148.119.50:6443/api: x509: certificate is "
+            "valid for 10.240.0.2, 10.200.100.1, not 146.148.119.50"
+        ),
+        example_source="https://github.com/kelseyhightower/intro-to-kubernetes-workshop/issues/13",
+        subject="{addr}",
+        context=_NOT_ETCD,
+        confidence=0.7,
+    ),
+    Message(
+        code="KUBELET115",
+        name="tls-unknown-authority-k8s",
+        title="TLS certificate signed by an authority the client does not trust (API server, registry)",
+        pattern=r"x509: certificate signed by unknown authority",
+        trigger="x509: certificate signed by unknown authority",
+        meaning="a TLS handshake failed: the server's certificate was issued by a CA the client does not trust",
+        cause=(
+            "the client's CA bundle is not the server's: a kubeconfig whose certificate-authority-data is "
+            "from another (or a re-created) cluster, a private registry whose CA the node does not trust "
+            "(containerd's hosts.toml / docker certs.d), a TLS-intercepting proxy"
+        ),
+        fix=(
+            "give the client the CA that signed the server's certificate: refresh the kubeconfig "
+            "(/etc/kubernetes/admin.conf), add the registry's CA to the runtime's certs.d, or exempt the "
+            "address from the proxy"
+        ),
+        verify=("openssl s_client -connect <host>:<port> -showcerts </dev/null | head -20",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example="Unable to connect to the server: x509: certificate signed by unknown authority",
+        example_source="https://github.com/kubernetes/kubernetes/issues/24586",
+        context=_NOT_ETCD,
+        confidence=0.7,
     ),
 )
