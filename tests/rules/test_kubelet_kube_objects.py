@@ -113,3 +113,15 @@ def test_healthy_listings_are_quiet():
         "k8s-master   Ready      master    27m       v1.10.0\n"
     )
     assert run(healthy) == []
+
+
+def test_a_pod_or_node_just_starting_is_not_judged():
+    text = (
+        "NAME     READY   STATUS              RESTARTS   AGE\n"
+        "web-0    0/1     ContainerCreating   0          20s\n"
+        "web-1    0/1     CrashLoopBackOff    3          90s\n"
+        "\n"
+        "NAME     STATUS     ROLES    AGE   VERSION\n"
+        "node-9   NotReady   <none>   45s   v1.29.1\n"
+    )
+    assert [f.subject for f in run(text)] == ["pod web-1"]

@@ -337,6 +337,16 @@ register_input("kube_nodes", "no `kubectl get nodes` listing")
 register_input("kube_objects", "no `kubectl describe pod|node` output")
 
 MAX_POD_FINDINGS = 20  # pods named one by one; the rest are counted in the last finding
+START_GRACE = Threshold(
+    "pod_start_grace",
+    300.0,
+    "s",
+    "clusterdoctor default: a pod (or a node joining) is Pending / ContainerCreating / NotReady for "
+    "seconds to minutes while it is scheduled, pulls images and gets its network (the pod-start SLO is "
+    "5 s p99 without pulls; large images take minutes); younger than this it is starting, not stuck",
+    "age below which a starting pod or a new NotReady node is not judged",
+)
+_STARTING = ("not started (Pending)",)
 POD_SYMPTOM_CONFIDENCE = 0.5  # a pod's state is what a cause (a message, a node condition) explains
 
 # pod STATUS / container waiting reasons, by what they say (kubectl's printers.go and the kubelet's
@@ -372,11 +382,30 @@ def _pod_state(status: str) -> str | None:
     return None
 
 
+def age_seconds(text: str) -> float | None:
+    """kubectl's AGE column (``65m``, ``3h5m``, ``2m21s``, ``10d``) in seconds; None when not one."""
+    import re
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}
+    parts = re.findall(r"(\d{1,9})([smhdy])", text or "")
+    if not parts or "".join(a + b for a, b in parts) != (text or "").strip():
+        return None
+    return float(sum(int(a) * units[b] for a, b in parts))
+
+
+def _starting(what: str, age: str) -> bool:
+    """A pod still starting (or a node still joining): not judged."""
+    a = age_seconds(age)
+    return what in _STARTING and a is not None and a < START_GRACE.value
+
+
 def _pod_rows(obs: Observations) -> list[tuple[str, str, list[str], str]]:
     """(subject, state, evidence lines, source) of every pod kubectl shows in a bad state."""
     out = []
     for p in obs.get("kube_pods") or []:
         what = _pod_state(p.status)
+        if what and _starting(what, p.age):
+            continue
         if what:
             ev = [f"line {p.line}: STATUS {p.status}, READY {p.ready}, RESTARTS {p.restarts}, AGE {p.age}"]
             out.append((f"pod {p.key}", what, ev, p.source))
@@ -401,6 +430,7 @@ def _pod_rows(obs: Observations) -> list[tuple[str, str, list[str], str]]:
     title="Pods not running (pending, crash-looping, evicted, image pull failing)",
     requires=(),
     requires_any=("kube_pods", "kube_objects"),
+    thresholds=(START_GRACE,),
     severity=Severity.WARNING,
 )
 def pods_not_running(obs: Observations) -> Iterator[Finding]:
@@ -416,6 +446,9 @@ def pods_not_running(obs: Observations) -> Iterator[Finding]:
     **Fix**: `kubectl describe pod <pod>` (its Events and container states) and `kubectl logs <pod>
     --previous`; fix what they name.
     **Verify**: `kubectl get pods -A -o wide | grep -v -E 'Running|Completed'` lists nothing.
+
+    A pod younger than five minutes that is still Pending or ContainerCreating is starting, not stuck:
+    not judged.
     """
     rows = _pod_rows(obs)
     for subject, what, ev, src in rows[:MAX_POD_FINDINGS]:
@@ -451,6 +484,7 @@ _PRESSURE = {"MemoryPressure": "kubelet.eviction", "DiskPressure": "kubelet.evic
     title="Node NotReady or under pressure (kubectl get/describe nodes)",
     requires=(),
     requires_any=("kube_nodes", "kube_objects"),
+    thresholds=(START_GRACE,),
     severity=Severity.WARNING,
 )
 def node_not_ready(obs: Observations) -> Iterator[Finding]:
@@ -468,7 +502,8 @@ def node_not_ready(obs: Observations) -> Iterator[Finding]:
     """
     for n in obs.get("kube_nodes") or []:
         state = n.status.split(",")[0]
-        if state in ("NotReady", "Unknown"):
+        young = (a := age_seconds(n.age)) is not None and a < START_GRACE.value
+        if state in ("NotReady", "Unknown") and not (state == "NotReady" and young):
             f = node_not_ready.finding(
                 f"node {n.name} is {state}",
                 evidence=[

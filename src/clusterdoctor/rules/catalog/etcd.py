@@ -307,7 +307,9 @@ MESSAGES: tuple[Message, ...] = (
             "replace the member"
         ),
         verify=("etcdctl endpoint health --cluster -w table",),
-        severity=Severity.WARNING,
+        # members starting one after the other refuse each other for seconds: the lines alone are evidence,
+        # ETCD009 judges whether a member stayed down (it sees the connection come back)
+        severity=Severity.INFO,
         action=Action.RESTART_SERVICE,
         source=f"{_ETCD}/v3.4.0/etcdserver/api/rafthttp/peer_status.go",
         example=(
@@ -331,21 +333,22 @@ MESSAGES: tuple[Message, ...] = (
         # authentication handshake failed: remote error: tls: bad certificate"
         pattern=(
             r"tls: (?:bad certificate|unknown certificate authority|certificate required|expired certificate"
-            r"|failed to verify (?:client's )?certificate)"
+            r"|failed to verify (?:client's )?certificate|first record does not look like a TLS handshake)"
         ),
         trigger="tls: ",
         meaning="a TLS connection was refused during the handshake because of the certificate presented",
         cause=(
             "the client (or peer) presents no certificate, one from another CA, or one without the "
             "client-auth usage, while the server requires client certificates (--client-cert-auth, "
-            "--peer-client-cert-auth); or it dials with the wrong --cert/--key pair"
+            "--peer-client-cert-auth); or it dials with the wrong --cert/--key pair; or one side speaks plain "
+            "http to the other's https port (first record does not look like a TLS handshake)"
         ),
         fix=(
             "give the client a certificate signed by the server's trusted CA, with clientAuth in its "
             "extended key usage (openssl x509 -noout -purpose), and pass it (--cert, --key, --cacert)"
         ),
         verify=("openssl x509 -in /etc/etcd/pki/peer.crt -noout -purpose -issuer",),
-        severity=Severity.CRITICAL,
+        severity=Severity.WARNING,  # often one misconfigured client (a scraper without certificates)
         action=Action.CONFIGURE,
         source=f"{_ETCD}/v3.4.0/embed/config_logging.go",
         example=(
@@ -459,5 +462,30 @@ MESSAGES: tuple[Message, ...] = (
         causes=("etcd.slow-disk",),
         detail="({took} > {limit})",
         notes=("etcd hardware guide: https://etcd.io/docs/v3.5/op-guide/hardware/#disks",),
+    ),
+    Message(
+        code="ETCD114",
+        name="etcd-request-timed-out",
+        title="etcd requests time out or fail on a leader change",
+        pattern=r"etcdserver: (?:request timed out|leader changed|no leader)",
+        trigger="etcdserver: ",
+        meaning="etcd did not commit a request in time (or lost its leader while doing so); the client got an error",
+        cause=(
+            "the cluster could not commit: a slow disk under a member (WAL fsync), an overloaded or starved "
+            "member, leader elections (a member down, a network partition), or lost quorum; the lines "
+            "around it in the etcd logs say which"
+        ),
+        fix=(
+            "look at the etcd members' logs and metrics for the cause (apply took too long, slow fdatasync, "
+            "lost leader, a member down) and fix that one"
+        ),
+        verify=("etcdctl endpoint status --cluster -w table", "etcdctl check perf"),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source=f"{_ETCD}/v3.5.0/server/etcdserver/errors.go",
+        example=('"error from server: rpc error: code = 14 desc = etcdserver: request timed out"'),
+        example_source="https://github.com/etcd-io/etcd/issues/7950",
+        role="symptom",
+        confidence=0.5,
     ),
 )
