@@ -10,6 +10,13 @@ One finding per message and instance. When the entry's pattern names the instanc
 subject and each instance is its own finding. Otherwise the line's prefix names only who *printed*
 it (the reporter, rarely the culprit): the hits become one finding whose subject is the one host or
 rank that printed them all, if there is one, and whose evidence lists who printed what.
+
+Between those two, what a loader knew a line is about (``line_about``: the object of a `kubectl get
+events` row, the pod or node a `kubectl describe` shows) names the instance, and a family may refine the
+subject from the other observations (:func:`register_subject_resolver`: the one Pending pod for a
+scheduler reason; the etcd member a peer ID or address is). An entry's ``detail`` template adds the
+pattern's values to the summary; of several entries on one line, ``rank_group`` puts the one covering
+more instances first (the scheduler's "28 Insufficient cpu" before its "3 node(s) had untolerated taint").
 """
 
 from __future__ import annotations

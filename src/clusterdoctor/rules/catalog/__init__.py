@@ -17,7 +17,12 @@ Patterns are searched anywhere in a line (``re.search``), behind any prefix; the
 any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
 is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
 one scan for all triggers finds the candidate lines). Named groups feed ``subject`` (``rank {rank}``,
-``GPU {pci}``) and the finding's evidence.
+``GPU {pci}``), ``detail`` (values added to the summary) and the finding's evidence; ``name2``, ``name3``
+stand in for ``name`` in another alternative of the pattern. ``count_before`` keeps the number printed
+just before the match as the group ``count`` (and requires one); ``rank_group`` names the group that
+says how many instances a line's message covers. ``context`` is a second pattern the line must also hold
+(a message that other programs print too, such as Go's TLS errors, is the entry's only on its program's
+lines).
 """
 
 from __future__ import annotations

@@ -463,29 +463,4 @@ MESSAGES: tuple[Message, ...] = (
         detail="({took} > {limit})",
         notes=("etcd hardware guide: https://etcd.io/docs/v3.5/op-guide/hardware/#disks",),
     ),
-    Message(
-        code="ETCD114",
-        name="etcd-request-timed-out",
-        title="etcd requests time out or fail on a leader change",
-        pattern=r"etcdserver: (?:request timed out|leader changed|no leader)",
-        trigger="etcdserver: ",
-        meaning="etcd did not commit a request in time (or lost its leader while doing so); the client got an error",
-        cause=(
-            "the cluster could not commit: a slow disk under a member (WAL fsync), an overloaded or starved "
-            "member, leader elections (a member down, a network partition), or lost quorum; the lines "
-            "around it in the etcd logs say which"
-        ),
-        fix=(
-            "look at the etcd members' logs and metrics for the cause (apply took too long, slow fdatasync, "
-            "lost leader, a member down) and fix that one"
-        ),
-        verify=("etcdctl endpoint status --cluster -w table", "etcdctl check perf"),
-        severity=Severity.WARNING,
-        action=Action.OBSERVE,
-        source=f"{_ETCD}/v3.5.0/server/etcdserver/errors.go",
-        example=('"error from server: rpc error: code = 14 desc = etcdserver: request timed out"'),
-        example_source="https://github.com/etcd-io/etcd/issues/7950",
-        role="symptom",
-        confidence=0.5,
-    ),
 )
