@@ -66,6 +66,14 @@ LOADERS: list[Loader] = [
         "sniff_etcdctl",
         "load_etcdctl_observations",
     ),
+    # kubectl get pods/nodes/events and describe pod/node text (before the log loader, which reads a
+    # describe's Events table on its own)
+    Loader(
+        "kubectl output",
+        "clusterdoctor.observe.control.kubectl_text",
+        "sniff_kubectl_text",
+        "load_kubectl_observations",
+    ),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
         "log, RDMA/NIC counters or application data",
@@ -341,8 +349,12 @@ def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] |
     kernel log's NVRM lines without an Xid)."""
     from clusterdoctor.observe import limits
 
-    if b"\x00" in head[:4096] or limits.sniff_compression(head) or _is_json(head):
+    if b"\x00" in head[:4096] or limits.sniff_compression(head):
         return
+    if _is_json(head) and "log_spans" not in out:
+        return  # a JSON document (not a log of JSON lines, such as etcd's zap log)
+    if "messages" in out:
+        return  # the loader read the known messages itself (knowing what each line is about)
     if any(k in out for k in _NO_MESSAGE_SCAN) or any(k.endswith("_metrics") for k in out):
         return
     from clusterdoctor.observe.messages import scan_file, scan_text

@@ -42,6 +42,10 @@ _NCCL_HDR = re.compile(
 )
 
 
+# the number just before a message whose entry has count_before ("28 " in "28 Insufficient cpu")
+_COUNT_BEFORE = re.compile(r"(?<![\w.])(\d{1,9}) $")
+
+
 @dataclass(frozen=True)
 class MessageHit:
     """One line that a catalogue entry matches."""
@@ -164,16 +168,27 @@ def _scan(
                     mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
                 if mt is None:
                     continue
+                ctx = e.context_regex
+                if ctx is not None and ctx.search(mt.string) is None:
+                    continue  # the message, but not from the program the entry is about
+                extra: tuple[tuple[str, str], ...] = ()
+                if e.count_before:  # "28 Insufficient cpu": the count printed before the message
+                    c = _COUNT_BEFORE.search(mt.string, max(0, mt.start() - 12), mt.start())
+                    if c is None:
+                        continue
+                    extra = (("count", c.group(1)),)
                 done.add(e.code)
                 counts[e.code] += 1
                 if counts[e.code] > MAX_HITS_PER_CODE:
                     continue
-                hits.append(_hit(e.code, path, shown, line, mt))
+                hits.append(_hit(e.code, path, shown, line, mt, extra))
     return _fold_counts(hits, counts) if own else hits
 
 
-def _hit(code: str, path: str, lineno: int, line: str, mt: re.Match[str]) -> MessageHit:
-    groups = tuple((k, v) for k, v in mt.groupdict().items() if v is not None)
+def _hit(
+    code: str, path: str, lineno: int, line: str, mt: re.Match[str], extra: tuple[tuple[str, str], ...] = ()
+) -> MessageHit:
+    groups = tuple((k, v) for k, v in mt.groupdict().items() if v is not None) + extra
     rank = host = device = None
     r = _RANK.search(line)
     if r:

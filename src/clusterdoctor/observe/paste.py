@@ -71,6 +71,7 @@ KNOWN_PROGRAMS = (
     "nvidia-fabricmanager", "nv-fabricmanager", "torchrun", "python", "python3", "mpirun", "srun",
     "ib_write_bw", "ib_read_bw", "ib_send_bw", "ibv_rc_pingpong", "ibdiagnet", "perfquery", "iblinkinfo",
     "all_reduce_perf", "sudo", "docker", "helm", "ls", "df", "free", "uname", "modinfo", "lsmod",
+    "kubeadm", "etcdutl", "ctr", "nerdctl", "k3s", "microk8s", "calicoctl", "swapon", "chronyc", "timedatectl",
 )  # fmt: skip
 _KNOWN_CMD = re.compile(
     r"^(?:sudo\s+)?(?:[\w./\-]*/)?(?:" + "|".join(re.escape(p) for p in KNOWN_PROGRAMS) + r")\b"

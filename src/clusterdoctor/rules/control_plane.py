@@ -570,3 +570,29 @@ def apiserver_latency(obs: Observations) -> Iterable[Finding]:
             subject=f"{inst} {verb} {resource}",
             confidence=0.9,
         )
+
+
+# --- the pod a scheduler message is about ---------------------------------------------------------
+
+
+def pending_pod(obs: Observations, message: object, hits: list, subject: str | None) -> str | None:
+    """The pod a FailedScheduling reason is about when its line does not say: the one pod the inputs
+    show Pending (a `kubectl get pods` or a `kubectl describe pod` pasted with the event)."""
+    if subject is not None:
+        return subject
+    pending = {f"pod {p.key}" for p in obs.get("kube_pods") or [] if p.status == "Pending"}
+    pending |= {
+        o.ref
+        for o in obs.get("kube_objects") or []
+        if o.kind == "pod" and o.ref and o.fields.get("Status") == "Pending"
+    }
+    return pending.pop() if len(pending) == 1 else None
+
+
+def _register_resolver() -> None:
+    from clusterdoctor.rules.messages import register_subject_resolver
+
+    register_subject_resolver("scheduler_events", pending_pod)
+
+
+_register_resolver()

@@ -18,6 +18,7 @@ from clusterdoctor.analyze.metric_window import MetricWindow, earlier_dump_evide
 from clusterdoctor.analyze.quantile import quantile_of, validate_histogram
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
+from clusterdoctor.rules.etcd_status import APPLIED_INDEX_LAG, etcd_endpoint_status  # noqa: F401 (ETCD008)
 from clusterdoctor.rules.registry import NotJudged, Observations, register_input, rule
 
 register_input("etcd_status", "no etcdctl endpoint status/health output (pass etcdctl ... -w json files)")
@@ -67,13 +68,6 @@ HEARTBEAT_DEFAULT = Threshold(
 )
 PEER_RTT_PAGING = Threshold(
     "peer_rtt_p99_paging", 0.15, "s", ETCD_MIXIN, "etcdMemberCommunicationSlow: p99 peer RTT > 0.15 s for 10m"
-)
-APPLIED_INDEX_LAG = Threshold(
-    "raft_applied_index_lag",
-    5000,
-    "entries",
-    "etcd --snapshot-catchup-entries default 5000 (a follower further behind is sent a snapshot)",
-    "a member this far behind the most advanced one is catching up from a snapshot",
 )
 PEER_FAILURE_RATE = Threshold(
     "peer_sent_failures_rate",
@@ -392,6 +386,7 @@ def _first_crossing(
     requires=("etcd_metrics",),
     thresholds=(FSYNC_DEGRADED, FSYNC_PAGING_WARN, FSYNC_PAGING),
     alerts=ETCD001_ALERTS,
+    causes=("etcd.slow-disk",),
 )
 def etcd_slow_wal_fsync(obs: Observations) -> Iterable[Finding]:
     """etcd's write-ahead-log fsync p99 is above what etcd needs.
@@ -426,6 +421,7 @@ def etcd_slow_wal_fsync(obs: Observations) -> Iterable[Finding]:
     requires=("etcd_metrics",),
     thresholds=(COMMIT_DEGRADED, COMMIT_PAGING),
     alerts=ETCD002_ALERTS,
+    causes=("etcd.slow-disk",),
 )
 def etcd_slow_backend_commit(obs: Observations) -> Iterable[Finding]:
     """etcd's bbolt backend commit p99 is above what etcd needs.
@@ -457,6 +453,7 @@ def etcd_slow_backend_commit(obs: Observations) -> Iterable[Finding]:
     requires=("etcd_metrics",),
     thresholds=(APPLY_EXPECTED,),
     alerts=ETCD003_ALERTS,
+    causes=("etcd.slow-disk",),
 )
 def etcd_slow_apply(obs: Observations) -> Iterable[Finding]:
     """etcd counted slow applies or failed heartbeats.
@@ -601,6 +598,7 @@ def _first_increase_time(w: MetricWindow, name: str, labels: dict[str, str]) -> 
         Threshold("has_leader", 0, "bool", ETCD_MIXIN, "etcdNoLeader: etcd_server_has_leader == 0 for 1m"),
     ),
     alerts=ETCD005_ALERTS,
+    causes=("etcd.member-down",),
 )
 def etcd_no_leader(obs: Observations) -> Iterable[Finding]:
     """An etcd member reports no leader: the cluster cannot accept writes through it.
@@ -698,6 +696,7 @@ def etcd_peer_rtt(obs: Observations) -> Iterable[Finding]:
     requires=("etcd_metrics",),
     thresholds=(PEER_FAILURE_RATE,),
     alerts=ETCD007_ALERTS,
+    causes=("etcd.member-down",),
 )
 def etcd_peer_unreachable(obs: Observations) -> Iterable[Finding]:
     """Messages to a peer fail: that member is down or unreachable.
@@ -759,94 +758,6 @@ def etcd_peer_unreachable(obs: Observations) -> Iterable[Finding]:
         )
 
 
-@rule(
-    id="ETCD008",
-    name="etcd-endpoint-status",
-    layer="control-plane",
-    title="etcd endpoints unhealthy or disagree (etcdctl)",
-    requires=("etcd_status",),
-    thresholds=(APPLIED_INDEX_LAG,),
-)
-def etcd_endpoint_status(obs: Observations) -> Iterable[Finding]:
-    """etcdctl reports an unhealthy/unreachable endpoint, disagreeing leaders or lagging members.
-
-    **Symptom**: `etcdctl endpoint health` shows `health: false` or an error; `endpoint status` lacks an
-    endpoint, members name different leaders, or a member's raft applied index lags.
-    **Why**: a member is down or partitioned, or an election is in progress; a lagging member
-    applies slowly (disk) or is catching up from a snapshot.
-    **Fix**: restore the failed member (process, disk, network on 2379/2380); if it cannot come
-    back, replace it with `etcdctl member remove` and `member add`.
-    **Verify**: `etcdctl endpoint status --cluster -w table` and `etcdctl endpoint health --cluster -w table`
-    """
-    st = obs.get("etcd_status")
-    health = getattr(st, "health", []) or []
-    statuses = getattr(st, "statuses", []) or []
-    errors = getattr(st, "errors", []) or []
-    d = member_directory(obs)
-    # one finding per endpoint: what every etcdctl output said about it
-    bad: dict[str, list[Evidence]] = {}
-    what: dict[str, list[str]] = {}
-    for h in health:
-        if not h.healthy:
-            bad.setdefault(h.endpoint, []).extend(
-                [
-                    Evidence(
-                        f"endpoint health: false ({h.error or 'no error given'})",
-                        value=False,
-                        source=h.source or "etcdctl endpoint health",
-                    ),
-                    Evidence("took", value=h.took_seconds, unit="s"),
-                ]
-            )
-            what.setdefault(h.endpoint, []).append(f"unhealthy: {h.error or 'health false'}")
-    for e in errors:
-        bad.setdefault(e.endpoint, []).append(
-            Evidence("etcdctl error", value=e.message, source=e.source or "etcdctl endpoint status")
-        )
-        what.setdefault(e.endpoint, []).append(f"status failed: {e.message}")
-    for ep, ev in bad.items():
-        yield etcd_endpoint_status.finding(
-            f"etcd endpoint {ep} (member {d.describe(ep)}): {'; '.join(dict.fromkeys(what[ep]))}",
-            evidence=ev,
-            severity=Severity.CRITICAL,
-            subject=d.label(ep),
-            confidence=0.95,
-        )
-    by_source: dict[str, list] = {}
-    for s in statuses:
-        by_source.setdefault(s.source, []).append(s)
-    for src, rows in by_source.items():
-        leaders = {s.leader for s in rows if s.leader}
-        if len(leaders) > 1:  # rows of one output are one moment; outputs of two moments may differ
-            yield etcd_endpoint_status.finding(
-                "etcd endpoints disagree on the leader (election in progress or partition)"
-                + (f" in {src}" if src else ""),
-                evidence=[
-                    Evidence(f"{s.endpoint} sees leader", value=d.label(s.leader), source=src or None)
-                    for s in rows
-                ],
-                severity=Severity.CRITICAL,
-                subject="etcd cluster (" + ", ".join(sorted({d.label(s.member_id) for s in rows})) + ")",
-            )
-        top = max(s.raft_applied_index for s in rows)
-        for s in rows:
-            lag = top - s.raft_applied_index
-            if lag > APPLIED_INDEX_LAG.value:
-                yield etcd_endpoint_status.finding(
-                    f"etcd member {d.describe(s.member_id)} lags {lag} raft entries behind",
-                    evidence=[
-                        Evidence(
-                            "raft applied index lag",
-                            value=lag,
-                            threshold=APPLIED_INDEX_LAG.value,
-                            source=src or None,
-                        )
-                    ],
-                    severity=Severity.WARNING,
-                    subject=d.label(s.member_id),
-                )
-
-
 UP_DOWN = Threshold(
     "up_down",
     0,
@@ -874,6 +785,7 @@ DOWN_RANK_BONUS = 10.0  # a dead member is the cause: it ranks above the symptom
     requires_any=("events", "etcd_metrics", "metrics", "etcd_status"),
     thresholds=(UP_DOWN, ELECTION_TIMEOUT),
     severity=Severity.CRITICAL,
+    causes=("etcd.member-down",),
 )
 def etcd_member_down(obs: Observations) -> Iterable[Finding]:
     """An etcd member stopped and did not come back: the cause, not one more symptom.

@@ -197,7 +197,21 @@ def cni_cri_timeouts(obs: Observations) -> Iterator[Finding]:
         severity=sev,
         confidence=0.8 if api else 0.75,
         subject=", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else ""),
+        causes=_timeout_causes(by_kind, api),
     )
+
+
+def _timeout_causes(by_kind: dict[str, list[Event]], api: list[Event]) -> tuple[str, ...]:
+    """The cause classes the timeouts name: none when the API server was the one that did not answer
+    (the control plane is upstream), else the CNI plugin and/or the container runtime."""
+    if api:
+        return ()
+    out: list[str] = []
+    if "cni.timeout" in by_kind:
+        out.append("kubelet.cni")
+    if "cri.timeout" in by_kind:
+        out.append("kubelet.runtime-down")
+    return tuple(out)
 
 
 POD_START_SLI_NAME = "kubelet_pod_start_sli_duration_seconds"
@@ -314,3 +328,267 @@ def pod_start_sli_tail(obs: Observations) -> Iterator[Finding]:
                 severity=Severity.INFO,
                 confidence=0.9,
             )
+
+
+# --- pods and nodes as kubectl shows them (observe/control/kubectl_text) -----------------------------
+
+register_input("kube_pods", "no `kubectl get pods` listing")
+register_input("kube_nodes", "no `kubectl get nodes` listing")
+register_input("kube_objects", "no `kubectl describe pod|node` output")
+
+MAX_POD_FINDINGS = 20  # pods named one by one; the rest are counted in the last finding
+START_GRACE = Threshold(
+    "pod_start_grace",
+    300.0,
+    "s",
+    "clusterdoctor default: a pod (or a node joining) is Pending / ContainerCreating / NotReady for "
+    "seconds to minutes while it is scheduled, pulls images and gets its network (the pod-start SLO is "
+    "5 s p99 without pulls; large images take minutes); younger than this it is starting, not stuck",
+    "age below which a starting pod or a new NotReady node is not judged",
+)
+_STARTING = ("not started (Pending)",)
+POD_SYMPTOM_CONFIDENCE = 0.5  # a pod's state is what a cause (a message, a node condition) explains
+
+# pod STATUS / container waiting reasons, by what they say (kubectl's printers.go and the kubelet's
+# container waiting reasons: pkg/kubelet/container/sync_result.go, pkg/kubelet/images/types.go)
+_POD_STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("evicted by the kubelet (node pressure)", ("Evicted",)),
+    ("not started (Pending)", ("Pending", "ContainerCreating", "PodInitializing")),
+    (
+        "crash-looping or failing to start",
+        (
+            "CrashLoopBackOff",
+            "Error",
+            "RunContainerError",
+            "CreateContainerError",
+            "CreateContainerConfigError",
+            "ContainerCannotRun",
+            "StartError",
+            "PostStartHookError",
+        ),
+    ),  # fmt: skip
+    ("cannot pull its image", ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")),
+    ("killed for memory (OOMKilled)", ("OOMKilled",)),
+    ("on a node that stopped reporting (Unknown)", ("Unknown", "NodeLost")),
+)
+
+
+def _pod_state(status: str) -> str | None:
+    if status.startswith("Init:") and not status.startswith("Init:0/0"):
+        return "not started (Pending)"
+    for what, names in _POD_STATES:
+        if status in names:
+            return what
+    return None
+
+
+def age_seconds(text: str) -> float | None:
+    """kubectl's AGE column (``65m``, ``3h5m``, ``2m21s``, ``10d``) in seconds; None when not one."""
+    import re
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}
+    parts = re.findall(r"(\d{1,9})([smhdy])", text or "")
+    if not parts or "".join(a + b for a, b in parts) != (text or "").strip():
+        return None
+    return float(sum(int(a) * units[b] for a, b in parts))
+
+
+def _starting(what: str, age: str) -> bool:
+    """A pod still starting (or a node still joining): not judged."""
+    a = age_seconds(age)
+    return what in _STARTING and a is not None and a < START_GRACE.value
+
+
+def _pod_rows(obs: Observations) -> list[tuple[str, str, list[str], str]]:
+    """(subject, state, evidence lines, source) of every pod kubectl shows in a bad state."""
+    out = []
+    for p in obs.get("kube_pods") or []:
+        what = _pod_state(p.status)
+        if what and _starting(what, p.age):
+            continue
+        if what:
+            ev = [f"line {p.line}: STATUS {p.status}, READY {p.ready}, RESTARTS {p.restarts}, AGE {p.age}"]
+            out.append((f"pod {p.key}", what, ev, p.source))
+    for o in obs.get("kube_objects") or []:
+        if o.kind != "pod":
+            continue
+        states = [o.fields.get("Reason", ""), o.fields.get("Status", "")] + [
+            r for _, _, r in o.container_states
+        ]
+        what = next((w for w in (_pod_state(s) for s in states if s) if w), None)
+        if what:
+            ev = [f"{k}: {o.fields[k]}" for k in ("Status", "Reason", "Message") if o.fields.get(k)]
+            ev += [f"container {c}: {s}" + (f" ({r})" if r else "") for c, s, r in o.container_states[:4]]
+            out.append((o.ref or "pod (name not pasted)", what, ev, o.source))
+    return out
+
+
+@rule(
+    id="KUBELET004",
+    name="pods-not-running",
+    layer="kubelet",
+    title="Pods not running (pending, crash-looping, evicted, image pull failing)",
+    requires=(),
+    requires_any=("kube_pods", "kube_objects"),
+    thresholds=(START_GRACE,),
+    severity=Severity.WARNING,
+)
+def pods_not_running(obs: Observations) -> Iterator[Finding]:
+    """`kubectl get pods` / `kubectl describe pod` show pods that are not running.
+
+    **Symptom**: STATUS Pending, ContainerCreating, CrashLoopBackOff, Error, ImagePullBackOff, OOMKilled,
+    Evicted or Unknown; RESTARTS climbing.
+    **Why**: a pod's state is the consequence of something else: the scheduler finding no node (see its
+    FailedScheduling reason), the kubelet evicting it for node pressure, the runtime failing to start its
+    container, the program crashing, an image that cannot be pulled. The pod state says where to look;
+    the message that explains it (in the events, the node's conditions, the logs) is the cause, and this
+    finding folds into it when it is among the inputs.
+    **Fix**: `kubectl describe pod <pod>` (its Events and container states) and `kubectl logs <pod>
+    --previous`; fix what they name.
+    **Verify**: `kubectl get pods -A -o wide | grep -v -E 'Running|Completed'` lists nothing.
+
+    A pod younger than five minutes that is still Pending or ContainerCreating is starting, not stuck:
+    not judged.
+    """
+    rows = _pod_rows(obs)
+    for subject, what, ev, src in rows[:MAX_POD_FINDINGS]:
+        f = pods_not_running.finding(
+            f"{subject} is {what}",
+            evidence=[Evidence(e, source=src or None) for e in ev],
+            subject=subject,
+            confidence=POD_SYMPTOM_CONFIDENCE,
+            causes=("kubelet.eviction",) if what.startswith("evicted") else (),
+        )
+        f.role = "symptom"
+        yield f
+    if len(rows) > MAX_POD_FINDINGS:
+        f = pods_not_running.finding(
+            f"{len(rows) - MAX_POD_FINDINGS} more pod(s) not running",
+            evidence=[Evidence(f"{s}: {w}") for s, w, _, _ in rows[MAX_POD_FINDINGS : MAX_POD_FINDINGS + 10]],
+            subject="more pods",
+            confidence=POD_SYMPTOM_CONFIDENCE,
+        )
+        f.role = "symptom"
+        yield f
+
+
+# node conditions that name a cause (kubelet pkg/kubelet/nodestatus/setters.go): condition -> class
+_PRESSURE = {"MemoryPressure": "kubelet.eviction", "DiskPressure": "kubelet.eviction",
+             "PIDPressure": "kubelet.eviction", "NetworkUnavailable": "kubelet.cni"}  # fmt: skip
+
+
+@rule(
+    id="KUBELET005",
+    name="node-not-ready",
+    layer="kubelet",
+    title="Node NotReady or under pressure (kubectl get/describe nodes)",
+    requires=(),
+    requires_any=("kube_nodes", "kube_objects"),
+    thresholds=(START_GRACE,),
+    severity=Severity.WARNING,
+)
+def node_not_ready(obs: Observations) -> Iterator[Finding]:
+    """A node is NotReady (or Unknown), or one of its pressure conditions is True.
+
+    **Symptom**: `kubectl get nodes` shows NotReady or Unknown; `kubectl describe node` shows Ready False
+    or Unknown, or MemoryPressure / DiskPressure / PIDPressure / NetworkUnavailable True.
+    **Why**: NotReady is what the node controller sees when the kubelet stops reporting Ready; the Ready
+    condition's message says why (container runtime down, PLEG not healthy, network plugin not ready),
+    and that message is the cause. A pressure condition means the kubelet crossed an eviction threshold
+    and evicts pods; NetworkUnavailable means the node's pod network (CNI, routes) is not set up.
+    **Fix**: read the condition's message (`kubectl describe node <node>`); on the node, check the kubelet
+    and the runtime (`journalctl -u kubelet -u containerd`), free disk or memory for a pressure condition.
+    **Verify**: `kubectl get nodes` shows Ready; `kubectl describe node <node> | grep -A8 Conditions`.
+    """
+    for n in obs.get("kube_nodes") or []:
+        state = n.status.split(",")[0]
+        young = (a := age_seconds(n.age)) is not None and a < START_GRACE.value
+        if state in ("NotReady", "Unknown") and not (state == "NotReady" and young):
+            f = node_not_ready.finding(
+                f"node {n.name} is {state}",
+                evidence=[
+                    Evidence(
+                        f"line {n.line}: STATUS {n.status}, ROLES {n.roles}, AGE {n.age}", source=n.source
+                    )
+                ],
+                subject=f"node {n.name}",
+                confidence=POD_SYMPTOM_CONFIDENCE,
+            )
+            f.role = "symptom"
+            yield f
+    for o in obs.get("kube_objects") or []:
+        if o.kind != "node":
+            continue
+        subject = o.ref or "node (name not pasted)"
+        for c in o.conditions:
+            text = f"{c.type} {c.status}" + (f" ({c.reason}: {c.message})" if c.reason or c.message else "")
+            if c.type == "Ready" and c.status in ("False", "Unknown"):
+                f = node_not_ready.finding(
+                    f"{subject} is not Ready: {c.reason or c.status}"
+                    + (f": {c.message}" if c.message else ""),
+                    evidence=[Evidence(f"condition {text}", source=o.source or None)],
+                    subject=subject,
+                    confidence=POD_SYMPTOM_CONFIDENCE,
+                )
+                f.role = "symptom"
+                yield f
+            elif c.type in _PRESSURE and c.status == "True":
+                yield node_not_ready.finding(
+                    f"{subject} reports {c.type}: {c.message or c.reason}",
+                    evidence=[Evidence(f"condition {text}", source=o.source or None)],
+                    subject=subject,
+                    confidence=0.85,
+                    causes=(_PRESSURE[c.type],),
+                )
+
+
+# a node the GPU stack labelled as having NVIDIA GPUs (gpu-operator GPU feature discovery and NFD)
+_GPU_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
+               "feature.node.kubernetes.io/pci-10de.present")  # fmt: skip
+
+
+@rule(
+    id="KUBELET006",
+    name="gpu-not-advertised",
+    layer="kubelet",
+    title="GPU node advertises no nvidia.com/gpu (device plugin not registered)",
+    requires=("kube_objects",),
+    severity=Severity.WARNING,
+    causes=("k8s.gpu-not-advertised",),
+)
+def gpu_not_advertised(obs: Observations) -> Iterator[Finding]:
+    """A node labelled as a GPU node has no (or zero) nvidia.com/gpu in its Capacity or Allocatable.
+
+    **Symptom**: `kubectl describe node` shows the nvidia.com/gpu.* labels (or the NVIDIA PCI feature label)
+    but Capacity/Allocatable lists no `nvidia.com/gpu`, or 0; GPU pods stay Pending with `Insufficient
+    nvidia.com/gpu`.
+    **Why**: the extended resource is advertised only by the NVIDIA device plugin once it registers with
+    the kubelet; it is missing when the plugin's DaemonSet pod is not running on the node, cannot see the
+    GPUs (driver or container toolkit not ready, the container runtime not configured for nvidia), or
+    marked them unhealthy (allocatable below capacity after an Xid).
+    **Fix**: check the device plugin pod on the node (`kubectl -n gpu-operator get pods -o wide`, its logs),
+    the driver (`nvidia-smi` on the node) and the runtime's nvidia configuration; restart the plugin pod.
+    **Verify**: `kubectl get node <node> -o jsonpath='{.status.allocatable.nvidia\\.com/gpu}'` prints the GPU count.
+    """
+    for o in obs.get("kube_objects") or []:
+        if o.kind != "node" or not (o.capacity or o.allocatable):
+            continue  # the Capacity section was not pasted: not judged
+        labelled = [k for k in _GPU_LABELS if k in o.labels and o.labels[k] not in ("false", "0")]
+        if not labelled:
+            continue
+        cap = o.capacity.get("nvidia.com/gpu")
+        alloc = o.allocatable.get("nvidia.com/gpu")
+        if cap not in (None, "0") and alloc not in ("0",):
+            continue
+        what = (
+            "lists no nvidia.com/gpu"
+            if cap is None and alloc is None
+            else f"has nvidia.com/gpu capacity {cap}, allocatable {alloc}"
+        )
+        yield gpu_not_advertised.finding(
+            f"{o.ref or 'the node'} is labelled as a GPU node ({', '.join(labelled)}) but {what}",
+            evidence=[Evidence(f"label {k}={o.labels[k]}", source=o.source or None) for k in labelled]
+            + [Evidence("Capacity nvidia.com/gpu", cap), Evidence("Allocatable nvidia.com/gpu", alloc)],
+            subject=o.ref or None,
+            confidence=0.8,
+        )

@@ -1,4 +1,5 @@
-"""etcdctl output: ``endpoint status -w json``, ``endpoint health -w json`` and ``member list -w json``.
+"""etcdctl output: ``endpoint status -w json``, ``endpoint health -w json`` and ``member list -w json``
+(the text forms, ``-w table`` and ``-w simple``, are read by :mod:`clusterdoctor.observe.control.etcdctl_text`).
 
 Parsers are pure (:func:`parse_endpoint_status`, :func:`parse_endpoint_health`,
 :func:`parse_member_list`); the stderr of
@@ -15,10 +16,18 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.errors import CollectError, InputError
+from clusterdoctor.observe.control.etcd_records import (
+    EndpointError,
+    EndpointHealth,
+    EndpointStatus,
+    EtcdMember,
+    EtcdStatus,
+    MemberList,
+    parse_duration,
+)
 
 __all__ = [
     "EndpointError",
@@ -36,115 +45,6 @@ __all__ = [
     "parse_member_list",
     "sniff_etcdctl",
 ]
-
-
-@dataclass(frozen=True)
-class EndpointStatus:
-    """One row of ``etcdctl endpoint status``."""
-
-    endpoint: str
-    member_id: int
-    cluster_id: int
-    leader: int
-    version: str
-    db_size: int
-    db_size_in_use: int | None
-    raft_term: int
-    raft_index: int
-    raft_applied_index: int
-    is_learner: bool = False
-    errors: tuple[str, ...] = ()
-    source: str = ""  # the file (or command) this row was read from: rows of one file are one moment
-
-    @property
-    def is_leader(self) -> bool:
-        return self.member_id == self.leader and self.leader != 0
-
-
-@dataclass(frozen=True)
-class EndpointHealth:
-    """One row of ``etcdctl endpoint health``."""
-
-    endpoint: str
-    healthy: bool
-    took_seconds: float | None
-    error: str | None = None
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class EndpointError:
-    """An endpoint etcdctl could not read (from its stderr)."""
-
-    endpoint: str
-    message: str
-    source: str = ""
-
-
-@dataclass
-class EtcdStatus:
-    """What etcdctl said about a cluster: the ``etcd_status`` observation."""
-
-    statuses: list[EndpointStatus] = field(default_factory=list)
-    health: list[EndpointHealth] = field(default_factory=list)
-    errors: list[EndpointError] = field(default_factory=list)
-
-    def leader_endpoints(self) -> list[str]:
-        return [s.endpoint for s in self.statuses if s.is_leader]
-
-    def merge(self, other: EtcdStatus) -> EtcdStatus:
-        """Both outputs together (a status file and a health file of the same cluster)."""
-        return EtcdStatus(
-            self.statuses + other.statuses, self.health + other.health, self.errors + other.errors
-        )
-
-
-@dataclass(frozen=True)
-class EtcdMember:
-    """One etcd member as something names it: ``etcdctl member list`` (every field), a member's own
-    log (its name, ID and URLs when it starts) or its metrics (``etcd_server_id``). Unknown fields
-    are empty; ``id`` is 0 when unknown."""
-
-    id: int
-    name: str = ""
-    peer_urls: tuple[str, ...] = ()
-    client_urls: tuple[str, ...] = ()
-    is_learner: bool = False
-    cluster_id: int = 0
-    source: str = ""  # where this was read (a file path, "etcdctl member list")
-
-    @property
-    def hex_id(self) -> str:
-        return format(self.id, "x") if self.id else ""
-
-
-@dataclass
-class MemberList:
-    """``etcdctl member list -w json``: the cluster's members, as the answering member sees them."""
-
-    cluster_id: int
-    answered_by: int  # header.member_id: the member etcdctl asked
-    raft_term: int
-    members: list[EtcdMember] = field(default_factory=list)
-
-
-_DUR_RE = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_DUR_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float | None:
-    """A Go duration string (``868.135µs``, ``2.000903725s``, ``1m30s``) in seconds; None if not one."""
-    s = text.strip()
-    if not s:
-        return None
-    pos = 0
-    total = 0.0
-    for m in _DUR_RE.finditer(s):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _DUR_UNIT[m.group(2)]
-        pos = m.end()
-    return total if pos == len(s) and pos > 0 else None
 
 
 def _load_json_list(text: str | bytes, path: str | None, what: str) -> list[Any]:
@@ -199,6 +99,7 @@ def parse_endpoint_status(text: str | bytes, path: str | None = None) -> list[En
                 is_learner=bool(st.get("isLearner", False)),
                 errors=tuple(str(e) for e in errs) if isinstance(errs, list) else (str(errs),),
                 source=path or "",
+                quota=_int(st["dbSizeQuota"], "dbSizeQuota", path) if "dbSizeQuota" in st else None,
             )
         )
     return out
@@ -355,20 +256,41 @@ def collect_etcd_status(
 _FAILED_RE_B = re.compile(rb"^Failed to get the status of endpoint \S+ \(", re.M)
 
 
-def _load_stderr(data: bytes, path: str) -> dict[str, Any]:
-    """etcdctl's stderr: the endpoints it could not read, and its client's own log lines (zap JSON)."""
-    out: dict[str, Any] = {
-        "etcd_status": EtcdStatus(errors=parse_etcdctl_errors(data, path)),
-        "described_as": "etcdctl stderr",
-    }
+def _load_text(data: bytes, path: str) -> dict[str, Any]:
+    """etcdctl's text output (tables, simple lines, v2 cluster-health, stderr), and its client's own log
+    lines (zap JSON) as events."""
+    from clusterdoctor.observe.control.etcdctl_text import parse_etcdctl_text
     from clusterdoctor.observe.control.logs import parse_logs
 
+    events: list[Any] = []
     try:
         res = parse_logs(data, path)
+        events = res.events
     except InputError:
-        return out
-    if res.events:
-        out["events"] = res.events
+        pass
+    try:
+        txt = parse_etcdctl_text(data, path)
+    except InputError:
+        if not events:
+            raise
+        return {"events": events, "described_as": "etcdctl stderr (client log lines)"}
+    only_stderr = txt.status.errors and not (
+        txt.status.statuses or txt.status.health or txt.members or txt.alarms or txt.cluster_verdict
+    )
+    what = "etcdctl stderr" if only_stderr else txt.describe()
+    out: dict[str, Any] = {"etcd_status": txt.status, "described_as": what}
+    if txt.members:
+        out["etcd_members"] = txt.members
+    if txt.alarms:
+        out["etcd_alarms"] = txt.alarms
+    if events:
+        out["events"] = events
+    skipped = [n for n in txt.skipped]
+    if skipped and txt.read:
+        shown = ", ".join(str(n) for n in skipped[:8]) + (
+            f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
+        )
+        out["warnings"] = [f"{path}: {len(skipped)} line(s) are not etcdctl output, skipped (line {shown})"]
     return out
 
 
@@ -381,6 +303,10 @@ def sniff_etcdctl(head: bytes, name: str = "") -> bool:
     h = head.lstrip()[:4096]
     if _is_member_list(h) or _FAILED_RE_B.search(h):
         return True
+    if not h.startswith((b"[", b"{")):
+        from clusterdoctor.observe.control.etcdctl_text import sniff_etcdctl_text
+
+        return sniff_etcdctl_text(head)
     if not h.startswith(b"["):
         return False
     return (b'"Status"' in h and b'"header"' in h) or (b'"endpoint"' in h and b'"health"' in h)
@@ -396,7 +322,7 @@ def load_etcdctl_observations(path: str) -> dict[str, Any]:
 
     data = read_input(p)  # size-limited, one-line errors
     if not data.lstrip().startswith((b"[", b"{")) or _FAILED_RE_B.search(data[:4096]):
-        return _load_stderr(data, str(p))
+        return _load_text(data, str(p))
     if _is_member_list(data.lstrip()[:4096]):
         ml = parse_member_list(data, str(p))
         return {

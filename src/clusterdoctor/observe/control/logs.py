@@ -388,6 +388,10 @@ def _json_obj(s: str) -> dict[str, Any] | None:
 
 def _parse_line(line: str, lineno: int, ctx: _Ctx) -> tuple[Event | None, bool]:
     """One line → (event or None, whether the line was a log line at all)."""
+    if line.startswith("[pod/"):  # `kubectl logs --prefix`: [pod/<name>/<container>] before the line
+        end = line.find("] ", 0, 520)
+        if end > 0:
+            line = line[end + 2 :]
     s = line.strip()
     if s.startswith("{"):
         obj = _json_obj(s)
@@ -897,6 +901,14 @@ _SNIFF_PATTERNS = (
         re.M,
     ),
     re.compile(rb'^time="[^"]+" level=\w+ msg=', re.M),
+    # a klog line behind the journal prefix of any unit (origin-node, dockerd-current, microk8s.daemon-kubelite)
+    re.compile(
+        rb"^[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S{1,255} [^\s:\[]{1,255}(?:\[\d{1,10}\])?: "
+        rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,16}\d{1,10} [^\s:\]]{1,255}:\d{1,10}\] ",
+        re.M,
+    ),
+    # `kubectl logs --prefix` ([pod/name/container] before each line) of a zap, capnslog or klog log
+    re.compile(rb"^\[pod/[^\]\s]{1,512}\] (?:\{\"level\"|\d{4}-\d\d-\d\d |[IWEF]\d{4} )", re.M),
     re.compile(rb'^\{"__CURSOR":', re.M),
     re.compile(rb"^\s+Type\s+Reason\s+Age\s+From\s+Message", re.M),
 )

@@ -307,8 +307,18 @@ _METRIC_NAME_RE = re.compile(_NAME)
 # A well-formed "# HELP name text" / "# TYPE name type" line (the text may be empty).
 _META_RE = re.compile(rf"^# (HELP|TYPE) ({_NAME})(?: ([^\n]*))?$", re.MULTILINE)
 _GOOD_NAME_RE = re.compile(rf"{_NAME}\Z")
+# A sample line as the exposition formats define it, and nothing after it: name, labels, value, an
+# optional timestamp, an optional OpenMetrics exemplar (`# {...} v`). Text after the value that is none
+# of these (`IPv4  0800  ip ip4  # IP` in /etc/ethertypes) makes the line not a sample.
 _SNIFF_SAMPLE_RE = re.compile(
-    rf"{_NAME}(?:\{{{_LABELBODY}\}})?[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN|inf|nan)(?:[ \t]|$)"
+    rf"{_NAME}(?:\{{{_LABELBODY}\}})?[ \t]+[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+"
+    rf"(?:[eE][-+]?[0-9]+)?|[Ii]nf|NaN|nan)(?:[ \t]+-?[0-9]{{1,20}}(?:\.[0-9]{{1,9}})?)?"
+    rf"(?:[ \t]+#[ \t]+\{{[^\n]*)?[ \t]*$"
+)
+# "# TYPE name type" with a type the formats define; "# HELP name text"
+_SNIFF_META_RE = re.compile(
+    rf"^# (?:TYPE {_NAME} (?:counter|gauge|histogram|gaugehistogram|summary|untyped|unknown|info|stateset)[ \t]*$"
+    rf"|HELP {_NAME}(?: |$)|UNIT {_NAME} )"
 )
 
 
@@ -841,26 +851,31 @@ def _first_bad_line(warnings: list[str]) -> int | None:
 
 
 def sniff_prom_text(head: bytes) -> bool:
-    """Whether ``head`` (the first KiB of a file) looks like a Prometheus/OpenMetrics exposition."""
+    """Whether ``head`` (the first KiB of a file) looks like a Prometheus/OpenMetrics exposition: a
+    well-formed ``# HELP``/``# TYPE`` line, or sample lines (and comments) only, in the exact shape the
+    text formats define. Configuration tables such as /etc/ethertypes or /etc/protocols (a name, a
+    number and more words) are not."""
     if b"\x00" in head:
         return False
     text = head.decode("utf-8", errors="replace")
-    seen = 0
+    seen = named = 0
     for line in text.splitlines()[:40]:
         s = line.strip()
         if not s:
             continue
-        if s.startswith("# HELP ") or s.startswith("# TYPE ") or s.startswith("# UNIT "):
+        if _SNIFF_META_RE.match(s):
             return True
         if s.startswith("#"):
-            continue
+            continue  # a comment: the formats allow them, and they say nothing either way
         if _SNIFF_SAMPLE_RE.match(s):
             seen += 1
-            if seen >= 2:
+            # a metric name with an underscore or a label set: the names exporters use
+            named += "_" in s.split("{", 1)[0].split()[0] or "{" in s
+            if seen >= 2 and named:
                 return True
             continue
-        return False
-    return seen >= 1
+        return False  # a line that is neither a sample nor a comment: not an exposition
+    return seen >= 1 and named >= 1
 
 
 def iter_series_keys(ms: MetricSet) -> Iterator[tuple[str, Labels]]:

@@ -17,8 +17,12 @@ Patterns are searched anywhere in a line (``re.search``), behind any prefix; the
 any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
 is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
 one scan for all triggers finds the candidate lines); a message whose variants share no literal lists
-the others in ``triggers``. Named groups feed ``subject`` (``rank {rank}``,
-``GPU {pci}``) and the finding's evidence.
+the others in ``triggers``. Named groups feed ``subject`` (``rank {rank}``, ``GPU {pci}``), ``detail``
+(values added to the summary) and the finding's evidence; ``name2``, ``name3`` stand in for ``name`` in
+another alternative of the pattern. ``count_before`` keeps the number printed just before the match as
+the group ``count`` (and requires one); ``rank_group`` names the group that says how many instances a
+line's message covers. ``context`` is a second pattern the line must also hold (a message that other
+programs print too, such as Go's TLS errors, is the entry's only on its program's lines).
 """
 
 from __future__ import annotations
@@ -85,6 +89,22 @@ class Message:
     @property
     def all_triggers(self) -> tuple[str, ...]:
         return (self.trigger, *self.triggers)
+    # template over the named groups appended to the finding's summary ("{nodes} node(s) lack {resource}")
+    detail: str = ""
+    # a named group holding how many instances the line says this message covers (the scheduler's
+    # "28 Insufficient cpu"): of several messages on one line, the one covering most ranks first
+    rank_group: str = ""
+    # the number printed just before the match ("28 " in "28 Insufficient cpu") is kept as the group
+    # "count" (so that the pattern can start with its literal text, which keeps it fast on long lines)
+    count_before: bool = False
+    # a second pattern the line must also hold somewhere (the program's own marks: "rafthttp", a peer
+    # port) for a message that other programs print too (Go's x509 errors); searched on its own, so
+    # the main pattern can still start with its literal text
+    context: str = ""
+
+    @property
+    def context_regex(self) -> re.Pattern[str] | None:
+        return _compile(self.context, self.flags) if self.context else None
 
     @property
     def regex(self) -> re.Pattern[str]:

@@ -1,0 +1,135 @@
+"""containerd's messages (and the container runtime errors the kubelet reports from it), as data.
+
+Wording from containerd/containerd: ``runtime/v1/shim/client/client.go`` and ``core/runtime/v2/task_manager.go``
+(``failed to start shim``), ``core/runtime/v2/shim_manager.go`` (``shim disconnected``),
+``internal/cri/server/container_start.go`` (``failed to create containerd task``); the socket errors are
+gRPC's dial errors as the kubelet's CRI client (``pkg/kubelet/cri/remote``) logs them; the back-off
+message is the kubelet's (``pkg/kubelet/kuberuntime``). Example lines are from public issue threads,
+each named in ``example_source``.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_CTRD = "https://github.com/containerd/containerd/blob"
+_K8S = "https://github.com/kubernetes/kubernetes/blob"
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="CTRD101",
+        name="containerd-shim-start-failed",
+        title="containerd cannot start a container's runtime shim",
+        pattern=r"failed to start shim: (?P<why>[^\n]{1,200})",
+        trigger="failed to start shim",
+        meaning="containerd could not start the shim process that runs a container, so the container never starts",
+        cause=(
+            "the shim binary the container's runtime needs is missing or not on containerd's PATH "
+            "(containerd-shim for the v1 runtime, containerd-shim-runc-v2 for v2: an upgrade that dropped "
+            "the legacy shim, a runtime class naming a shim that is not installed), or it fails at start "
+            "(permissions, a broken binary)"
+        ),
+        fix=(
+            "install the shim the runtime needs (which containerd-shim containerd-shim-runc-v2) in "
+            "containerd's PATH, or move the containers to the runtime whose shim is there "
+            "(io.containerd.runc.v2), then restart containerd and the pods"
+        ),
+        verify=("which containerd-shim containerd-shim-runc-v2", "crictl ps -a"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_CTRD}/v1.4.0/runtime/v1/shim/client/client.go",
+        example=(
+            "  Warning  Failed     14s (x3 over 32s)  kubelet, k3s-1     Error: failed to create containerd "
+            'task: failed to start shim: exec: "containerd-shim": executable file not found in $PATH: unknown'
+        ),
+        example_source="https://github.com/k3s-io/k3s/pull/916",
+        causes=("containerd.shim",),
+        detail="({why})",
+        notes=(f"{_CTRD}/main/core/runtime/v2/task_manager.go",),
+    ),
+    Message(
+        code="CTRD102",
+        name="cri-socket-unreachable",
+        title="the container runtime's socket cannot be reached",
+        pattern=(
+            r"dial unix (?P<socket>/[\w./\-]{1,200}\.sock): (?:connect: )?"
+            r"(?:no such file or directory|connection refused)"
+        ),
+        trigger="dial unix ",
+        meaning="a client of the container runtime (the kubelet, crictl, dockerd) cannot connect to its socket",
+        cause=(
+            "the runtime daemon (containerd, CRI-O, dockerd) is not running or still starting, or the "
+            "client points at another socket path than the one the runtime listens on"
+        ),
+        fix=(
+            "start the runtime (systemctl enable --now containerd) and check its log; make the kubelet's "
+            "--container-runtime-endpoint (and crictl's /etc/crictl.yaml) name the socket it serves"
+        ),
+        verify=("systemctl status containerd", "crictl info"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=f"{_K8S}/master/pkg/kubelet/cri/remote/remote_runtime.go",
+        example=(
+            "Jun 28 02:09:51 hostname microk8s.daemon-kubelet[2890]: E0628 02:09:51.136211    2890 "
+            "kuberuntime_sandbox.go:210] ListPodSandbox failed: rpc error: code = Unavailable desc = all "
+            "SubConns are in TransientFailure, latest connection error: connection error: desc = "
+            '"transport: Error while dialing dial unix /var/snap/microk8s/common/run/containerd.sock: '
+            'connect: connection refused"'
+        ),
+        example_source="https://github.com/canonical/microk8s/issues/525",
+        causes=("kubelet.runtime-down",),
+        detail="({socket})",
+    ),
+    Message(
+        code="CTRD103",
+        name="kubelet-container-back-off",
+        title="the kubelet backs off restarting a container that keeps failing (CrashLoopBackOff)",
+        pattern=r"Back-off restarting failed container",
+        trigger="Back-off restarting failed container",
+        meaning="a container exits again and again; the kubelet waits longer before each restart",
+        cause=(
+            "whatever makes the container exit: its own error (see kubectl logs --previous), a failed "
+            "start (the event before this one), an OOM kill, or a missing dependency"
+        ),
+        fix="read the container's last log (kubectl logs --previous) and the pod's events before this one",
+        verify=("kubectl logs <pod> --previous", "kubectl describe pod <pod>"),
+        severity=Severity.WARNING,
+        action=Action.FIX_PROGRAM,
+        source=f"{_K8S}/master/pkg/kubelet/kuberuntime/kuberuntime_manager.go",
+        example="  Warning  BackOff    8s (x5 over 31s)   kubelet, k3s-1     Back-off restarting failed container",
+        example_source="https://github.com/k3s-io/k3s/pull/916",
+        role="symptom",
+        confidence=0.5,
+    ),
+    Message(
+        code="CTRD104",
+        name="cri-service-not-served",
+        title="the container runtime does not serve the CRI API the kubelet speaks",
+        pattern=r"unknown service runtime\.(?P<api>v1(?:alpha2)?)\.(?:RuntimeService|ImageService)",
+        trigger="unknown service runtime.",
+        meaning="the kubelet (or crictl) reached the runtime's socket, but the runtime answers that it has no CRI service",
+        cause=(
+            'containerd runs with its CRI plugin disabled (disabled_plugins = ["cri"] in '
+            "/etc/containerd/config.toml, as the docker packages ship it) or is too old for the kubelet's CRI "
+            "version (runtime.v1 needs containerd 1.6+ for Kubernetes 1.26+), or the socket is docker's own "
+            "containerd"
+        ),
+        fix=(
+            'enable the CRI plugin (remove "cri" from disabled_plugins, or regenerate the file with '
+            "containerd config default), restart containerd, then the kubelet; upgrade containerd if it is "
+            "older than the kubelet needs"
+        ),
+        verify=("crictl info", "grep disabled_plugins /etc/containerd/config.toml"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/staging/src/k8s.io/cri-client/pkg/remote_runtime.go",
+        example=(
+            "F0123 09:17:30.895924   18641 server.go:261] failed to run Kubelet: failed to create kubelet: rpc "
+            "error: code = Unimplemented desc = unknown service runtime.v1alpha2.RuntimeService"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/73189",
+        causes=("kubelet.runtime-down",),
+        detail="(runtime.{api})",
+    ),
+)

@@ -1,0 +1,504 @@
+"""The kubelet's own messages (klog and structured log lines, pod status messages, node conditions), as data.
+
+Wording from kubernetes/kubernetes: ``pkg/kubelet/pleg/generic.go`` (PLEG health), ``pkg/kubelet/runtime.go``
+(``container runtime is down``, the runtime's network readiness), ``pkg/kubelet/eviction/helpers.go`` and
+``eviction_manager.go`` (``The node was low on resource``, ``attempting to reclaim``),
+``pkg/kubelet/dockershim/docker_service.go`` (the cgroup driver check, up to 1.23),
+``pkg/kubelet/cm/container_manager_linux.go`` (swap), ``pkg/kubelet/certificate/bootstrap/bootstrap.go``
+and ``cmd/kubelet/app/server.go`` (client certificate and bootstrap kubeconfig), and Go's
+``crypto/x509`` for certificate validity as kubectl and the kubelet print it. Example lines are from
+public issue threads, each named in ``example_source``.
+
+Several of these appear briefly while a kubelet starts (its first runtime status check, its first PLEG
+relist: ``pleg has yet to be successful``); the entries match only the forms that mean something stayed
+broken.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_K8S = "https://github.com/kubernetes/kubernetes/blob"
+_GO_X509 = "https://github.com/golang/go/blob/master/src/crypto/x509/verify.go"
+_CERTS_DOC = "https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/"
+_DUR = r"[0-9hmsµun.]{1,40}"
+# a line without the marks of etcd (rules/catalog/etcd.py: there Go's TLS errors are etcd.tls findings)
+_NOT_ETCD = (
+    r"^(?!.*(?:rafthttp|etcd|:2379\b|:2380\b|:4001\b|:7001\b|[Pp]eer|prober|member|rejected connection))"
+)
+_ADDR = r"[\w.\-\[\]:%]{1,100}"
+
+_X509_FIX_TIME = (
+    "compare the clocks (date -u on both sides; chronyc tracking) and the certificate's validity "
+    "(openssl x509 -noout -dates); renew an expired certificate (kubeadm certs renew all, then restart "
+    "the control-plane pods and the kubelet), or synchronise the clocks with NTP when one is behind"
+)
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="KUBELET101",
+        name="kubelet-pleg-not-healthy",
+        title="kubelet's pod lifecycle event generator (PLEG) is stuck: the container runtime answers too slowly",
+        pattern=(
+            r"PLEG is not healthy: pleg was last seen active (?P<ago>" + _DUR + r") ago; "
+            r"threshold is (?P<threshold>" + _DUR + r")"
+        ),
+        trigger="PLEG is not healthy",
+        meaning=(
+            "the kubelet's PLEG has not completed a relist of the containers for longer than its threshold "
+            "(3 min): the kubelet stops syncing pods and the node goes NotReady"
+        ),
+        cause=(
+            "the container runtime (dockerd, containerd, CRI-O) does not answer its list calls in time: it "
+            "is hung or overloaded (docker ps hangs), too many containers on the node, a runc or storage "
+            "driver bug, or the node's disk or CPU is saturated"
+        ),
+        fix=(
+            "check the runtime on that node (crictl ps / docker ps answering? journalctl -u containerd or "
+            "docker); restart the runtime, then the kubelet; if it recurs, upgrade runc/containerd, reduce "
+            "the containers per node, and look for I/O saturation (iostat -x)"
+        ),
+        verify=("crictl ps", "journalctl -u kubelet --since -10min"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=f"{_K8S}/master/pkg/kubelet/pleg/generic.go",
+        example=(
+            "Nov 08 16:25:22 paas-node010014.99bill.com origin-node[29837]: I1108 16:25:22.761754   29837 "
+            "kubelet.go:1758] skipping pod synchronization - [PLEG is not healthy: pleg was last seen active "
+            "2562047h47m16.854775807s ago; threshold is 3m0s]"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/84978",
+        causes=("kubelet.pleg",),
+        detail="(last active {ago} ago, threshold {threshold})",
+    ),
+    Message(
+        code="KUBELET102",
+        name="kubelet-container-runtime-down",
+        title="the kubelet finds the container runtime down",
+        pattern=r"ontainer runtime (?:is down|not ready: RuntimeReady=false)",
+        trigger="ontainer runtime ",
+        meaning="the kubelet's runtime status check failed: it skips pod synchronisation, the node goes NotReady",
+        cause=(
+            "the container runtime daemon (containerd, CRI-O, dockerd) is stopped, crashed or hung, or its "
+            "socket is not where the kubelet looks (--container-runtime-endpoint)"
+        ),
+        fix=(
+            "start or restart the runtime (systemctl restart containerd) and check its log (journalctl -u "
+            "containerd); make the kubelet's --container-runtime-endpoint point at its socket"
+        ),
+        verify=("systemctl status containerd", "crictl info"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=f"{_K8S}/release-1.26/pkg/kubelet/runtime.go",
+        example=(
+            "Apr 09 21:14:19 k8s-node1 kubelet[26014]: I0409 21:14:19.210702   26014 kubelet.go:1794] "
+            "skipping pod synchronization - [container runtime is down]"
+        ),
+        example_source="https://github.com/kubernetes/website/issues/8030",
+        causes=("kubelet.runtime-down",),
+        confidence=0.95,  # when PLEG is unhealthy too, the runtime being down is the deeper cause
+    ),
+    Message(
+        code="KUBELET103",
+        name="kubelet-cni-not-ready",
+        title="the node's network plugin (CNI) is not ready",
+        pattern=(
+            # dockershim: "network plugin is not ready: cni config uninitialized"; containerd (go-cni):
+            # "cni plugin not initialized" (with "no network config found in /etc/cni/net.d" beside it)
+            r"cni (?:config uninitiali[sz]ed|plugin not initiali[sz]ed)"
+        ),
+        trigger="cni ",
+        meaning="the container runtime reports its pod network not ready: no pod can get a network, the node stays NotReady",
+        cause=(
+            "no CNI plugin is installed or configured yet: the network add-on (Flannel, Calico, Cilium ...) "
+            "was not applied or its pod crashes, /etc/cni/net.d holds no valid config (or one without "
+            "cniVersion), or the plugin binaries are missing from /opt/cni/bin"
+        ),
+        fix=(
+            "install the cluster's network add-on and check that its DaemonSet pod runs on this node "
+            "(kubectl -n kube-system get pods -o wide); check /etc/cni/net.d and /opt/cni/bin on the node"
+        ),
+        verify=("ls /etc/cni/net.d /opt/cni/bin", "kubectl get nodes"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/release-1.23/pkg/kubelet/dockershim/network/cni/cni.go",
+        example=(
+            "Jun 01 10:13:40 vncub0626 kubelet[18861]: E0601 10:13:40.665874   18861 kubelet.go:2105] "
+            "Container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+            "message:docker: network plugin is not ready: cni config uninitialized"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/48798",
+        causes=("kubelet.cni",),
+        notes=("containerd: vendor/github.com/containerd/go-cni/errors.go ErrCNINotInitialized",),
+    ),
+    Message(
+        code="KUBELET104",
+        name="kubelet-cgroup-driver-mismatch",
+        title="the kubelet's cgroup driver differs from the container runtime's",
+        pattern=(
+            r"kubelet cgroup driver: \\{0,2}\"(?P<kubelet>\w{1,20})\\{0,2}\" is different from "
+            r"(?P<runtime>docker|containerd|CRI|runtime) cgroup driver: \\{0,2}\"(?P<other>\w{1,20})\\{0,2}\""
+        ),
+        trigger="cgroup driver",
+        meaning="the kubelet refuses to start: it and the container runtime manage cgroups with different drivers",
+        cause=(
+            "the kubelet runs with --cgroup-driver (cgroupDriver in its config) set to one of cgroupfs or "
+            "systemd while the runtime (docker's native.cgroupdriver, containerd's SystemdCgroup) uses the "
+            "other"
+        ),
+        fix=(
+            "use one driver on both sides (systemd on systemd hosts): set cgroupDriver in "
+            "/var/lib/kubelet/config.yaml and the runtime's setting (docker exec-opts native.cgroupdriver=systemd, "
+            "or SystemdCgroup = true in containerd's config), then restart both"
+        ),
+        verify=("docker info --format '{{.CgroupDriver}}'", "grep cgroupDriver /var/lib/kubelet/config.yaml"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/release-1.23/pkg/kubelet/dockershim/docker_service.go",
+        example=(
+            "Apr 05 05:33:40 master kubelet[4759]: F0405 05:33:40.511159    4759 server.go:274] failed to run "
+            'Kubelet: misconfiguration: kubelet cgroup driver: "cgroupfs" is different from docker cgroup '
+            'driver: "systemd"'
+        ),
+        example_source="https://github.com/kubernetes/kubelet/issues/9",
+        causes=("kubelet.config",),
+        detail="(kubelet: {kubelet}, {runtime}: {other})",
+    ),
+    Message(
+        code="KUBELET105",
+        name="kubelet-swap-on",
+        title="the kubelet refuses to run with swap on",
+        pattern=r"unning with swap on is not supported",
+        trigger="with swap on is not supported",
+        meaning="the kubelet exited: swap is active on the node and --fail-swap-on (the default) forbids it",
+        cause=(
+            "a swap partition or swap file is active (/proc/swaps lists it): vm.swappiness=0 does not turn "
+            "swap off, and an installer that reads the swap size from facts may miss a partition"
+        ),
+        fix=(
+            "turn swap off (swapoff -a) and keep it off across reboots (remove it from /etc/fstab, mask "
+            "swap.target or the .swap unit); or, on 1.28+, allow it deliberately (failSwapOn: false with the "
+            "NodeSwap feature)"
+        ),
+        verify=("swapon --show", "cat /proc/swaps"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/release-1.26/pkg/kubelet/cm/container_manager_linux.go",
+        example=(
+            "Feb 12 18:20:35 node9 kubelet[13941]: F0212 18:20:35.565065   13941 server.go:261] failed to run "
+            "Kubelet: Running with swap on is not supported, please disable swap! or set --fail-swap-on flag "
+            "to false. /proc/swaps contained: [Filename#011#011#011#011Type#011#011Size#011Used#011Priority "
+            "/dev/vdb                                partition#0114194300#0110#011-1]"
+        ),
+        example_source="https://github.com/kubernetes-sigs/kubespray/pull/4216",
+        causes=("kubelet.config",),
+    ),
+    Message(
+        code="KUBELET106",
+        name="kubelet-failed-to-run",
+        title="the kubelet exited at start (failed to run Kubelet)",
+        pattern=r"failed to run Kubelet: (?P<reason>[^\n]{1,200})",
+        trigger="failed to run Kubelet",
+        meaning="the kubelet exited during start-up; its reason follows on the same line",
+        cause="the reason after 'failed to run Kubelet:' (a configuration, certificate or runtime problem)",
+        fix="fix what the reason names; the lines just before it in journalctl -u kubelet usually say more",
+        verify=("journalctl -u kubelet -b --no-pager | tail -50",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/cmd/kubelet/app/server.go",
+        example=(
+            "Jan 18 17:33:58 aura kubelet[1457370]: F0118 17:33:58.888743 1457370 server.go:271] failed to run "
+            "Kubelet: unable to load bootstrap kubeconfig: stat /etc/kubernetes/bootstrap-kubelet.conf: no "
+            "such file or directory"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/98150",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
+        code="KUBELET107",
+        name="kubelet-client-certificate-expired",
+        title="the kubelet's client certificate has expired",
+        pattern=(
+            r"art of the existing bootstrap client certificate(?: in (?P<path>[\w./\-]{1,200}))? "
+            r"is expired: (?P<when>[0-9][0-9 :+\-.A-Z]{8,40})"
+        ),
+        trigger="art of the existing bootstrap client certificate",
+        meaning="the kubelet's client certificate (kubelet.conf) is past its notAfter date: the kubelet cannot authenticate",
+        cause=(
+            "client certificate rotation did not renew it in time: rotateCertificates off, the node was "
+            "powered off past the expiry, the cluster's CA or signer was down, or a kubeadm cluster older "
+            "than a year whose certificates were never renewed"
+        ),
+        fix=(
+            "renew it: on kubeadm clusters kubeadm certs renew (control plane) and, on the node, point "
+            "kubelet.conf at /var/lib/kubelet/pki/kubelet-client-current.pem or re-join the node; keep "
+            "rotateCertificates: true"
+        ),
+        verify=(
+            "openssl x509 -noout -enddate -in /var/lib/kubelet/pki/kubelet-client-current.pem",
+            "kubeadm certs check-expiration",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/certificate/bootstrap/bootstrap.go",
+        example=(
+            "Jan 18 17:33:58 aura kubelet[1457370]: E0118 17:33:58.888700 1457370 bootstrap.go:265] part of "
+            "the existing bootstrap client certificate is expired: 2020-12-06 18:55:55 +0000 UTC"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/98150",
+        causes=("k8s.cert-expired",),
+        detail="(expired {when})",
+        notes=(_CERTS_DOC,),
+    ),
+    Message(
+        code="KUBELET108",
+        name="kubelet-bootstrap-kubeconfig-missing",
+        title="the kubelet falls back to a bootstrap kubeconfig that is not there",
+        pattern=r"unable to load bootstrap kubeconfig: stat (?P<path>[\w./\-]{1,200}): no such file or directory",
+        trigger="unable to load bootstrap kubeconfig",
+        meaning=(
+            "the kubelet found no valid client certificate in its kubeconfig and tried the bootstrap "
+            "kubeconfig, which does not exist (kubeadm removes it after the node joined)"
+        ),
+        cause=(
+            "the client certificate in kubelet.conf is expired, missing or unreadable, so the kubelet needs "
+            "to bootstrap again; the line just before it usually says which"
+        ),
+        fix=(
+            "restore a valid client certificate (renew an expired one, or re-join the node with kubeadm "
+            "join, which writes a new bootstrap kubeconfig)"
+        ),
+        verify=("openssl x509 -noout -enddate -in /var/lib/kubelet/pki/kubelet-client-current.pem",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/certificate/bootstrap/bootstrap.go",
+        example=(
+            "Jan 18 17:33:58 aura kubelet[1457370]: F0118 17:33:58.888743 1457370 server.go:271] failed to run "
+            "Kubelet: unable to load bootstrap kubeconfig: stat /etc/kubernetes/bootstrap-kubelet.conf: no "
+            "such file or directory"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/98150",
+        causes=("k8s.cert-expired",),
+        role="symptom",
+        confidence=0.7,
+    ),
+    Message(
+        code="KUBELET109",
+        name="x509-certificate-expired",
+        title="a TLS certificate has expired (current time is after its notAfter)",
+        pattern=(
+            r"x509: certificate has expired or is not yet valid:? current time (?P<now>[\dT:.+\-Z]{10,40}) "
+            r"is after (?P<bound>[\dT:.+\-Z]{10,40})"
+        ),
+        trigger="x509: certificate has expired or is not yet valid",
+        meaning="a TLS handshake failed: the certificate presented expired before the verifier's current time",
+        cause=(
+            "a Kubernetes certificate (API server, kubelet client, etcd, kubeconfig client) reached its "
+            "notAfter date without being renewed (kubeadm certificates last one year)"
+        ),
+        fix=_X509_FIX_TIME,
+        verify=(
+            "kubeadm certs check-expiration",
+            "openssl x509 -noout -dates -in /etc/kubernetes/pki/apiserver.crt",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example=(
+            "x509: certificate has expired or is not yet valid: current time 2021-04-26T10:18:22+02:00 is "
+            "after 2021-04-07T03:12:06Z"
+        ),
+        example_source="https://github.com/yashbhutwala/kubectl-df-pv/issues/20",
+        causes=("k8s.cert-expired",),
+        detail="(now {now}, valid until {bound})",
+        notes=(_CERTS_DOC,),
+    ),
+    Message(
+        code="KUBELET110",
+        name="x509-certificate-not-yet-valid",
+        title="a TLS certificate is not valid yet: the verifier's clock is behind (current time before notBefore)",
+        pattern=(
+            r"x509: certificate has expired or is not yet valid:? current time (?P<now>[\dT:.+\-Z]{10,40}) "
+            r"is before (?P<bound>[\dT:.+\-Z]{10,40})"
+        ),
+        trigger="x509: certificate has expired or is not yet valid",
+        meaning="a TLS handshake failed: the certificate's validity starts after the verifier's current time",
+        cause=(
+            "the clocks disagree: the machine that verifies is behind the one that issued the certificate "
+            "(no NTP, a wrong time zone set as local time, a VM restored with an old clock)"
+        ),
+        fix=_X509_FIX_TIME,
+        verify=("chronyc tracking", "timedatectl status"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example=(
+            "Unable to connect to the server: x509: certificate has expired or is not yet valid: current time "
+            "2021-04-01T14:43:32+02:00 is before 2021-04-01T15:31:09Z"
+        ),
+        example_source="https://github.com/rancher/k3os/issues/260",
+        causes=("k8s.clock-skew",),
+        detail="(now {now}, valid from {bound})",
+    ),
+    Message(
+        code="KUBELET111",
+        name="x509-certificate-expired-or-not-yet-valid",
+        title="a TLS certificate has expired or is not valid yet (the message does not say which)",
+        # Go before 1.15 prints the bare message; with the times it is KUBELET109 or KUBELET110
+        pattern=r"x509: certificate has expired or is not yet valid(?!:? current time)",
+        trigger="x509: certificate has expired or is not yet valid",
+        meaning=(
+            "a TLS handshake failed on the certificate's validity period: either it expired, or the "
+            "verifier's clock is before its start (older Go prints no times to tell)"
+        ),
+        cause=(
+            "an expired Kubernetes certificate (kubeadm certificates last one year), or clocks out of sync "
+            "between the machines (a freshly issued certificate looks not yet valid on a machine whose "
+            "clock is behind)"
+        ),
+        fix=_X509_FIX_TIME,
+        verify=("kubeadm certs check-expiration", "chronyc tracking"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example="Unable to connect to the server: x509: certificate has expired or is not yet valid",
+        example_source="https://github.com/easzlab/kubeasz/issues/922",
+        causes=("k8s.cert-expired", "k8s.clock-skew"),
+        confidence=0.8,
+    ),
+    Message(
+        code="KUBELET112",
+        name="kubelet-eviction-low-resource",
+        title="the kubelet evicted a pod: the node was low on a resource",
+        pattern=(
+            r"The node (?:was low on resource: (?P<resource>[\w\-/]{1,40}(?:\.[\w\-/]{1,40}){0,3})"
+            r"|had condition: \[?(?P<condition>\w{1,30}))"
+        ),
+        trigger="The node ",
+        meaning="the kubelet's eviction manager evicted the pod because the node crossed an eviction threshold",
+        cause=(
+            "the node ran short of the resource named (memory, ephemeral-storage: the node or image "
+            "filesystem, inodes, PIDs): pods using more than they request, full logs or images, an "
+            "emptyDir growing, or eviction thresholds set close to capacity"
+        ),
+        fix=(
+            "free or add the resource on the node (df -h /var/lib/kubelet /var/lib/containerd; prune "
+            "images: crictl rmi --prune), set requests and limits (ephemeral-storage too) so pods are "
+            "placed by what they use, and move heavy writers to volumes"
+        ),
+        verify=("kubectl describe node <node> | grep -A8 Conditions", "df -h /var/lib/kubelet"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/eviction/helpers.go",
+        example=(
+            "Message:      The node was low on resource: ephemeral-storage. Threshold quantity: 2146223340, "
+            "available: 1883424Ki. Container helmer was using 10304Ki, request is 10Mi, has larger "
+            "consumption of ephemeral-storage."
+        ),
+        example_source="https://github.com/cloud-ark/kubeplus/issues/1382",
+        causes=("kubelet.eviction",),
+        detail="({resource})",
+    ),
+    Message(
+        code="KUBELET113",
+        name="kubelet-eviction-reclaim",
+        title="the kubelet's eviction manager is reclaiming a resource (node under pressure)",
+        # klog: "eviction manager: attempting to reclaim nodefs"; structured: "Eviction manager: attempting
+        # to reclaim" resourceName="ephemeral-storage"; "must evict pod(s) to reclaim"
+        pattern=(
+            r"viction manager: (?:attempting to reclaim|must evict pod\(s\) to reclaim)"
+            r"(?:\\?\"? resourceName=\\?\"| )(?P<resource>[\w.\-]{1,40})"
+        ),
+        trigger="viction manager: ",
+        meaning="the node crossed an eviction threshold: the kubelet deletes unused images and containers, then evicts pods",
+        cause=(
+            "the node's disk (nodefs, imagefs) or memory is nearly full: images and container logs piling "
+            "up, pods writing to their writable layer or emptyDir, or workloads using more memory than "
+            "requested"
+        ),
+        fix=(
+            "free space on the node (crictl rmi --prune, rotate logs, move data to volumes) or give it more; "
+            "set ephemeral-storage and memory requests so the scheduler accounts for them"
+        ),
+        verify=(
+            "df -h /var/lib/kubelet /var/lib/containerd",
+            "kubectl describe node <node> | grep -i pressure",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/eviction/eviction_manager.go",
+        example=(
+            "Jan 10 09:41:08 speed3 dockerd-current[21270]: W0110 14:41:08.646423   23589 "
+            "eviction_manager.go:332] eviction manager: attempting to reclaim imagefs"
+        ),
+        example_source="https://github.com/fusor/catasb/pull/201",
+        causes=("kubelet.eviction",),
+        detail="({resource})",
+    ),
+    Message(
+        code="KUBELET114",
+        name="tls-certificate-name-mismatch-k8s",
+        title="TLS certificate not valid for the address dialled (API server, registry, webhook)",
+        pattern=(
+            r"x509: (?:certificate is valid for [^,\n]{1,200}(?:, [^,\n]{1,200}){0,64}, not (?P<addr>"
+            + _ADDR
+            + r")|certificate is not valid for any names, but wanted to match (?P<addr2>"
+            + _ADDR
+            + r")|cannot validate certificate for (?P<addr3>"
+            + _ADDR
+            + r") because it doesn't contain any IP SANs)"
+        ),
+        trigger="x509: c",
+        meaning="a TLS server's certificate does not name the address the client used, so the client refuses it",
+        cause=(
+            "the server (kube-apiserver, a registry, a webhook) was reached through an address its "
+            "certificate does not list: a new IP or load balancer in front of the API server, a kubeconfig "
+            "pointing at another name, certificates issued before the address changed"
+        ),
+        fix=(
+            "reach the server by a name its certificate lists (openssl s_client -connect <addr> | openssl "
+            "x509 -noout -ext subjectAltName), or re-issue the certificate with the address added "
+            "(kubeadm: apiServer.certSANs, then kubeadm init phase certs apiserver)"
+        ),
+        verify=("openssl x509 -in /etc/kubernetes/pki/apiserver.crt -noout -ext subjectAltName",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example=(
+            "error: couldn't read version from server: Get https://146.148.119.50:6443/api: x509: certificate is "
+            "valid for 10.240.0.2, 10.200.100.1, not 146.148.119.50"
+        ),
+        example_source="https://github.com/kelseyhightower/intro-to-kubernetes-workshop/issues/13",
+        subject="{addr}",
+        context=_NOT_ETCD,
+        confidence=0.7,
+    ),
+    Message(
+        code="KUBELET115",
+        name="tls-unknown-authority-k8s",
+        title="TLS certificate signed by an authority the client does not trust (API server, registry)",
+        pattern=r"x509: certificate signed by unknown authority",
+        trigger="x509: certificate signed by unknown authority",
+        meaning="a TLS handshake failed: the server's certificate was issued by a CA the client does not trust",
+        cause=(
+            "the client's CA bundle is not the server's: a kubeconfig whose certificate-authority-data is "
+            "from another (or a re-created) cluster, a private registry whose CA the node does not trust "
+            "(containerd's hosts.toml / docker certs.d), a TLS-intercepting proxy"
+        ),
+        fix=(
+            "give the client the CA that signed the server's certificate: refresh the kubeconfig "
+            "(/etc/kubernetes/admin.conf), add the registry's CA to the runtime's certs.d, or exempt the "
+            "address from the proxy"
+        ),
+        verify=("openssl s_client -connect <host>:<port> -showcerts </dev/null | head -20",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_GO_X509,
+        example="Unable to connect to the server: x509: certificate signed by unknown authority",
+        example_source="https://github.com/kubernetes/kubernetes/issues/24586",
+        context=_NOT_ETCD,
+        confidence=0.7,
+    ),
+)

@@ -1,0 +1,286 @@
+"""kube-scheduler's reasons why a pod cannot be placed (the ``FailedScheduling`` event and the pod's
+``PodScheduled=False`` condition message), as data.
+
+The message is ``0/N nodes are available: <count> <reason>, <count> <reason>...`` (1.10+; older releases
+printed ``No nodes are available that match all of the following predicates:: <reason> (<count>)``). Each
+reason comes from one filter plugin of kubernetes/kubernetes ``pkg/scheduler/framework/plugins``:
+``noderesources/fit.go`` (``Insufficient <resource>``), ``tainttoleration/taint_toleration.go``
+(``node(s) had untolerated taint {key: value}``; before 1.26 ``node(s) had taint {key: value}, that the pod
+didn't tolerate``; before 1.14 ``node(s) had taints that the pod didn't tolerate``),
+``nodeaffinity/node_affinity.go``, ``interpodaffinity``, ``podtopologyspread``, ``volumebinding``,
+``nodeunschedulable/node_unschedulable.go``. One entry per reason; the count in front of it (``count_before``) is the
+entry's ``rank_group``: of several reasons in one message, the one that rules out most nodes leads.
+Example lines are from public issue threads, each named in ``example_source``.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_PLUGINS = "https://github.com/kubernetes/kubernetes/blob/master/pkg/scheduler/framework/plugins"
+_TAINT_DOC = "https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"
+# a resource name as Kubernetes spells one: a standard name or an extended resource <domain>/<name>
+# (nvidia.com/gpu); a full stop that ends the sentence is not part of it
+_RES = (
+    r"(?:cpu|memory|ephemeral-storage|pods|storage|hugepages-\w{1,20}"
+    r"|[a-z0-9][\w\-]{0,62}(?:\.[\w\-]{1,62}){0,6}/[\w\-]{1,62}(?:\.[\w\-]{1,62}){0,3})"
+)
+_VERIFY = ("kubectl describe pod <pod>", "kubectl describe nodes | grep -A6 -E 'Taints|Allocated resources'")
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="SCHED101",
+        name="sched-insufficient-resource",
+        title="no node has enough of a resource the pod requests",
+        pattern=r"Insufficient (?P<resource>" + _RES + r")",
+        trigger="Insufficient ",
+        meaning="the scheduler found nodes without enough free (allocatable minus requested) of a resource",
+        cause=(
+            "the pod requests more of the resource than any node has unreserved: other pods' requests "
+            "fill the nodes, the request is larger than a node (a GPU count above the GPUs per node), or "
+            "the nodes do not advertise the extended resource at all (nvidia.com/gpu needs the NVIDIA "
+            "device plugin running and registered)"
+        ),
+        fix=(
+            "lower the request or free capacity (kubectl describe nodes: Allocated resources), add nodes, "
+            "or, for nvidia.com/gpu, check that the nodes' Allocatable lists it (device plugin pods running)"
+        ),
+        verify=_VERIFY,
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/noderesources/fit.go",
+        example=(
+            "There are no nodes that your pod can schedule to - check your requests, tolerations, and node "
+            "selectors (0/31 nodes are available: 28 Insufficient cpu, 3 node(s) had untolerated taint "
+            "{node-group: stable}. preemption: 0/31 nodes are available: 28 No preemption victims found for "
+            "incoming pod, 3 Preemption is not helpful for scheduling..)"
+        ),
+        example_source="https://github.com/kubernetes/test-infra/pull/32945",
+        causes=("sched.insufficient-resource",),
+        detail="({count} node(s) short of {resource})",
+        rank_group="count",
+        count_before=True,
+    ),
+    Message(
+        code="SCHED102",
+        name="sched-untolerated-taint",
+        title="the pod does not tolerate a taint of the nodes",
+        pattern=(
+            r"node\(s\) had (?:untolerated taint(?:\(s\))?|taints? that the pod didn't tolerate"
+            r"|taint)(?: \{(?!node-role\.kubernetes\.io/|node\.kubernetes\.io/(?!unschedulable))"
+            r"(?P<taint>[^{}\n]{0,200})\}|(?! \{))"
+        ),
+        trigger="node(s) had ",
+        meaning="the scheduler excluded nodes whose taints the pod has no toleration for",
+        cause=(
+            "the nodes carry a taint (a dedicated pool, a GPU node taint such as nvidia.com/gpu=present on "
+            "GKE, a cloud provider's uninitialized taint) and the pod spec has no matching toleration"
+        ),
+        fix=(
+            "add the toleration to the pod template (tolerations: key/operator/value/effect as the node's "
+            "taint), or remove the taint if the nodes should take any pod (kubectl taint nodes <node> <key>-)"
+        ),
+        verify=_VERIFY,
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/tainttoleration/taint_toleration.go",
+        example=(
+            "FailedScheduling   2m21s (x42 over 60m)  default-scheduler  1 node(s) had untolerated taint "
+            "{nvidia.com/gpu: present}"
+        ),
+        example_source="https://github.com/vllm-project/aibrix/pull/909",
+        causes=("sched.taint-or-affinity",),
+        detail="({count} node(s), taint {taint})",
+        rank_group="count",
+        count_before=True,
+        notes=(_TAINT_DOC,),
+    ),
+    Message(
+        code="SCHED103",
+        name="sched-control-plane-taint",
+        title="the only nodes left are control-plane nodes, which take no ordinary pods",
+        pattern=(
+            r"node\(s\) had (?:untolerated )?taints? "
+            r"\{node-role\.kubernetes\.io/(?P<role>master|control-plane)"
+        ),
+        trigger="node(s) had ",
+        meaning="the scheduler excluded control-plane nodes (their node-role taint keeps ordinary pods off them)",
+        cause=(
+            "excluding control-plane nodes is by design; it is the cause only when no worker node is left: "
+            "a single-node cluster, or workers that are not joined, NotReady or ruled out for another reason"
+        ),
+        fix=(
+            "join or repair worker nodes; on a single-node cluster, remove the taint "
+            "(kubectl taint nodes --all node-role.kubernetes.io/control-plane-)"
+        ),
+        verify=("kubectl get nodes -o wide", "kubectl describe nodes | grep Taints"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/tainttoleration/taint_toleration.go",
+        example=(
+            " Warning  FailedScheduling  61s (x2 over 6m23s)  default-scheduler  0/1 nodes are available: 1 "
+            "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. preemption: 0/1 nodes "
+            "are available: 1 Preemption is not helpful for scheduling.."
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/116133",
+        causes=("sched.taint-or-affinity",),
+        detail="({count} {role} node(s))",
+        rank_group="count",
+        count_before=True,
+        confidence=0.6,  # by design on every cluster: another reason in the same message leads
+    ),
+    Message(
+        code="SCHED104",
+        name="sched-node-pressure-taint",
+        title="nodes under disk, memory or PID pressure take no new pods",
+        pattern=(
+            r"node\(s\) had (?:untolerated )?taints? "
+            r"\{node\.kubernetes\.io/(?P<condition>disk-pressure|memory-pressure|pid-pressure)"
+        ),
+        trigger="node(s) had ",
+        meaning="the scheduler excluded nodes that the kubelet tainted for crossing an eviction threshold",
+        cause=(
+            "the node is short of disk (nodefs/imagefs), memory or PIDs: the kubelet sets the pressure taint "
+            "when a hard eviction threshold is crossed, evicts pods, and lifts it when the pressure ends"
+        ),
+        fix=(
+            "free the resource on the node (images: crictl rmi --prune; logs; emptyDirs) or enlarge it; the "
+            "taint goes away by itself once the kubelet sees the pressure gone"
+        ),
+        verify=(
+            "kubectl describe node <node> | grep -A8 Conditions",
+            "df -h /var/lib/kubelet /var/lib/containerd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/tainttoleration/taint_toleration.go",
+        example=(
+            "Warning  FailedScheduling  4s    default-scheduler  0/1 nodes are available: 1 node(s) had taint "
+            "{node.kubernetes.io/disk-pressure: }, that the pod didn't tolerate."
+        ),
+        example_source="https://github.com/snowdrop/k8s-infra/issues/249",
+        causes=("kubelet.eviction",),
+        detail="({count} node(s) with {condition})",
+        rank_group="count",
+        count_before=True,
+        notes=(
+            "taint set by the kubelet's eviction manager: https://kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction/",
+        ),
+    ),
+    Message(
+        code="SCHED105",
+        name="sched-node-not-ready-taint",
+        title="nodes that are NotReady or unreachable take no new pods",
+        pattern=(
+            r"node\(s\) had (?:untolerated )?taints? "
+            r"\{node\.kubernetes\.io/(?P<condition>not-ready|unreachable|network-unavailable|out-of-disk)"
+        ),
+        trigger="node(s) had ",
+        meaning="the scheduler excluded nodes that the node controller tainted as NotReady or unreachable",
+        cause=(
+            "the node's kubelet stopped reporting Ready (runtime or CNI down, kubelet stopped, node off the "
+            "network); the node's own condition says why"
+        ),
+        fix="repair the node: kubectl describe node shows its Ready condition's reason; check the kubelet and runtime there",
+        verify=("kubectl get nodes", "kubectl describe node <node> | grep -A8 Conditions"),
+        severity=Severity.WARNING,
+        action=Action.RESTART_SERVICE,
+        source=f"{_PLUGINS}/tainttoleration/taint_toleration.go",
+        example=(
+            "39h         Warning   FailedScheduling          pod/ohsu-7ffd6bcb7f-mnsjf                      "
+            "                            0/1 nodes are available: 1 node(s) had untolerated taint "
+            "{node.kubernetes.io/unreachable: }. preemption: 0/1 nodes are available: 1 Preemption is not "
+            "helpful for scheduling."
+        ),
+        example_source="https://github.com/hystax/optscale/issues/568",
+        role="symptom",
+        detail="({count} node(s) {condition})",
+        rank_group="count",
+        count_before=True,
+    ),
+    Message(
+        code="SCHED106",
+        name="sched-affinity-mismatch",
+        title="the pod's node selector or affinity rules exclude the nodes",
+        pattern=(
+            r"node\(s\) (?:didn't match (?P<rule>Pod's node affinity(?:/selector)?|node selector"
+            r"|pod affinity(?:/anti-affinity)?(?: rules)?|pod anti-affinity rules|pod topology spread constraints"
+            r"|PersistentVolume's node affinity)|(?P<rule2>didn't satisfy existing pods anti-affinity rules"
+            r"|had volume node affinity conflict))"
+        ),
+        trigger="node(s) ",
+        meaning="the scheduler excluded nodes that the pod's nodeSelector, node affinity, pod (anti-)affinity, spread constraints or volumes' zones rule out",
+        cause=(
+            "the pod asks for labels no (free) node has (a typo, a label never applied, a GPU product label "
+            "that differs), anti-affinity with pods already on every node, or a PersistentVolume bound in "
+            "another zone than the nodes"
+        ),
+        fix=(
+            "compare the pod's nodeSelector/affinity with the nodes' labels (kubectl get nodes --show-labels) "
+            "and fix either; for a volume conflict, create the volume in the nodes' zone or use "
+            "volumeBindingMode: WaitForFirstConsumer"
+        ),
+        verify=("kubectl get nodes --show-labels", "kubectl get pod <pod> -o jsonpath='{.spec.affinity}'"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/nodeaffinity/node_affinity.go",
+        example=(
+            "11s   Warning FailedScheduling pod/nmap     0/20 nodes are available: 1 node(s) didn't match pod "
+            "affinity/anti-affinity, 19 node(s) didn't match node selector."
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/100400",
+        causes=("sched.taint-or-affinity",),
+        detail="({count} node(s): {rule})",
+        rank_group="count",
+        count_before=True,
+    ),
+    Message(
+        code="SCHED107",
+        name="sched-nodes-unschedulable",
+        title="nodes are cordoned (marked unschedulable)",
+        pattern=r"node\(s\) were unschedulable",
+        trigger="node(s) were unschedulable",
+        meaning="the scheduler excluded nodes marked unschedulable (kubectl cordon, a drain in progress)",
+        cause="the nodes were cordoned or are being drained and were never uncordoned",
+        fix="uncordon the nodes that should take pods again (kubectl uncordon <node>)",
+        verify=("kubectl get nodes",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/nodeunschedulable/node_unschedulable.go",
+        example="0/5 nodes are available: 2 node(s) were unschedulable, 3 Insufficient pods.",
+        example_source="https://github.com/kubernetes/kubernetes/issues/107194",
+        causes=("sched.taint-or-affinity",),
+        detail="({count} node(s) cordoned)",
+        rank_group="count",
+        count_before=True,
+    ),
+    Message(
+        code="SCHED108",
+        name="sched-insufficient-resource-legacy",
+        title="no node has enough of a resource the pod requests (scheduler before 1.10)",
+        # "No nodes are available that match all of the following predicates:: Insufficient cpu (9), ..."
+        # and "fit failure summary on nodes : Insufficient pods (2), ...": the count follows the reason
+        pattern=r"Insufficient (?P<resource>" + _RES + r") \((?P<nodes>\d{1,6})\)",
+        trigger="Insufficient ",
+        meaning="the scheduler found nodes without enough free (allocatable minus requested) of a resource",
+        cause=(
+            "the pod requests more of the resource than any node has unreserved: other pods' requests fill "
+            "the nodes, or the request is larger than a node"
+        ),
+        fix="lower the request or free capacity (kubectl describe nodes: Allocated resources), or add nodes",
+        verify=_VERIFY,
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/kubernetes/kubernetes/blob/release-1.9/plugin/pkg/scheduler/algorithm/predicates/error.go",
+        example=(
+            "  2h\t\t48m\t\t7\tdefault-scheduler\t\t\tWarning\t\tFailedScheduling\tNo nodes are available that "
+            "match all of the following predicates:: Insufficient cpu (9), Insufficient memory (15), "
+            "MatchNodeSelector (18)."
+        ),
+        example_source="https://github.com/argoproj/argo-workflows/issues/190",
+        causes=("sched.insufficient-resource",),
+        detail="({nodes} node(s) short of {resource})",
+        rank_group="nodes",
+    ),
+)
