@@ -341,6 +341,7 @@ def _emit(
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE, LOSS_HIGH, LOSS_NEGLIGIBLE),
     alerts=RDMA001_ALERTS,
+    causes=("rdma.congestion",),
 )
 def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     """Packets dropped because the receiver had no posted receive buffer (``out_of_buffer``, RNR NAKs).
@@ -365,6 +366,7 @@ def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA002_ALERTS,
+    causes=("rdma.congestion",),
 )
 def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     """Congestion signals: ECN-marked RoCE packets, CNPs sent/handled, PFC pauses, IB transmit wait.
@@ -412,6 +414,7 @@ def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA003_ALERTS,
+    causes=("rdma.congestion", "rdma.retry-exceeded"),
 )
 def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     """Loss recovery at the transport: out-of-sequence packets, NAK sequence errors, ACK timeouts.
@@ -439,6 +442,7 @@ def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA004_ALERTS,
+    causes=("ib.link-degraded",),
 )
 def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     """Physical-layer errors: symbol errors, link error recovery, link downed, receive errors.
@@ -462,6 +466,7 @@ def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE,),
     alerts=RDMA005_ALERTS,
+    causes=("rdma.retry-exceeded",),
 )
 def rdma_completion_errors(obs: Observations) -> Iterator[Finding]:
     """Work completions with errors (``req/resp_cqe_error``, remote access / invalid request errors).
@@ -487,6 +492,7 @@ def rdma_completion_errors(obs: Observations) -> Iterator[Finding]:
     title="RDMA port counters unavailable",
     requires=("rdma",),
     severity=Severity.INFO,
+    causes=(),  # a gap in what can be checked, not a cause of anything
 )
 def rdma_counters_unreadable(obs: Observations) -> Iterator[Finding]:
     """Port counters read ``N/A (no PMA)``: this port's errors cannot be checked.

@@ -153,7 +153,9 @@ _PHYS = {
     "polling": "Polling",
     "disabled": "Disabled",
     "portconfigurationtraining": "PortConfigurationTraining",
-    "portconfigurationtrainning": "PortConfigurationTraining",  # devinfo.c spells it so
+    "portconfigurationtrainning": "PortConfigurationTraining",
+    "configurationtraining": "PortConfigurationTraining",  # devinfo.c: "PORT_CONFIGURATION TRAINNING"
+    "configurationtrainning": "PortConfigurationTraining",
     "linkup": "LinkUp",
     "linkerrorrecovery": "LinkErrorRecovery",
     "phytest": "PhyTest",

@@ -39,7 +39,7 @@ _PERFTEST = "https://github.com/linux-rdma/perftest/blob/master/src/perftest_res
 # "NET/IB: ... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 ... hca mlx5_0"
 # (2.28+); "NET/IBP" and "NET/IBext" are the IB plugin builds of the same code.
 _NCCL_WC = (
-    r"NET/IB\w{0,8} ?: Got completion (?:from peer (?P<peer>[^\s<]{1,80})(?:<\d{1,6}>)? )?with "
+    r"NET/IB\w{0,8} ?: ?Got completion (?:from peer (?P<peer>[^\s<]{1,80})(?:<\d{1,6}>)? )?with "
     r"(?:error |status=(?:[A-Z_]{4,40}\()?)"
 )
 _NCCL_HCA = r"(?:[^\n]{0,400}? hca (?P<hca>[\w.\-]{1,64}))?"
@@ -108,7 +108,7 @@ MESSAGES: tuple[Message, ...] = (
         name="nccl-ib-async-port-error",
         title="NCCL saw an IB port error event (the link went down under it)",
         pattern=(
-            r"NET/IB\w{0,8} ?: (?:(?P<hca>[\w.\-]{1,64}):(?P<port>\d{1,3}) )?Got (?:non-fatal )?async "
+            r"NET/IB\w{0,8} ?: ?(?:(?P<hca>[\w.\-]{1,64}):(?P<port>\d{1,3}) )?Got (?:non-fatal )?async "
             r"(?:error )?event ?: port error"
         ),
         trigger="port error",
@@ -364,6 +364,37 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/openucx/ucx/issues/1880",
         role="symptom",
         confidence=0.5,
+    ),
+    Message(
+        code="IB117",
+        name="ucx-net-device-not-available",
+        title="UCX cannot use the network device it was told to (UCX_NET_DEVICES)",
+        pattern=(
+            r"network devices? '(?P<device>[^'\n]{1,64})'(?:,'[^'\n]{1,64}'){0,16} (?:is|are) not available, "
+            r"please use one or more of"
+        ),
+        trigger="not available, please use one or more of",
+        meaning="a device named in UCX_NET_DEVICES is not among the transports UCX could open; the list after "
+        "it is what UCX can use",
+        cause=(
+            "the name is wrong (a bond or VF named differently inside the container), or UCX has no RDMA "
+            "transport at all there: only tcp devices listed means no /dev/infiniband access, no verbs provider, "
+            "or a UCX built without IB support"
+        ),
+        fix="set UCX_NET_DEVICES to one of the listed devices; if no RDMA device is listed, give the container "
+        "the RDMA devices (/dev/infiniband, the RDMA device plugin resource) and a UCX with IB support",
+        verify=("ucx_info -d | grep -E 'Transport|Device'", "ls /dev/infiniband"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_UCX}/ucp/core/ucp_context.c",
+        example=(
+            "ucp_context.c:1321 UCX  WARN  network device 'mlx5_bond_0:1' is not available, please use one or "
+            "more of: 'bond0'(tcp), 'bond1'(tcp), 'bond2'(tcp), 'bond3'(tcp), 'eth0'(tcp), 'lo'(tcp)"
+        ),
+        example_source="https://github.com/ai-dynamo/dynamo/issues/1209",
+        causes=("rdma.hca-selection", "rdma.container-access"),
+        subject="{device}",
+        confidence=0.8,
     ),
     Message(
         code="IB115",
