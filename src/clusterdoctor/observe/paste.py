@@ -29,9 +29,21 @@ Every pattern here is linear on any line (no nested or overlapping quantifiers);
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["MAX_PASTE_BYTES", "PasteInfo", "Pasted", "clean", "looks_pasted", "strip_host_prefix"]
+__all__ = [
+    "MAX_PASTE_BYTES",
+    "PasteInfo",
+    "Pasted",
+    "clean",
+    "input_commands",
+    "looks_pasted",
+    "pasted_commands",
+    "strip_host_prefix",
+]
 
 # A paste is small: a file above this is a log a program wrote, and is read as it is.
 MAX_PASTE_BYTES = 16 << 20
@@ -271,3 +283,23 @@ class PasteInfo:
     @classmethod
     def of(cls, path: str, p: Pasted) -> PasteInfo:
         return cls(path, tuple(p.commands), tuple(p.elided), tuple(p.gaps), tuple(p.undone))
+
+
+# The command lines of the paste being loaded, for a loader whose program's argument says what the output
+# is about (``ethtool -S ens1f0`` names the port, ``ibv_devinfo -d mlx5_0`` the device of a GID excerpt).
+_COMMANDS: ContextVar[tuple[str, ...]] = ContextVar("clusterdoctor_paste_commands", default=())
+
+
+@contextmanager
+def pasted_commands(commands: Iterable[str]) -> Iterator[None]:
+    """While loading one paste: :func:`input_commands` returns its command lines."""
+    token = _COMMANDS.set(tuple(commands))
+    try:
+        yield
+    finally:
+        _COMMANDS.reset(token)
+
+
+def input_commands() -> tuple[str, ...]:
+    """The command lines of the paste being loaded (empty outside :func:`pasted_commands`)."""
+    return _COMMANDS.get()

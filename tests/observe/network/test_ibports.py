@@ -366,3 +366,17 @@ def test_any_text_is_read_or_refused_in_one_line(text):
         assert e.one_line().startswith("t")
         return
     assert lst.ports or lst.gids or lst.netdevs
+
+
+def test_command_line_names_the_device_of_a_headerless_excerpt(tmp_path):
+    from clusterdoctor.observe.detect import load_path
+    from clusterdoctor.observe.network.ibports import command_device
+
+    p = tmp_path / "paste.txt"
+    p.write_text("$ ibv_devinfo -d mlx5_bond_0 -v | grep -A5 phys_state\n" + DEVINFO_GID_EXCERPT)
+    _what, data = load_path(p)
+    assert {g.device for g in data["ib_gids"]} == {"mlx5_bond_0"}
+    assert data["ib_ports"][0].name == "mlx5_bond_0"
+    assert command_device(["ibstat mlx5_2 1"]) == "mlx5_2"
+    assert command_device(["ibstatus mlx5_0:1", "show_gids mlx5_1"]) is None  # two devices: no guess
+    assert command_device(["ibv_devinfo --ib-dev=mlx5_4"]) == "mlx5_4"

@@ -28,6 +28,7 @@ Every pattern here is anchored and linear; lines longer than :data:`MAX_LINE` ar
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "IbListing",
     "IbPort",
     "NetdevLink",
+    "command_device",
     "load_ib_listing",
     "normal_phys_state",
     "normal_state",
@@ -664,13 +666,40 @@ def sniff_ib_listing(head: bytes, name: str = "") -> bool:
     return any(rx.search(head) for rx in _SNIFF)
 
 
+# The device a command line names: ibv_devinfo -d DEV / --ib-dev=DEV, ibstat DEV [PORT], ibstatus DEV[:PORT],
+# show_gids DEV, rdma link show DEV/PORT
+_CMD_DEVICE = re.compile(
+    r"(?:^|[\s/;|&])(?:ibv_devinfo\b[^|;&\n]{0,200}?(?:-d\s{1,8}|--ib-dev=)|ibstat\s{1,8}|ibstatus\s{1,8}|"
+    r"show_gids\s{1,8}|rdma\s{1,8}link\s{1,8}show\s{1,8})(?P<dev>[A-Za-z][\w.\-]{0,63})"
+)
+
+
+def command_device(commands: Iterable[str]) -> str | None:
+    """The one RDMA device the paste's command lines name, or None (none, or several)."""
+    devs = {m.group("dev") for c in commands for m in _CMD_DEVICE.finditer(c)}
+    return devs.pop() if len(devs) == 1 else None
+
+
+def _name_headerless(listing: IbListing, device: str) -> None:
+    """Ports and GIDs of an excerpt without its header take the device its command line names."""
+    from dataclasses import replace
+
+    listing.ports = [replace(p, device=device) if p.device is None else p for p in listing.ports]
+    listing.gids = [replace(g, device=device) if g.device is None else g for g in listing.gids]
+
+
 def load_ib_listing(path: str | Path) -> dict[str, Any]:
     """Read one such input → ``ib_ports``, ``ib_gids``, ``ib_netdevs`` (and a warning naming the lines
-    that were none of the programs' output)."""
+    that were none of the programs' output). A port or GID table excerpt without its header takes the
+    device the paste's command line names (``ibv_devinfo -d mlx5_0 -v``)."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_commands
 
     p = str(path)
     listing = parse_ib_listing(read_text(Path(p)), p)
+    hint = command_device(input_commands())
+    if hint:
+        _name_headerless(listing, hint)
     out: dict[str, Any] = {}
     if listing.ports:
         out["ib_ports"] = listing.ports
