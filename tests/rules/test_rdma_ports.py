@@ -202,3 +202,23 @@ def test_rules_are_registered_with_causes():
 @pytest.mark.parametrize("rid", ["RDMA001", "RDMA002", "RDMA003", "RDMA004", "RDMA005"])
 def test_counter_rules_declare_causes(rid):
     assert get_rule(rid).causes
+
+
+def test_iblinkinfo_could_be_and_unused_switch_ports(tmp_path):
+    from tests.observe.network.test_fabric import IBLINKINFO
+
+    d = diagnose(tmp_path, IBLINKINFO)
+    assert alarms(d) == [("RDMA014", "Quantum Mellanox Technologies lid 1 port 2")]
+
+
+def test_ibqueryerrors_link_errors_and_transmit_wait_alone(tmp_path):
+    from tests.observe.network.test_fabric import IBQUERYERRORS
+
+    d = diagnose(tmp_path, IBQUERYERRORS)
+    # link_downed 25 and port_rcv_errors 26 (link errors), 2846 transmit discards (congestion)
+    assert {r for r, _ in alarms(d)} == {"RDMA002", "RDMA004"}
+    waits = IBQUERYERRORS.replace(
+        "[LinkDownedCounter == 25 (25.000)] [PortRcvErrors == 26 (26.000)] [PortXmitDiscards == 2846 (2.779K)] ",
+        "",
+    )
+    assert alarms(diagnose(tmp_path, waits)) == []  # transmit wait totals alone: a busy fabric, not a fault

@@ -79,6 +79,7 @@ CONGESTION = (
     "tx_pause_ctrl_phy",
 )
 MISCONFIG = ("rp_cnp_ignored", "rx_icrc_encapsulated")
+WAIT_ONLY = {"port_xmit_wait"}  # flow-control wait, not a drop
 RETRANS = (
     "out_of_sequence",
     "packet_seq_err",
@@ -307,6 +308,10 @@ def _emit(
                 )
         else:
             sev = Severity.INFO if base_sev == Severity.INFO else Severity.WARNING
+            if names == CONGESTION and set(hits) <= WAIT_ONLY and not stuck:
+                # a total of transmit-wait ticks since reset grows on every busy fabric: by itself, with no
+                # rate and no discards, it says the link was used, not that it is congested now
+                sev = Severity.INFO
             conf = 0.6
             when = "since the counters were last reset (one read; rates need two)"
         denom = max((vals[k] for k in RX_PACKETS if vals.get(k, 0) > 0), default=0.0)

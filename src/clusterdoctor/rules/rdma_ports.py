@@ -33,6 +33,7 @@ register_input("ib_gids", "no GID table (show_gids or ibv_devinfo -v output)")
 register_input("ib_netdevs", "no ibdev2netdev output")
 register_input("ulimits", "no ulimit -a output")
 register_input("ucx_interfaces", "no ucx_info -d output")
+register_input("ib_links", "no iblinkinfo output")
 
 DEGRADED_RATE_FRACTION = Threshold(
     "ib_rate_fraction_of_siblings",
@@ -511,6 +512,44 @@ def rdma_hca_pcie_narrow(obs: Observations) -> Iterator[Finding]:
                 severity=Severity.WARNING,
                 confidence=0.5,
                 subject=_subject(p),
+            ),
+            Action.REPLACE_HARDWARE,
+        )
+
+
+@rule(
+    id="RDMA014",
+    name="ib-fabric-link-degraded",
+    layer="rdma",
+    title="Fabric link running below what both ends support (iblinkinfo: Could be ...)",
+    requires=("ib_links",),
+    causes=("ib.link-degraded",),
+)
+def ib_fabric_link_degraded(obs: Observations) -> Iterator[Finding]:
+    """An ``iblinkinfo`` link that the tool itself marks ``Could be 4X`` or ``Could be <speed>``.
+
+    **Symptom**: one path of the fabric is slower than the others; collectives crossing it lag;
+    ``iblinkinfo`` prints ``( Could be 4X)`` or ``( Could be 53.125 Gbps)`` after the peer.
+    **Why**: iblinkinfo compares the width and speed a link trained at with what both ports support: a
+    link that came up narrower or slower than both ends allow has lost lanes or fell back a speed
+    generation (a damaged cable, a dirty connector, a marginal transceiver). Down ports without a peer are
+    unused switch ports and are not judged.
+    **Fix**: reseat or replace the cable/transceiver of that link, clean the connectors, or move it to
+    another port; then bounce the port so it retrains.
+    **Verify**: `iblinkinfo` (no "Could be" on the link) and `ibportstate <lid> <port>`.
+    """
+    for link in obs.get("ib_links") or []:
+        if not link.could_be or link.state != "Active":
+            continue
+        peer = f" to {link.remote} (lid {link.remote_lid} port {link.remote_port})" if link.remote else ""
+        yield _act(
+            ib_fabric_link_degraded.finding(
+                f"{link.name}{peer} runs at {link.width or '?'} {link.speed or ''}: iblinkinfo says "
+                f"'{link.could_be}'.",
+                evidence=[Evidence(f"{link.source}:{link.line}: iblinkinfo", source=link.source)],
+                severity=Severity.WARNING,
+                confidence=0.75,
+                subject=link.name,
             ),
             Action.REPLACE_HARDWARE,
         )
