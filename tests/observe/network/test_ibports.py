@@ -380,3 +380,29 @@ def test_command_line_names_the_device_of_a_headerless_excerpt(tmp_path):
     assert command_device(["ibstat mlx5_2 1"]) == "mlx5_2"
     assert command_device(["ibstatus mlx5_0:1", "show_gids mlx5_1"]) is None  # two devices: no guess
     assert command_device(["ibv_devinfo --ib-dev=mlx5_4"]) == "mlx5_4"
+
+
+SYSFS_GREP = """\
+/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE
+/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp
+/sys/class/infiniband/mlx5_0/ports/1/rate:200 Gb/sec (4X HDR)
+/sys/class/infiniband/mlx5_1/ports/1/state:1: DOWN
+/sys/class/infiniband/mlx5_1/ports/1/phys_state:2: Polling
+/sys/class/infiniband/mlx5_1/ports/1/counters/link_downed:3
+/sys/class/infiniband/mlx5_1/ports/1/counters/symbol_error:0
+"""
+
+
+def test_grep_of_sysfs_port_files(tmp_path):
+    """`grep . /sys/class/infiniband/*/ports/*/{state,phys_state,rate,counters/*}` (the kernel's sysfs
+    formats: ``4: ACTIVE``, ``200 Gb/sec (4X HDR)``)."""
+    lst = parse_ib_listing(SYSFS_GREP)
+    assert [(p.name, p.state, p.phys_state, p.rate_gbps, p.width) for p in lst.ports] == [
+        ("mlx5_0/1", "Active", "LinkUp", 200.0, "4X"),
+        ("mlx5_1/1", "Down", "Polling", None, None),
+    ]
+    p = tmp_path / "grep.txt"
+    p.write_text(SYSFS_GREP)
+    out = load_ib_listing(p)
+    (counters,) = out["rdma"]
+    assert (counters.name, counters.counters["link_downed"]) == ("mlx5_1/1", 3)

@@ -131,6 +131,8 @@ class IbListing:
     netdevs: list[NetdevLink] = field(default_factory=list)
     programs: list[str] = field(default_factory=list)  # in the order first seen
     skipped: list[int] = field(default_factory=list)  # 1-based lines that none of the programs print
+    # `grep . /sys/class/infiniband/*/ports/*/counters/*`: device/port -> counter -> value
+    counters: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
 
     def saw(self, program: str) -> None:
         if program not in self.programs:
@@ -249,6 +251,13 @@ _IBDEV2NETDEV_V = re.compile(
 )
 _LSHCA_SEP = re.compile(r"^-{20,}\s*$")
 _LSHCA_DEV = re.compile(r"^Dev #\d{1,4}\s*$|^ (?:Desc|PN|PSID|SN|FW|Tempr|Driver):\s?[^\n]{0,200}$")
+# `grep . /sys/class/infiniband/*/ports/*/state` (or head/cat with file names): path:value
+_SYSFS = re.compile(
+    r"^/sys/class/infiniband/(?P<dev>[^/\s]{1,64})/ports/(?P<port>\d{1,3})/(?:(?P<group>counters|counters_ext|"
+    r"hw_counters)/)?(?P<attr>[A-Za-z][\w]{0,63}):(?P<val>[^\n]{1,120})$"
+)
+_SYSFS_ATTRS = {"state": "state", "phys_state": "phys_state", "rate": "rate", "link_layer": "link_layer",
+                "lid": "lid", "sm_lid": "sm_lid"}  # fmt: skip
 _LSHCA_HDR = re.compile(r"^\s{0,4}(?:[A-Za-z_]{2,16}\s{0,8}\|\s{0,8}){2,30}[A-Za-z_]{2,16}\s*$")
 
 IBSTAT_KEYS = {
@@ -336,6 +345,12 @@ class _Port:
         return IbPort(self.device, self.port, self.program, self.source, self.line, **f)
 
 
+_PORT_FIELDS = (
+    "state", "phys_state", "link_layer", "rate_gbps", "width", "speed", "lid", "sm_lid", "active_mtu", "max_mtu",
+    "netdev", "ca_type", "firmware", "pci", "pcie_width", "pcie_capability",
+)  # fmt: skip
+
+
 class _Reader:
     """One pass over the lines; ``mode`` is the program whose block the current line belongs to."""
 
@@ -376,19 +391,24 @@ class _Reader:
             self.enter(None)  # a line of another program ends the block
 
     def _header(self, lineno: int, line: str) -> bool:
-        m = _IBSTAT_CA.match(line)
-        if m:
-            self.enter("ibstat", m.group("dev"))
-            return True
-        m = _IBSTATUS_HDR.match(line)
-        if m:
-            self.enter("ibstatus", m.group("dev"))
-            self.cur = _Port(self.dev, int(m.group("port")), "ibstatus", self.path, lineno)
-            return True
-        m = _DEVINFO_HCA.match(line)
-        if m:
-            self.enter("ibv_devinfo", m.group("dev"))
-            return True
+        # cheap guards first: a listing is mostly field lines, which none of these headers can be
+        if "'" in line:
+            m = _IBSTAT_CA.match(line)
+            if m:
+                self.enter("ibstat", m.group("dev"))
+                return True
+            m = _IBSTATUS_HDR.match(line)
+            if m:
+                self.enter("ibstatus", m.group("dev"))
+                self.cur = _Port(self.dev, int(m.group("port")), "ibstatus", self.path, lineno)
+                return True
+        if "hca_id" in line:
+            m = _DEVINFO_HCA.match(line)
+            if m:
+                self.enter("ibv_devinfo", m.group("dev"))
+                return True
+        if "ort" not in line:
+            return False
         if self.mode in (None, "ibstat"):
             m = _IBSTAT_PORT.match(line)
             if m:
@@ -403,19 +423,23 @@ class _Reader:
 
     def _record(self, lineno: int, line: str) -> bool:
         out, path = self.out, self.path
-        m = _RDMA_LINK.match(line)
+        if line.startswith("/sys/class/infiniband/"):
+            return self._sysfs(lineno, line)
+        m = _RDMA_LINK.match(line) if line.startswith("link ") else None
         if m and _rdma_link(m, path, lineno, out):
             self.enter(None)
             return True
-        m = _IBDEV2NETDEV_V.match(line) or _IBDEV2NETDEV.match(line)
+        m = (_IBDEV2NETDEV_V.match(line) or _IBDEV2NETDEV.match(line)) if "==>" in line else None
         if m:
             self.enter(None)
             _netdev(m, path, lineno, out)
             return True
-        if _SHOW_GIDS_HDR.match(line) or _SHOW_GIDS_SEP.match(line) or _SHOW_GIDS_END.match(line):
+        if line.startswith(("DEV", "---", "n_gids")) and (
+            _SHOW_GIDS_HDR.match(line) or _SHOW_GIDS_SEP.match(line) or _SHOW_GIDS_END.match(line)
+        ):
             self.enter("show_gids")
             return True
-        m = _SHOW_GIDS_ROW.match(line)
+        m = _SHOW_GIDS_ROW.match(line) if line.count(":") >= 7 and not line[:1].isspace() else None
         if m:
             if self.mode != "show_gids":
                 self.enter("show_gids")
@@ -428,7 +452,7 @@ class _Reader:
                 ),
             )  # fmt: skip
             return True
-        m = _GID.match(line)
+        m = _GID.match(line) if "GID[" in line else None
         if m:
             if self.mode is None:
                 self.mode = "ibv_devinfo"  # a GID table excerpt without its hca_id line
@@ -445,10 +469,37 @@ class _Reader:
             return True
         return False
 
+    def _sysfs(self, lineno: int, line: str) -> bool:
+        m = _SYSFS.match(line)
+        if m is None:
+            return False
+        dev, port, attr, val = m.group("dev"), int(m.group("port")), m.group("attr"), m.group("val").strip()
+        self.enter(None)
+        self.out.saw("sysfs")
+        if m.group("group"):
+            n = re.match(r"^\d{1,20}$", val)
+            if n:
+                self.out.counters.setdefault((dev, port), {})[attr] = int(val)
+            return True
+        what = _SYSFS_ATTRS.get(attr)
+        if what is None:
+            return True  # another attribute of the port (gids, pkeys, cap_mask): nothing to judge
+        last = self.out.ports[-1] if self.out.ports else None
+        p = _Port(dev, port, "sysfs", self.path, lineno)
+        if last is not None and last.program == "sysfs" and (last.device, last.port) == (dev, port):
+            p.line = last.line
+            p.f = {k: getattr(last, k) for k in _PORT_FIELDS if getattr(last, k) is not None}
+            self.out.ports.pop()
+        p.set(what, val)
+        _append(self.out.ports, p.record())
+        return True
+
     def _lshca(self, lineno: int, line: str) -> bool:
-        if _LSHCA_SEP.match(line):
+        if line.startswith("---") and _LSHCA_SEP.match(line):
             return True  # a rule of dashes (lshca, show_gids, tables): nothing to read
-        if _LSHCA_DEV.match(line) and (self.mode == "lshca" or line.startswith("Dev #")):
+        if (line.startswith(("Dev #", " ")) and _LSHCA_DEV.match(line)) and (
+            self.mode == "lshca" or line.startswith("Dev #")
+        ):
             self.mode = "lshca"
             return True
         if "|" not in line:
@@ -529,7 +580,7 @@ def parse_ib_listing(text: str, path: str = "<input>") -> IbListing:
         r.line(lineno, line)
     r.close()
     out = r.out
-    if not (out.ports or out.gids or out.netdevs):
+    if not (out.ports or out.gids or out.netdevs or out.counters):
         raise InputError(
             "no ibstat, ibstatus, ibv_devinfo, rdma link, show_gids, ibdev2netdev or lshca lines", path, 1
         )
@@ -656,6 +707,7 @@ _SNIFF = (
         re.M,
     ),
     re.compile(rb"^\s{0,4}PCI_addr\s*\|\s*RDMA\s*\||^\s{0,4}RDMA\s*\|\s*Net\s*\|", re.M),
+    re.compile(rb"^/sys/class/infiniband/[^/\s]{1,64}/ports/\d{1,3}/[\w/]{1,80}:", re.M),
 )
 
 
@@ -707,6 +759,13 @@ def load_ib_listing(path: str | Path) -> dict[str, Any]:
         out["ib_gids"] = listing.gids
     if listing.netdevs:
         out["ib_netdevs"] = listing.netdevs
+    if listing.counters:
+        from clusterdoctor.observe.network.rdma import RdmaPort, _finish
+
+        out["rdma"] = [
+            _finish(RdmaPort(dev, port, counters=dict(c), source=p))
+            for (dev, port), c in sorted(listing.counters.items())
+        ]
     if listing.skipped:
         out["warnings"] = [
             f"{p}: {_spans(listing.skipped)} not read (not {', '.join(listing.programs)} output)"
