@@ -218,6 +218,49 @@ MESSAGES: tuple[Message, ...] = (
         causes=("rdma.driver-or-module",),
         subject="{hca}",
     ),
+    Message(
+        code="IB108",
+        name="nccl-ib-unable-open-device",
+        title="NCCL could not open an RDMA device (ibv_open_device failed)",
+        pattern=r"NET/IB ?: Unable to open device (?P<hca>[\w.\-]{1,64})",
+        trigger="Unable to open device",
+        meaning="libibverbs lists the device but opening it failed, so NCCL cannot use it (and falls back to "
+        "other HCAs or to sockets)",
+        cause="the process may not open /dev/infiniband/uverbsN: a container started without the RDMA devices "
+        "(--device=/dev/infiniband, the RDMA device plugin's resource) or without IPC_LOCK, wrong permissions "
+        "on the device node, or a user-space provider that does not match the kernel driver",
+        fix="pass the RDMA devices into the container (docker --device=/dev/infiniband --cap-add=IPC_LOCK, or "
+        "request the rdma/... resource in Kubernetes) and use an image whose rdma-core/MLNX_OFED user space "
+        "matches the host driver",
+        verify=("ls -l /dev/infiniband", "ibv_devinfo"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_NCCL}/transport/net_ib/init.cc",
+        example="transport/net_ib.cc:148 NCCL WARN NET/IB : Unable to open device mlx5_bond_0",
+        example_source="https://github.com/NVIDIA/nccl/issues/451",
+        causes=("rdma.container-access", "rdma.driver-or-module"),
+        subject="{hca}",
+    ),
+    Message(
+        code="IB109",
+        name="nccl-ib-no-device",
+        title="NCCL found no usable IB/RoCE device and uses TCP sockets",
+        pattern=r"NET/IB ?: No device found\.",
+        trigger="No device found",
+        meaning="NCCL's IB transport found no device it can use, so inter-node traffic goes over sockets",
+        cause="normal on hosts without RDMA; on an RDMA cluster: devices not visible in the container, "
+        "NCCL_IB_HCA matching nothing, no user-space provider, or every port down",
+        fix="if RDMA is expected: pass /dev/infiniband into the container, check NCCL_IB_HCA and ibv_devinfo "
+        "inside the job",
+        verify=("ibv_devinfo", "NCCL_DEBUG=INFO <job> 2>&1 | grep NET/"),
+        severity=Severity.INFO,
+        action=Action.CONFIGURE,
+        source=f"{_NCCL}/transport/net_ib/init.cc",
+        example="NCCL INFO NET/IB : No device found.",
+        example_source="https://github.com/NVIDIA/nccl/issues/451",
+        causes=("rdma.container-access", "rdma.driver-or-module"),
+        confidence=0.6,
+    ),
     # --- UCX ------------------------------------------------------------------------------------------
     Message(
         code="IB110",

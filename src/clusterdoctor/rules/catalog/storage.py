@@ -273,6 +273,27 @@ MESSAGES: tuple[Message, ...] = (
         causes=("storage.checkpoint-corrupt",),
     ),
     Message(
+        code="STOR113",
+        name="dataloader-timed-out",
+        title="The DataLoader timed out waiting for a batch from its workers",
+        pattern=r"DataLoader timed out after (?P<secs>\d{1,9}) seconds",
+        trigger="DataLoader timed out after",
+        meaning="no batch arrived from the worker processes within the DataLoader's timeout",
+        cause="reading the data is stalled or far too slow: a hung or overloaded network filesystem or object "
+        "store, a worker blocked in I/O or in a library call, or workers starved of CPU",
+        fix="check the storage the dataset is read from (NFS/Lustre/object-store latency, the kernel log for "
+        "'server not responding'), stack-dump a worker (py-spy dump) to see where it waits, raise timeout only "
+        "once the cause is known",
+        verify=("py-spy dump --pid <worker pid>", "dmesg | grep -i 'not responding'"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/torch/utils/data/dataloader.py",
+        example="RuntimeError: DataLoader timed out after 5 seconds",
+        example_source="https://github.com/pytorch/pytorch/issues/68643",
+        causes=("storage.slow-io",),
+        confidence=0.7,
+    ),
+    Message(
         code="STOR111",
         name="detectron-minibatch-queue-empty",
         title="Detectron's minibatch queue is empty: the GPU waits for data loading",
