@@ -66,6 +66,11 @@ def test_down_port_in_an_elided_ibstat(tmp_path):
     f = d.findings[0]
     assert "ib.port-down" in f.causes and "Disabled" in f.summary
     assert any("cut out of the paste" in w for w in d.warnings)  # the '...' is named, not judged
+    # evidence names the line as the user pasted it (the prompt line counts)
+    assert any(
+        e.description.endswith("paste-0.txt:26: ibstat: state Down, physical state Disabled")
+        for e in f.evidence
+    )
 
 
 def test_healthy_ibstat_is_quiet(tmp_path):
@@ -131,7 +136,9 @@ def test_the_only_netdev_of_a_pod_down(tmp_path):
     d = diagnose(tmp_path, paste)
     assert first(d) == ("RDMA012", "mlx5_3/1")
     assert "net1" in d.findings[0].summary
-    assert any("not read" in w for w in d.warnings)  # ifconfig's lines are named, not guessed at
+    assert any(
+        w.endswith("line 5 not read (not ibdev2netdev output)") for w in d.warnings
+    )  # ifconfig's, as pasted
 
 
 def test_link_local_gid_and_a_modify_qp_timeout(tmp_path):

@@ -253,7 +253,7 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
         from clusterdoctor.observe.paste import pasted_commands
 
         clean = pasted.text.encode("utf-8", "surrogateescape")
-        with limits.virtual_inputs({str(p): clean}), pasted_commands(pasted.commands):
+        with limits.virtual_inputs({str(p): clean}), pasted_commands(pasted.commands, pasted.origin):
             what, data = _load_file(p, clean[:HEAD_BYTES], pasted.origin)
         _note_paste(p, pasted, data)
         return what, data

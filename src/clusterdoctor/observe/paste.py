@@ -40,7 +40,9 @@ __all__ = [
     "Pasted",
     "clean",
     "input_commands",
+    "input_origin",
     "looks_pasted",
+    "numbered",
     "pasted_commands",
     "strip_host_prefix",
 ]
@@ -285,21 +287,40 @@ class PasteInfo:
         return cls(path, tuple(p.commands), tuple(p.elided), tuple(p.gaps), tuple(p.undone))
 
 
-# The command lines of the paste being loaded, for a loader whose program's argument says what the output
-# is about (``ethtool -S ens1f0`` names the port, ``ibv_devinfo -d mlx5_0`` the device of a GID excerpt).
-_COMMANDS: ContextVar[tuple[str, ...]] = ContextVar("clusterdoctor_paste_commands", default=())
+# The paste being loaded, for its loader: the command lines (whose arguments say what the output is about:
+# ``ethtool -S ens1f0`` names the port, ``ibv_devinfo -d mlx5_0`` the device of a GID excerpt) and the line
+# numbers the user sees (the cleaned text has lost its prompt, fence and elision lines).
+_INPUT: ContextVar[tuple[tuple[str, ...], tuple[int, ...]]] = ContextVar(
+    "clusterdoctor_paste", default=((), ())
+)
 
 
 @contextmanager
-def pasted_commands(commands: Iterable[str]) -> Iterator[None]:
-    """While loading one paste: :func:`input_commands` returns its command lines."""
-    token = _COMMANDS.set(tuple(commands))
+def pasted_commands(commands: Iterable[str], origin: Iterable[int] = ()) -> Iterator[None]:
+    """While loading one paste: :func:`input_commands` and :func:`input_line` describe it."""
+    token = _INPUT.set((tuple(commands), tuple(origin)))
     try:
         yield
     finally:
-        _COMMANDS.reset(token)
+        _INPUT.reset(token)
 
 
 def input_commands() -> tuple[str, ...]:
     """The command lines of the paste being loaded (empty outside :func:`pasted_commands`)."""
-    return _COMMANDS.get()
+    return _INPUT.get()[0]
+
+
+def input_origin() -> list[int] | None:
+    """For each line of the cleaned text being loaded, its line number in the paste (None: not a paste)."""
+    origin = _INPUT.get()[1]
+    return list(origin) if origin else None
+
+
+def numbered(text: str, origin: list[int] | None = None) -> Iterator[tuple[int, str]]:
+    """The lines of ``text`` with the numbers the user sees: ``origin[i]`` for line ``i + 1`` of a cleaned
+    paste (:func:`input_origin`), else their own. Split on newlines only, as :func:`clean` does."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines):
+        yield (origin[i] if origin is not None and i < len(origin) else i + 1), line.rstrip("\r")

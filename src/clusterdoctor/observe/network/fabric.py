@@ -21,6 +21,7 @@ from typing import Any
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.network.rdma import RdmaPort
+from clusterdoctor.observe.paste import numbered
 
 __all__ = ["IbLink", "load_fabric", "parse_iblinkinfo", "parse_ib_counters", "sniff_fabric"]
 
@@ -83,14 +84,16 @@ _IQE_PORT = re.compile(
 _IQE_PAIR = re.compile(r"\[(?P<name>[A-Za-z][A-Za-z0-9]{1,40}) == (?P<val>\d{1,20})(?: \([^)\n]{0,24}\))?\]")
 
 
-def parse_ib_counters(text: str, path: str = "<perfquery>") -> list[RdmaPort]:
+def parse_ib_counters(
+    text: str, path: str = "<perfquery>", origin: list[int] | None = None
+) -> list[RdmaPort]:
     """``perfquery`` and ``ibqueryerrors`` output → one port record per counter block."""
     from clusterdoctor.observe.network.rdma import _finish
 
     ports: list[RdmaPort] = []
     cur: RdmaPort | None = None
     node: str | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 8192:
             continue
         m = _PQ_HDR.match(line)
@@ -142,11 +145,11 @@ _REMOTE = re.compile(
 _NODE_HDR = re.compile(r"^(?:Switch|CA): 0x[0-9A-Fa-f]{16} (?P<name>[^\n]{1,160}?):?\s*$")
 
 
-def parse_iblinkinfo(text: str, path: str = "<iblinkinfo>") -> list[IbLink]:
+def parse_iblinkinfo(text: str, path: str = "<iblinkinfo>", origin: list[int] | None = None) -> list[IbLink]:
     """``iblinkinfo`` output → one :class:`IbLink` per port line."""
     out: list[IbLink] = []
     node: str | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096:
             continue
         h = _NODE_HDR.match(line)
@@ -196,18 +199,19 @@ def sniff_fabric(head: bytes, name: str = "") -> bool:
 def load_fabric(path: str | Path) -> dict[str, Any]:
     """Read one such input → ``{"rdma": [ports]}`` and/or ``{"ib_links": [links]}``."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_origin
 
     p = str(path)
     text = read_text(Path(p))
     out: dict[str, Any] = {}
     what = []
     try:
-        out["rdma"] = parse_ib_counters(text, p)
+        out["rdma"] = parse_ib_counters(text, p, origin=input_origin())
         what.append(f"IB port counters ({len(out['rdma'])} ports)")
     except InputError:
         pass
     try:
-        out["ib_links"] = parse_iblinkinfo(text, p)
+        out["ib_links"] = parse_iblinkinfo(text, p, origin=input_origin())
         what.append(f"iblinkinfo output ({len(out['ib_links'])} ports)")
     except InputError:
         pass

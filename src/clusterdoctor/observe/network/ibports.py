@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.paste import numbered
 
 __all__ = [
     "GidEntry",
@@ -565,13 +566,12 @@ class _Reader:
 _IBSTAT_STATE = re.compile(r"^\s*(?:Down|Initializing|Armed|Active)\s*$")
 
 
-def parse_ib_listing(text: str, path: str = "<input>") -> IbListing:
+def parse_ib_listing(text: str, path: str = "<input>", origin: list[int] | None = None) -> IbListing:
     """Every port, GID and netdev line of ``text`` (one or several of the programs' outputs).
 
     Raises :class:`InputError` when no line of it is one of the programs' output."""
     r = _Reader(path)
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip("\r")
+    for lineno, line in numbered(text, origin):
         if not line.strip():
             continue
         if len(line) > MAX_LINE:
@@ -745,10 +745,10 @@ def load_ib_listing(path: str | Path) -> dict[str, Any]:
     that were none of the programs' output). A port or GID table excerpt without its header takes the
     device the paste's command line names (``ibv_devinfo -d mlx5_0 -v``)."""
     from clusterdoctor.observe.limits import read_text
-    from clusterdoctor.observe.paste import input_commands
+    from clusterdoctor.observe.paste import input_commands, input_origin
 
     p = str(path)
-    listing = parse_ib_listing(read_text(Path(p)), p)
+    listing = parse_ib_listing(read_text(Path(p)), p, origin=input_origin())
     hint = command_device(input_commands())
     if hint:
         _name_headerless(listing, hint)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.paste import numbered
 
 __all__ = ["PerftestRun", "load_perftest", "parse_perftest", "sniff_perftest"]
 
@@ -75,12 +76,12 @@ class PerftestRun:
         return [(int(r["bytes"]), r["avg"] * k) for r in self.bw] if k else []
 
 
-def parse_perftest(text: str, path: str = "<perftest>") -> list[PerftestRun]:
+def parse_perftest(text: str, path: str = "<perftest>", origin: list[int] | None = None) -> list[PerftestRun]:
     """Every run in ``text``; raises :class:`InputError` when there is no perftest header or table."""
     runs: list[PerftestRun] = []
     cur: PerftestRun | None = None
     table: str | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096 or not line.strip():
             continue
         m = _TITLE.match(line)
@@ -144,9 +145,10 @@ def sniff_perftest(head: bytes, name: str = "") -> bool:
 def load_perftest(path: str | Path) -> dict[str, Any]:
     """Read perftest output → ``{"perftest": [PerftestRun, ...]}``."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_origin
 
     p = str(path)
-    runs = parse_perftest(read_text(Path(p)), p)
+    runs = parse_perftest(read_text(Path(p)), p, origin=input_origin())
     title = runs[0].title or "perftest"
     return {
         "perftest": runs,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.paste import numbered
 
 __all__ = ["UcxInterface", "load_ucx_info", "parse_ucx_info", "sniff_ucx_info"]
 
@@ -46,13 +47,15 @@ class UcxInterface:
         return d.split(":")[0] if d else None
 
 
-def parse_ucx_info(text: str, path: str = "<ucx_info>") -> list[UcxInterface]:
+def parse_ucx_info(
+    text: str, path: str = "<ucx_info>", origin: list[int] | None = None
+) -> list[UcxInterface]:
     """Every transport/device block; raises :class:`InputError` when there is none."""
     out: list[UcxInterface] = []
     md: str | None = None
     cur: UcxInterface | None = None
     pending: list[str] = []  # UCX ERROR lines seen before the block they belong to is known
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096:
             continue
         m = _MD.match(line)
@@ -99,9 +102,10 @@ def sniff_ucx_info(head: bytes, name: str = "") -> bool:
 def load_ucx_info(path: str | Path) -> dict[str, Any]:
     """Read ``ucx_info -d`` output → ``{"ucx_interfaces": [UcxInterface, ...]}``."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_origin
 
     p = str(path)
-    ifaces = parse_ucx_info(read_text(Path(p)), p)
+    ifaces = parse_ucx_info(read_text(Path(p)), p, origin=input_origin())
     failed = sum(i.failed for i in ifaces)
     return {
         "ucx_interfaces": ifaces,

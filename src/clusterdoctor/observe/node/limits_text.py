@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.paste import numbered
 
 __all__ = [
     "KernelModule",
@@ -76,10 +77,10 @@ class KernelModule:
     line: int
 
 
-def parse_ulimit(text: str, path: str = "<ulimit>") -> Ulimits:
+def parse_ulimit(text: str, path: str = "<ulimit>", origin: list[int] | None = None) -> Ulimits:
     """``ulimit -a`` output → :class:`Ulimits`; raises :class:`InputError` when no limit line is found."""
     out = Ulimits(path)
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 512:
             continue
         m = _BASH.match(line.strip()) or _ZSH.match(line.strip())
@@ -97,10 +98,10 @@ def parse_ulimit(text: str, path: str = "<ulimit>") -> Ulimits:
     return out
 
 
-def parse_lsmod(text: str, path: str = "<lsmod>") -> list[KernelModule]:
+def parse_lsmod(text: str, path: str = "<lsmod>", origin: list[int] | None = None) -> list[KernelModule]:
     """``lsmod`` output (or a ``grep`` of it) → modules; raises :class:`InputError` when none is found."""
     out: list[KernelModule] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096:
             continue
         m = _LSMOD_ROW.match(line)
@@ -156,14 +157,15 @@ def sniff_limits_text(head: bytes, name: str = "") -> bool:
 def load_limits_text(path: str | Path) -> dict[str, Any]:
     """Read ``ulimit -a`` → ``{"ulimits": [Ulimits]}`` or ``lsmod`` → ``{"kernel_modules": [...]}``."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_origin
 
     p = str(path)
     text = read_text(Path(p))
     kind = _kind(text[:65536].encode("utf-8", "surrogateescape"))
     if kind == "ulimit":
-        u = parse_ulimit(text, p)
+        u = parse_ulimit(text, p, origin=input_origin())
         return {"ulimits": [u], "described_as": f"ulimit -a output ({len(u.values)} limits)"}
     if kind == "lsmod":
-        mods = parse_lsmod(text, p)
+        mods = parse_lsmod(text, p, origin=input_origin())
         return {"kernel_modules": mods, "described_as": f"lsmod output ({len(mods)} modules)"}
     raise InputError("not ulimit -a or lsmod output", p, 1)

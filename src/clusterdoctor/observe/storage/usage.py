@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.paste import numbered
 
 __all__ = ["FsUsage", "QuotaUsage", "load_usage", "parse_df", "parse_quota", "sniff_usage"]
 
@@ -88,13 +89,13 @@ _DF_HDR = re.compile(
 )
 
 
-def parse_df(text: str, path: str = "<df>") -> list[FsUsage]:
+def parse_df(text: str, path: str = "<df>", origin: list[int] | None = None) -> list[FsUsage]:
     """``df`` output → rows; raises :class:`InputError` without its header line."""
     out: list[FsUsage] = []
     header: re.Match[str] | None = None
     block = 1024
     pending: tuple[str, int] | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096 or not line.strip():
             continue
         h = _DF_HDR.match(line.strip())
@@ -152,12 +153,12 @@ _Q_HDR = re.compile(
 _NUMISH = re.compile(r"^\d{1,20}(?:[.,]\d{1,6})?[KMGTPEkmgtpe]?(?:i?B)?\*?$")
 
 
-def parse_quota(text: str, path: str = "<quota>") -> list[QuotaUsage]:
+def parse_quota(text: str, path: str = "<quota>", origin: list[int] | None = None) -> list[QuotaUsage]:
     """A quota table → one :class:`QuotaUsage` per filesystem (blocks, and files when limited)."""
     out: list[QuotaUsage] = []
     header: list[str] | None = None
     pending: tuple[str, int] | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in numbered(text, origin):
         if len(line) > 4096 or not line.strip():
             continue
         if _Q_HDR.match(line):
@@ -233,19 +234,20 @@ def sniff_usage(head: bytes, name: str = "") -> bool:
 def load_usage(path: str | Path) -> dict[str, Any]:
     """Read ``df`` output → ``{"fs_usage": [...]}``, or a quota table → ``{"quotas": [...]}`` (or both)."""
     from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.paste import input_origin
 
     p = str(path)
     text = read_text(Path(p))
     out: dict[str, Any] = {}
     what = []
     try:
-        rows = parse_df(text, p)
+        rows = parse_df(text, p, origin=input_origin())
         out["fs_usage"] = rows
         what.append(f"df output ({len(rows)} filesystems)")
     except InputError:
         pass
     try:
-        q = parse_quota(text, p)
+        q = parse_quota(text, p, origin=input_origin())
         out["quotas"] = q
         what.append(f"quota listing ({len({x.filesystem for x in q})} filesystems)")
     except InputError:
