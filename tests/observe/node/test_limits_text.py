@@ -62,6 +62,7 @@ def test_sniff_tells_lsmod_from_prometheus_samples():
     assert sniff_limits_text(LSMOD.encode())
     assert sniff_limits_text(b"Module                  Size  Used by\nnvidia_peermem         16384  0\n")
     assert not sniff_limits_text(b"node_load1 0.5 1700000000000\nnode_load5 0.7 1700000000000\n")
+    assert not sniff_limits_text(b"root 1234 0 bash\nroot 99 0 sshd\n")  # ps-like columns
     assert sniff_limits_text(ULIMIT_BASH.encode()) and sniff_limits_text(ULIMIT_ZSH.encode())
 
 

@@ -123,10 +123,13 @@ _SNIFF_ZSH = re.compile(
     rb"^-[a-zA-Z]: [a-z][a-z \-/]{2,40}?(?: \([\w ]{1,20}\))?\s{1,40}(?:\d{1,20}|unlimited)\s*$", re.M
 )
 _SNIFF_LSMOD_HDR = re.compile(rb"^Module\s+Size\s+Used by\s*$", re.M)
-# a row with a users list: what no Prometheus sample has
+# a row with a users list: what no Prometheus sample has; module names are lower case, sizes whole pages
 _SNIFF_LSMOD_USERS = re.compile(
-    rb"^[A-Za-z0-9_]{1,56}\s{1,40}\d{1,12}\s{1,20}\d{1,6}\s{1,20}[A-Za-z0-9_]{1,56}(?:,[A-Za-z0-9_]{1,56}){0,64},?\s*$",
+    rb"^[a-z0-9_]{2,56}\s{1,40}\d{4,9}\s{1,20}\d{1,4}\s{1,20}[a-z0-9_]{2,56}(?:,[a-z0-9_]{2,56}){0,64},?\s*$",
     re.M,
+)
+_SNIFF_LSMOD_ROW = re.compile(
+    rb"^[a-z0-9_]{2,56}\s{1,40}\d{4,9}\s{1,20}\d{1,4}(?:\s{1,20}\S{1,4000})?\s*$", re.M
 )
 
 
@@ -144,7 +147,9 @@ def _kind(head: bytes) -> str | None:
         return None
     if _count(_SNIFF_BASH, head, 3) or _count(_SNIFF_ZSH, head, 3):
         return "ulimit"
-    if _SNIFF_LSMOD_HDR.search(head) or _SNIFF_LSMOD_USERS.search(head):
+    if _SNIFF_LSMOD_HDR.search(head) or (
+        _SNIFF_LSMOD_USERS.search(head) and _count(_SNIFF_LSMOD_ROW, head, 2)
+    ):
         return "lsmod"
     return None
 
