@@ -57,7 +57,7 @@ def test_timeout_folds_into_the_network_error_that_explains_it(tmp_path: Path) -
         "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n"
     )
     findings = _diagnose(_paste(tmp_path, text))
-    assert [f.rule for f in findings] == ["NCCL107"]
+    assert [f.rule for f in findings] == ["IB101"]
     assert any("explains COMM009" in e.description for e in findings[0].evidence)
 
 

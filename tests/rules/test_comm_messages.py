@@ -37,24 +37,6 @@ LINES = [
         "video-diffusion-speedrun#2",
     ),
     (
-        "NCCL102",
-        "misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error Network is unreachable",
-        None,
-        "nccl-tests#185",
-    ),
-    (
-        "NCCL102",
-        "_ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out_",
-        None,
-        "NVIDIA/nccl rdma-001",
-    ),
-    (
-        "NCCL102",
-        "[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR",
-        "mlx_x:1",
-        "nccl#2013",
-    ),
-    (
         "NCCL103",
         "[155] crow-ib-new-nccl-256-info-19:5330:7970 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
         None,
@@ -68,18 +50,6 @@ LINES = [
     ),
     ("NCCL105", "[rank0]: Bootstrap : no socket interface found", None, "open-r1-multimodal#7"),
     ("NCCL106", "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found", None, "nccl#379"),
-    (
-        "NCCL107",
-        "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
-        "peer 10.216.210.236<54862>",
-        "nccl#1405",
-    ),
-    (
-        "NCCL107",
-        "...-51:73076:73185 [4] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer node48<37948> with error 12, opcode 2, len 1, ven",
-        "peer node48<37948>",
-        "lit-llama#380",
-    ),
     (
         "NCCL108",
         "kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer 10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)",
@@ -128,12 +98,6 @@ LINES = [
         "a100-st-p4d24xlarge-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
         "peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
         "nccl#795",
-    ),
-    (
-        "NCCL115",
-        "2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-1553839402050-12124-01-000057:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
-        None,
-        "nccl#230",
     ),
     (
         "NCCL116",
@@ -215,12 +179,6 @@ LINES = [
         "SimpleTuner#2712",
     ),
     ("TORCH110", "RuntimeError: NCCL Error 2: unhandled system error", None, "nccl#473"),
-    (
-        "TORCH111",
-        "RuntimeError: DataLoader worker (pid 3216) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.",
-        None,
-        "GDR-Net#16",
-    ),
     (
         "LAUNCH101",
         "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -9",

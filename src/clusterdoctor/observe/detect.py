@@ -74,6 +74,24 @@ LOADERS: list[Loader] = [
         "sniff_kubectl_text",
         "load_kubectl_observations",
     ),
+    # RDMA port/GID listings, perftest, ucx_info -d; ulimit -a and lsmod; df and quota tables: program
+    # output whose lines a log or metrics reader would misread (an lsmod line is a valid Prometheus sample)
+    Loader(
+        "RDMA port listing",
+        "clusterdoctor.observe.network.ibports",
+        "sniff_ib_listing",
+        "load_ib_listing",
+    ),
+    Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
+    Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),
+    Loader("ucx_info output", "clusterdoctor.observe.network.ucx_info", "sniff_ucx_info", "load_ucx_info"),
+    Loader(
+        "ulimit or lsmod output",
+        "clusterdoctor.observe.node.limits_text",
+        "sniff_limits_text",
+        "load_limits_text",
+    ),
+    Loader("disk usage or quota", "clusterdoctor.observe.storage.usage", "sniff_usage", "load_usage"),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
         "log, RDMA/NIC counters or application data",
@@ -240,8 +258,10 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
     try:
         if pasted is None:
             return _load_file(p, head)
+        from clusterdoctor.observe.paste import pasted_commands
+
         clean = pasted.text.encode("utf-8", "surrogateescape")
-        with limits.virtual_inputs({str(p): clean}):
+        with limits.virtual_inputs({str(p): clean}), pasted_commands(pasted.commands, pasted.origin):
             what, data = _load_file(p, clean[:HEAD_BYTES], pasted.origin)
         _note_paste(p, pasted, data)
         return what, data

@@ -7,7 +7,9 @@ user cut out and replaced by ``...``. :func:`clean` undoes each of these and **r
 so that the parsers see the program's output and a finding can say "lines 12-40 elided, not judged":
 
 * ``commands``: the command lines found after a shell prompt (``$ nvidia-smi -q``, ``root@h:~# ibstat``,
-  ``[user@h ~]$ etcdctl ...``, ``(venv) PS C:\\> ...``): they say which program printed what follows;
+  ``[user@h ~]$ etcdctl ...``, ``user@h:~> ...`` (SUSE), ``/work/dir# ibstat``, ``(venv) PS C:\\> ...``), or typed
+  on the paste's first line without one (``ulimit -a``, ``sudo ibv_devinfo``): they say which program
+  printed what follows;
 * ``elided``: the line ranges of the paste where the user cut lines out (a line holding only ``...``,
   ``……``, ``[...]``, ``<snip>``, ``(truncated)``, ``--`` from ``grep -A``), and ``gaps``, where those cuts
   fall in the cleaned text: the text there is incomplete, so a count taken from it is a lower bound,
@@ -27,9 +29,23 @@ Every pattern here is linear on any line (no nested or overlapping quantifiers);
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["MAX_PASTE_BYTES", "PasteInfo", "Pasted", "clean", "looks_pasted", "strip_host_prefix"]
+__all__ = [
+    "MAX_PASTE_BYTES",
+    "PasteInfo",
+    "Pasted",
+    "clean",
+    "input_commands",
+    "input_origin",
+    "looks_pasted",
+    "numbered",
+    "pasted_commands",
+    "strip_host_prefix",
+]
 
 # A paste is small: a file above this is a log a program wrote, and is read as it is.
 MAX_PASTE_BYTES = 16 << 20
@@ -51,7 +67,7 @@ _PROMPT = re.compile(
     r"^\s{0,4}(?:\([\w.\-]{1,64}\)\s)?"  # (venv)
     r"(?:"
     r"\[[^\]\n]{1,128}\][$#]"  # [user@host dir]$
-    r"|[\w.\-]{1,64}@[\w.\-]{1,128}(?::[^\s$#]{0,256})?[$#]"  # user@host:~/dir$
+    r"|[\w.\-]{1,64}@[\w.\-]{1,128}(?::[^\s$#>]{0,256})?[$#>]"  # user@host:~/dir$ (SUSE: user@host:~>)
     r"|(?:[\w.\-]{1,64}:)?~[^\s$#]{0,256}[$#]"  # host:~/dir$ or ~/dir$
     r"|bash-[\d.]{1,10}[$#]|sh-[\d.]{1,10}[$#]"
     r"|PS [A-Za-z]:\\[^>\n]{0,256}>"
@@ -60,7 +76,7 @@ _PROMPT = re.compile(
 )
 _ROOT_PROMPT = re.compile(r"^\s{0,4}#\s(?P<cmd>\S.*)$")
 _EMPTY_PROMPT = re.compile(
-    r"^\s{0,4}(?:\[[^\]\n]{1,128}\][$#]|[\w.\-]{1,64}@[\w.\-]{1,128}(?::[^\s$#]{0,256})?[$#]|\$)\s*$"
+    r"^\s{0,4}(?:\[[^\]\n]{1,128}\][$#]|[\w.\-]{1,64}@[\w.\-]{1,128}(?::[^\s$#>]{0,256})?[$#>]|\$)\s*$"
 )
 
 # Programs whose command line, after a bare "# " root prompt, marks a command and not a comment.
@@ -72,6 +88,8 @@ KNOWN_PROGRAMS = (
     "ib_write_bw", "ib_read_bw", "ib_send_bw", "ibv_rc_pingpong", "ibdiagnet", "perfquery", "iblinkinfo",
     "all_reduce_perf", "sudo", "docker", "helm", "ls", "df", "free", "uname", "modinfo", "lsmod",
     "kubeadm", "etcdutl", "ctr", "nerdctl", "k3s", "microk8s", "calicoctl", "swapon", "chronyc", "timedatectl",
+    "ulimit", "ucx_info", "lshca", "ifconfig", "ibv_devices", "ofed_info", "mlxlink", "sminfo",
+    "ibqueryerrors", "show_counters", "quota", "lfs", "mmlsquota",
 )  # fmt: skip
 _KNOWN_CMD = re.compile(
     r"^(?:sudo\s+)?(?:[\w./\-]*/)?(?:" + "|".join(re.escape(p) for p in KNOWN_PROGRAMS) + r")\b"
@@ -121,13 +139,36 @@ def looks_pasted(head: str) -> bool:
             return True
         if _PROMPT.match(line) or _is_root_command(line):
             return True
+    if _first_command(head.splitlines()) is not None:
+        return True
     lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
     return bool(lines) and sum(1 for ln in lines if _QUOTE.match(ln)) >= max(2, int(0.8 * len(lines)))
 
 
 def _is_root_command(line: str) -> bool:
-    m = _ROOT_PROMPT.match(line)
+    m = _ROOT_PROMPT.match(line) or _PATH_PROMPT.match(line)
     return bool(m and _KNOWN_CMD.match(m.group("cmd")))
+
+
+# A prompt that is only the working directory (a container's PS1='\w# '): /export/home/me/src# ibstat.
+# Like a bare '# ', taken as a prompt only before a program we know.
+_PATH_PROMPT = re.compile(r"^\s{0,4}/[^\s$#]{0,256}[$#]\s(?P<cmd>\S.*)$")
+# The command typed on the paste's first line without any prompt ("ulimit -a", "sudo ibv_devinfo"): a
+# known program, then arguments or nothing -- never "cat: /x: No such file" (a program's own message).
+_BARE_CMD = re.compile(
+    r"^\s{0,4}(?:sudo\s+)?(?:[\w./\-]*/)?(?:"
+    + "|".join(re.escape(p) for p in KNOWN_PROGRAMS)
+    + r")(?:\s+[^\s:][^\n]{0,400})?\s*$"
+)
+
+
+def _first_command(lines: list[str]) -> int | None:
+    """Index of the paste's first content line when it is a bare command line, else None."""
+    for i, line in enumerate(lines[:50]):
+        if not line.strip() or _FENCE.match(line):
+            continue
+        return i if len(line) <= MAX_LINE and _BARE_CMD.match(line) else None
+    return None
 
 
 def _overwrite(line: str) -> str:
@@ -163,7 +204,12 @@ def clean(text: str) -> Pasted:
     elided: list[tuple[int, int]] = []
     gaps: list[int] = []
     fences = prompts = cr = 0
+    bare = _first_command(raw)
     for i, line in enumerate(raw, 1):
+        if bare is not None and i == bare + 1:
+            commands.append(line.strip())
+            prompts += 1
+            continue
         if len(line) > MAX_LINE:
             out.append(line)
             origin.append(i)
@@ -176,7 +222,7 @@ def clean(text: str) -> Pasted:
             continue
         m = _PROMPT.match(line)
         if m is None and _is_root_command(line):
-            m = _ROOT_PROMPT.match(line)
+            m = _ROOT_PROMPT.match(line) or _PATH_PROMPT.match(line)
         if m is not None:
             commands.append(m.group("cmd").strip())
             prompts += 1
@@ -240,3 +286,42 @@ class PasteInfo:
     @classmethod
     def of(cls, path: str, p: Pasted) -> PasteInfo:
         return cls(path, tuple(p.commands), tuple(p.elided), tuple(p.gaps), tuple(p.undone))
+
+
+# The paste being loaded, for its loader: the command lines (whose arguments say what the output is about:
+# ``ethtool -S ens1f0`` names the port, ``ibv_devinfo -d mlx5_0`` the device of a GID excerpt) and the line
+# numbers the user sees (the cleaned text has lost its prompt, fence and elision lines).
+_INPUT: ContextVar[tuple[tuple[str, ...], tuple[int, ...]]] = ContextVar(
+    "clusterdoctor_paste", default=((), ())
+)
+
+
+@contextmanager
+def pasted_commands(commands: Iterable[str], origin: Iterable[int] = ()) -> Iterator[None]:
+    """While loading one paste: :func:`input_commands` and :func:`input_line` describe it."""
+    token = _INPUT.set((tuple(commands), tuple(origin)))
+    try:
+        yield
+    finally:
+        _INPUT.reset(token)
+
+
+def input_commands() -> tuple[str, ...]:
+    """The command lines of the paste being loaded (empty outside :func:`pasted_commands`)."""
+    return _INPUT.get()[0]
+
+
+def input_origin() -> list[int] | None:
+    """For each line of the cleaned text being loaded, its line number in the paste (None: not a paste)."""
+    origin = _INPUT.get()[1]
+    return list(origin) if origin else None
+
+
+def numbered(text: str, origin: list[int] | None = None) -> Iterator[tuple[int, str]]:
+    """The lines of ``text`` with the numbers the user sees: ``origin[i]`` for line ``i + 1`` of a cleaned
+    paste (:func:`input_origin`), else their own. Split on newlines only, as :func:`clean` does."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines):
+        yield (origin[i] if origin is not None and i < len(origin) else i + 1), line.rstrip("\r")

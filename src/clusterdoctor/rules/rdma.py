@@ -79,6 +79,7 @@ CONGESTION = (
     "tx_pause_ctrl_phy",
 )
 MISCONFIG = ("rp_cnp_ignored", "rx_icrc_encapsulated")
+WAIT_ONLY = {"port_xmit_wait"}  # flow-control wait, not a drop
 RETRANS = (
     "out_of_sequence",
     "packet_seq_err",
@@ -307,6 +308,10 @@ def _emit(
                 )
         else:
             sev = Severity.INFO if base_sev == Severity.INFO else Severity.WARNING
+            if names == CONGESTION and set(hits) <= WAIT_ONLY and not stuck:
+                # a total of transmit-wait ticks since reset grows on every busy fabric: by itself, with no
+                # rate and no discards, it says the link was used, not that it is congested now
+                sev = Severity.INFO
             conf = 0.6
             when = "since the counters were last reset (one read; rates need two)"
         denom = max((vals[k] for k in RX_PACKETS if vals.get(k, 0) > 0), default=0.0)
@@ -341,6 +346,7 @@ def _emit(
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE, LOSS_HIGH, LOSS_NEGLIGIBLE),
     alerts=RDMA001_ALERTS,
+    causes=("rdma.congestion",),
 )
 def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     """Packets dropped because the receiver had no posted receive buffer (``out_of_buffer``, RNR NAKs).
@@ -365,6 +371,7 @@ def rdma_receive_drops(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA002_ALERTS,
+    causes=("rdma.congestion",),
 )
 def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     """Congestion signals: ECN-marked RoCE packets, CNPs sent/handled, PFC pauses, IB transmit wait.
@@ -412,6 +419,7 @@ def rdma_congestion(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA003_ALERTS,
+    causes=("rdma.congestion", "rdma.retry-exceeded"),
 )
 def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     """Loss recovery at the transport: out-of-sequence packets, NAK sequence errors, ACK timeouts.
@@ -439,6 +447,7 @@ def rdma_retransmission(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE, HIGH_RATE),
     alerts=RDMA004_ALERTS,
+    causes=("ib.link-degraded",),
 )
 def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     """Physical-layer errors: symbol errors, link error recovery, link downed, receive errors.
@@ -462,6 +471,7 @@ def rdma_link_errors(obs: Observations) -> Iterator[Finding]:
     requires=("rdma",),
     thresholds=(ANY_INCREASE,),
     alerts=RDMA005_ALERTS,
+    causes=("rdma.retry-exceeded",),
 )
 def rdma_completion_errors(obs: Observations) -> Iterator[Finding]:
     """Work completions with errors (``req/resp_cqe_error``, remote access / invalid request errors).
@@ -487,6 +497,7 @@ def rdma_completion_errors(obs: Observations) -> Iterator[Finding]:
     title="RDMA port counters unavailable",
     requires=("rdma",),
     severity=Severity.INFO,
+    causes=(),  # a gap in what can be checked, not a cause of anything
 )
 def rdma_counters_unreadable(obs: Observations) -> Iterator[Finding]:
     """Port counters read ``N/A (no PMA)``: this port's errors cannot be checked.

@@ -30,6 +30,8 @@ RULE_MODULES = (
     "clusterdoctor.rules.zones",
     "clusterdoctor.rules.kubelet",
     "clusterdoctor.rules.rdma",
+    "clusterdoctor.rules.rdma_ports",
+    "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
     "clusterdoctor.rules.comm_bandwidth",

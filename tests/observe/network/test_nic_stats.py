@@ -116,3 +116,25 @@ def test_fuzz(data):
         parse_nic_stats(text, "fuzz")
     except InputError:
         pass
+
+
+def test_grep_excerpt_of_ethtool_s_takes_the_port_from_the_command(tmp_path):
+    from clusterdoctor.observe.detect import load_path
+
+    p = tmp_path / "paste.txt"
+    p.write_text(
+        '$ ethtool -S ens1f0np0 | grep -E "discard|pause"\n'
+        "     rx_discards_phy: 154328\n     tx_pause_ctrl_phy: 0\n     rx_pause_ctrl_phy: 8123456\n"
+    )
+    what, data = load_path(p)
+    (port,) = data["rdma"]
+    assert port.device == "ens1f0np0" and port.counters["rx_discards_phy"] == 154328
+    assert what == "NIC statistics (ens1f0np0: 3 counters)"
+
+
+def test_indented_key_values_that_are_not_nic_counters_are_not_claimed():
+    from clusterdoctor.observe.network.nic_stats import sniff_nic_stats
+
+    assert not sniff_nic_stats(b"spec:\n  replicas: 3\n  port: 8080\n")
+    assert not sniff_nic_stats(b"  rx_errors: 0\nsomething else entirely\n  tx_errors: 0\n")
+    assert sniff_nic_stats(b"     rx_out_of_buffer: 4521\n     rx_discards_phy: 0\n")

@@ -173,6 +173,12 @@ def parse_nic_stats(
     return out, []
 
 
+# an `ethtool -S DEV | grep ...` excerpt has no "NIC statistics:" header: indented `name: value` lines
+# whose names are NIC counters (never a Prometheus sample: those are not indented)
+_SNIFF_EXCERPT = re.compile(rb"^\s{2,16}([A-Za-z][\w.\-\[\]]{1,64}): \d{1,20}\s*$", re.M)
+_NIC_COUNTER = re.compile(
+    rb"(?:^|_)(?:rx|tx)(?:_|$)|_phy$|discard|drop|pause|error|packets|bytes|out_of_buffer|missed"
+)
 _SNIFF = (
     re.compile(rb"^NIC statistics:\s*$", re.M),
     re.compile(rb"NIC (?:extended )?statistics for port \d+"),
@@ -183,8 +189,21 @@ _SNIFF = (
 
 
 def sniff_nic_stats(head: bytes, name: str = "") -> bool:
-    """True for ethtool -S, testpmd stats/xstats, DPDK xstats JSON, Holoscan ANO logs, mlnx_perf."""
-    return any(p.search(head) for p in _SNIFF)
+    """True for ethtool -S (whole or a grep excerpt), testpmd stats/xstats, DPDK xstats JSON, Holoscan
+    ANO logs, mlnx_perf."""
+    if any(p.search(head) for p in _SNIFF):
+        return True
+    names = [m.group(1) for _, m in zip(range(64), _SNIFF_EXCERPT.finditer(head))]
+    if len(names) < 2 or sum(1 for n in names if _NIC_COUNTER.search(n)) < max(2, len(names) // 2):
+        return False
+    # every non-blank line is such a counter (an excerpt, not a YAML document or a log)
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    return len(lines) == len([ln for ln in lines if _SNIFF_EXCERPT.match(ln)])
+
+
+_CMD_DEV = re.compile(
+    r"\bethtool\s{1,8}(?:-S|--statistics)\s{1,8}(?:--all-groups\s{1,8})?([A-Za-z][\w.\-@]{0,63})"
+)
 
 
 def load_nic_stats(path: str | Path) -> dict[str, Any]:
@@ -195,12 +214,18 @@ def load_nic_stats(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     from clusterdoctor.observe.limits import read_input
+    from clusterdoctor.observe.paste import input_commands
 
     data = read_input(p)
-    ports, rts = parse_nic_stats(data, str(p))
+    # a pasted `ethtool -S ens1f0np0 | grep discard` names the port its counters are about
+    devs = {m.group(1) for c in input_commands() for m in _CMD_DEV.finditer(c)}
+    ports, rts = parse_nic_stats(data, str(p), device=devs.pop() if len(devs) == 1 else None)
     out: dict[str, Any] = {}
     if ports:
         out["rdma"] = ports
     if rts:
         out["rdma_rates"] = rts
+    n = sum(len(x.counters) for x in ports) + sum(len(r.per_s) for r in rts)
+    names = ", ".join(sorted({x.device for x in ports} | {r.device for r in rts})[:4])
+    out["described_as"] = f"NIC statistics ({names}: {n} counters)"
     return out

@@ -89,6 +89,7 @@ class Message:
     @property
     def all_triggers(self) -> tuple[str, ...]:
         return (self.trigger, *self.triggers)
+
     # template over the named groups appended to the finding's summary ("{nodes} node(s) lack {resource}")
     detail: str = ""
     # a named group holding how many instances the line says this message covers (the scheduler's

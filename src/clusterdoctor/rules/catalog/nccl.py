@@ -60,47 +60,6 @@ MESSAGES: tuple[Message, ...] = (
         ),
     ),
     Message(
-        code="NCCL102",
-        name="nccl-ib-qp-connect-failed",
-        title="NCCL cannot connect an IB/RoCE queue pair (ibv_modify_qp timed out or unreachable)",
-        pattern=(
-            r"Call to ibv_modify_qp failed with (?:error )?(?:\d{1,4} )?(?P<err>Connection timed out"
-            r"|Network is unreachable|No route to host|Connection refused|No such device)"
-            r"(?:, on dev (?P<dev>[\w.\-]{1,64}):(?P<port>\d{1,3}))?"
-        ),
-        trigger="Call to ibv_modify_qp failed",
-        meaning=(
-            "moving a queue pair to RTR/RTS failed: the remote NIC could not be reached over the IB/RoCE "
-            "fabric while NCCL connected its ranks"
-        ),
-        cause=(
-            "the two NICs cannot reach each other on the fabric: on a rail-optimised network (each NIC index "
-            "on its own switch) NCCL paired NICs of different rails (NCCL's own hint for ETIMEDOUT); a RoCE "
-            "GID/subnet without a route between the nodes; a port that is down"
-        ),
-        fix=(
-            "on rail-optimised fabrics set NCCL_CROSS_NIC=0; check the ports (ibstat, ibv_devinfo), the RoCE "
-            "GID and routing between the nodes (show_gids, ping over the RDMA interface), and that "
-            "NCCL_IB_HCA names NICs that are cabled to the same fabric"
-        ),
-        verify=("ibstat", "NCCL_CROSS_NIC=0 NCCL_DEBUG=INFO all_reduce_perf -b 8 -e 128M -f 2 -g 1"),
-        severity=Severity.CRITICAL,
-        action=Action.CONFIGURE,
-        source=_SRC + "master/src/misc/ibvwrap.cc",
-        example=(
-            "[2026-03-13 22:26:02] host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
-            "failed with 110 Connection timed out, on dev mlx_x:1, curr state INIT, next state RTR, local GID "
-            "index 3, local GID ::ffff:xxx.xx.xx.xx, remote GID ::ffff:xxx.xx.xxx.xx"
-        ),
-        example_source="https://github.com/NVIDIA/nccl/issues/2013",
-        causes=("nccl.ib-connect", "roce.gid"),
-        subject="{dev}:{port}",
-        notes=(
-            "2.4-2.22: 'Call to ibv_modify_qp failed with error %s' (strerror); 2.23+: 'Call to ibv_modify_qp "
-            "failed with %d %s, %s' with the device, QP states and GIDs, then printIbModifyQpHint",
-        ),
-    ),
-    Message(
         code="NCCL103",
         name="nccl-ib-qp-invalid-gid",
         title="NCCL's queue-pair setup is refused as invalid (wrong RoCE GID index)",
@@ -217,46 +176,6 @@ MESSAGES: tuple[Message, ...] = (
         example="2a8874e7d1e6:2196:2275 [1] graph/xml.h:101 NCCL WARN Attribute arch of node cpu not found",
         example_source="https://github.com/aws/aws-ofi-nccl/issues/785",
         causes=("nccl.topo-file",),
-    ),
-    Message(
-        code="NCCL107",
-        name="nccl-ib-retry-exceeded",
-        title="IB/RoCE transport retries exhausted (completion status 12, IBV_WC_RETRY_EXC_ERR)",
-        pattern=(
-            r"Got completion (?:from peer (?P<peer>[\w.:\[\]<>%\-]{1,96}) )?with (?:error |status=)"
-            r"(?:IBV_WC_RETRY_EXC_ERR\()?12\b"
-        ),
-        trigger="Got completion",
-        meaning=(
-            "a work request to a peer failed after the HCA exhausted its transport retries: the peer's NIC "
-            "did not acknowledge within NCCL_IB_TIMEOUT x NCCL_IB_RETRY_CNT"
-        ),
-        cause=(
-            "packets are lost or the peer became unreachable: a flapping or down link or switch port, "
-            "congestion without lossless configuration (RoCE PFC/ECN), a peer node that died or was reset, "
-            "or NCCL_IB_TIMEOUT set too short (NCCL's hint)"
-        ),
-        fix=(
-            "find the link on the path between the two hosts (ibstat, port error counters, switch logs) and "
-            "fix or drain it; for RoCE check PFC/ECN; raise NCCL_IB_TIMEOUT (default 20, ~30 s) only if the "
-            "fabric is healthy"
-        ),
-        verify=("ibstat", "perfquery -x", "ib_write_bw between the two hosts"),
-        severity=Severity.CRITICAL,
-        action=Action.REPLACE_HARDWARE,
-        source=_SRC + "v2.21.5-1/src/transport/net_ib.cc",
-        example=(
-            "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
-            "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
-            "fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f"
-        ),
-        example_source="https://github.com/NVIDIA/nccl/issues/1405",
-        causes=("rdma.retry-exceeded",),
-        subject="peer {peer}",
-        notes=(
-            "2.4-2.11 'Got completion with error %d, opcode %d, len %d, vendor err %d'; 2.12+ 'from peer %s "
-            "with error %d'; 2.19+ 'with status=%d'; 2.27+ 'with status=%s(%d)'",
-        ),
     ),
     Message(
         code="NCCL108",
@@ -471,27 +390,6 @@ MESSAGES: tuple[Message, ...] = (
         subject="peer {peer}",
     ),
     Message(
-        code="NCCL115",
-        name="nccl-ib-port-error-event",
-        title="The HCA reported a port error to NCCL (the IB/RoCE link went down)",
-        pattern=r"(?:Got async|async fatal) event ?: (?P<event>port error|local catastrophic error)",
-        trigger="Got async event",
-        triggers=("async fatal event",),
-        meaning="the verbs library delivered an asynchronous port-error (or catastrophic HCA) event",
-        cause=(
-            "the port lost its link (cable, transceiver, switch port, flapping link), or the HCA itself "
-            "failed (local catastrophic error)"
-        ),
-        fix="find the port on the host that logged it (ibstat, ibdiagnet, switch logs); reseat or replace the cable/HCA",
-        verify=("ibstat", "iblinkinfo", "dmesg | grep -i mlx5"),
-        severity=Severity.CRITICAL,
-        action=Action.REPLACE_HARDWARE,
-        source=_SRC + "v2.21.5-1/src/transport/net_ib.cc",
-        example="...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
-        example_source="https://github.com/Lightning-AI/lit-llama/issues/380",
-        causes=("ib.port-down",),
-    ),
-    Message(
         code="NCCL116",
         name="nccl-nvls-multicast-bind-failed",
         title="NVLink SHARP multicast memory cannot be bound (fabric manager / NVSwitch state)",
@@ -586,57 +484,5 @@ MESSAGES: tuple[Message, ...] = (
         example="fastmoe: Test NCCL failure common.cu:777 'unhandled system error'",
         example_source="https://github.com/NVIDIA/nccl/issues/473",
         role="symptom",
-    ),
-    Message(
-        code="NCCL120",
-        name="nccl-ib-memlock",
-        title="NCCL cannot register memory with the HCA: the locked-memory limit is too low",
-        pattern=r"Call to ibv_reg_mr(?:_iova2)? failed with error Cannot allocate memory",
-        trigger="Call to ibv_reg_mr",
-        meaning="registering a buffer with the RDMA device failed with ENOMEM",
-        cause=(
-            "the process may not lock enough memory (ulimit -l, often 64 KiB or 8 MiB by default; a "
-            "container's or MPI launcher's own limit): RDMA registration pins the pages"
-        ),
-        fix=(
-            "raise memlock to unlimited where the job starts (/etc/security/limits.conf and a new login, "
-            "LimitMEMLOCK=infinity for systemd units, --ulimit memlock=-1 for docker, the launcher's own "
-            "environment for mpirun) and check it from inside the job"
-        ),
-        verify=("ulimit -l", "mpirun -np 2 -H host1,host2 bash -c 'ulimit -l'"),
-        severity=Severity.CRITICAL,
-        action=Action.CONFIGURE,
-        source=_GUIDE + "#infiniband",
-        example="misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
-        example_source="https://github.com/NVIDIA/nccl-tests/issues/206",
-        causes=("rdma.memlock",),
-    ),
-    Message(
-        code="NCCL121",
-        name="nccl-ib-gpu-memory-registration",
-        title="The HCA cannot register GPU memory (GPUDirect RDMA: peer-memory module or DMA-BUF missing)",
-        pattern=(
-            r"Call to ibv_reg_(?:dmabuf_)?mr(?:_iova2)? failed with error (?:Bad address|Operation not supported)"
-        ),
-        trigger="Call to ibv_reg_",
-        meaning="registering a GPU buffer with the RDMA device failed (EFAULT or EOPNOTSUPP)",
-        cause=(
-            "GPUDirect RDMA is not available on this node: the nvidia-peermem (nv_peer_mem) module is not "
-            "loaded, the driver/OFED is too old for DMA-BUF, or the GPU does not support GPUDirect RDMA"
-        ),
-        fix=(
-            "load nvidia-peermem (modprobe nvidia-peermem) or update the driver and OFED for DMA-BUF; as a "
-            "workaround NCCL_DMABUF_ENABLE=0 (DMA-BUF refused) or NCCL_NET_GDR_LEVEL=0 (no GPUDirect)"
-        ),
-        verify=(
-            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'",
-            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET all_reduce_perf -b 1G -e 1G",
-        ),
-        severity=Severity.CRITICAL,
-        action=Action.CONFIGURE,
-        source="https://docs.nvidia.com/cuda/gpudirect-rdma/index.html",
-        example="misc/ibvwrap.cc:288 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
-        example_source="https://github.com/NVIDIA/nccl/issues/778",
-        causes=("nccl.gdr-or-plugin",),
     ),
 )

@@ -324,37 +324,6 @@ MESSAGES: tuple[Message, ...] = (
         role="symptom",
     ),
     Message(
-        code="TORCH111",
-        name="torch-dataloader-shm-bus-error",
-        title="DataLoader workers die on shared memory (bus error: /dev/shm too small)",
-        pattern=(
-            r"(?:Unexpected bus error encountered in worker\. This might be caused by insufficient shared "
-            r"memory|DataLoader worker \(pid\(?s?\)? ?\d{1,10}\)? is killed by signal: Bus error)"
-        ),
-        trigger="bus error encountered in worker",
-        triggers=("is killed by signal: Bus error",),
-        meaning="a DataLoader worker got SIGBUS writing a batch into shared memory",
-        cause=(
-            "/dev/shm is too small for the batches the workers pass (Docker's 64 MB default, a pod without a "
-            "memory-backed /dev/shm), or it is filled by other processes"
-        ),
-        fix=(
-            "give the container a larger /dev/shm (--shm-size / --ipc=host; an emptyDir medium: Memory in "
-            "Kubernetes), or fewer workers / smaller prefetch"
-        ),
-        verify=("df -h /dev/shm",),
-        severity=Severity.CRITICAL,
-        action=Action.CONFIGURE,
-        source=_PT + "torch/csrc/DataLoader.cpp",
-        example=(
-            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
-            "memory (shm)."
-        ),
-        example_source="https://github.com/DengpanFu/LUPerson/issues/20",
-        causes=("storage.shm-dataloader",),
-        layer="storage",
-    ),
-    Message(
         code="TORCH112",
         name="torch-dataloader-worker-killed",
         title="A DataLoader worker was killed (SIGKILL): the host ran out of memory",

@@ -1,0 +1,1 @@
+"""Storage: filesystem usage (``df``) and quota listings (``quota``, ``lfs quota``, ``mmlsquota``)."""

@@ -1,0 +1,323 @@
+"""Storage, checkpoint and data-loading messages, as data.
+
+From the programs' own sources:
+
+* PyTorch checkpoints: ``caffe2/serialize/inline_container.cc`` (``PytorchStreamReader failed reading zip
+  archive: failed finding central directory``, ``PytorchStreamWriter failed writing file data/N: file write
+  failed``), ``torch/csrc/serialization.cpp`` (``write(): fd N failed with ...``), Python's pickle
+  (``invalid load key``);
+* DataLoader workers and shared memory: ``torch/csrc/DataLoader.cpp`` (``DataLoader worker (pid N) is killed
+  by signal: Bus error. It is possible that dataloader's workers are out of shared memory``, ``Unexpected
+  bus error encountered in worker``), ``aten/src/ATen/MapAllocator.cpp`` (``unable to write to file
+  </torch_...>``, ``unable to open shared memory object </torch_...> in read-write mode``);
+* the OS, as Python raises it (``OSError: [Errno 28] No space left on device``, ``[Errno 122] Disk quota
+  exceeded``, ``[Errno 24] Too many open files``: CPython ``Objects/exceptions.c`` over ``strerror``);
+* Detectron's training stats (``mb_qsize``: the minibatch queue, empty when loading is the bottleneck).
+
+A write that fails on a full or over-quota filesystem names the disk; the same failure on ``/dev/shm``
+names shared memory (a container's 64 MB default), so the two are separate entries. Example lines come
+from public threads, each named in ``example_source``.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_TORCH = "https://github.com/pytorch/pytorch/blob/main"
+_CONTAINER = f"{_TORCH}/caffe2/serialize/inline_container.cc"
+_SHM_FIX = (
+    "give the job more shared memory (docker run --shm-size=16g or --ipc=host; in Kubernetes an emptyDir "
+    "with medium: Memory mounted at /dev/shm), or lower num_workers / batch size per worker"
+)
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="STOR101",
+        name="torch-checkpoint-unreadable",
+        title="A PyTorch checkpoint is truncated or corrupt (its zip archive cannot be read)",
+        pattern=(
+            r"PytorchStreamReader failed (?P<what>reading zip archive|reading file [^:\n]{1,200}|"
+            r"finding central directory): (?P<err>[^\n]{1,120})"
+        ),
+        trigger="PytorchStreamReader failed",
+        meaning="torch.load could not read the checkpoint's zip container (no central directory, a corrupt "
+        "record): the file is not a complete PyTorch archive",
+        cause="the file is truncated or damaged: a save interrupted by a full disk or a killed job, an "
+        "incomplete download or upload, a Git LFS pointer or HTML page saved under the checkpoint's name",
+        fix="re-save or re-download the checkpoint and compare its size/checksum with the original; load an "
+        "earlier checkpoint; write checkpoints to a temporary name and rename when complete",
+        verify=(
+            "ls -l <checkpoint>",
+            'python -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).testzip()" <checkpoint>',
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_JOB,
+        source=_CONTAINER,
+        example=(
+            "RuntimeError: [enforce fail at inline_container.cc:145] . PytorchStreamReader failed reading zip "
+            "archive: failed finding central directory"
+        ),
+        example_source="https://github.com/guoweiyu/Context-Enhanced-Stereo-Transformer/issues/1",
+        causes=("storage.checkpoint-corrupt",),
+    ),
+    Message(
+        code="STOR102",
+        name="torch-checkpoint-write-failed",
+        title="torch.save could not write the checkpoint (PytorchStreamWriter failed)",
+        pattern=(
+            r"PytorchStreamWriter failed (?P<what>writing (?:file [^:\n]{1,200}|central directory[^:\n]{0,200}))"
+            r"(?::\s?(?P<err>[^\n]{1,120})|\.)"
+        ),
+        trigger="PytorchStreamWriter failed",
+        meaning="a write into the checkpoint file failed part-way: the file on disk is incomplete",
+        cause="the target filesystem is full or over quota (most often), or the storage under it failed "
+        "(a network filesystem that went away)",
+        fix="free space or raise the quota on the checkpoint directory (check df -h and the quota of the "
+        "volume actually written to), keep fewer checkpoints, then save again",
+        verify=("df -h <checkpoint dir>", "quota -s"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_CONTAINER,
+        example=(
+            "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file "
+            "data/228: file write failed"
+        ),
+        example_source="https://github.com/h2oai/h2o-llmstudio/issues/214",
+        causes=("storage.disk-full",),
+    ),
+    Message(
+        code="STOR103",
+        name="torch-write-fd-failed",
+        title="torch.save: a write() to the checkpoint file failed",
+        pattern=r"write\(\): fd (?P<fd>\d{1,9}) failed with (?P<err>[^\n]{1,120})",
+        trigger="write(): fd",
+        meaning="the operating system failed a write of tensor data into the checkpoint file",
+        cause="a full filesystem (ENOSPC, or EIO from a network filesystem that ran out of space), a quota, "
+        "or failing storage",
+        fix="check free space and quota where the checkpoint goes, free space, and save again",
+        verify=("df -h <checkpoint dir>", "dmesg | tail"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/torch/csrc/serialization.cpp",
+        example="RuntimeError: write(): fd 29 failed with Input/output error",
+        example_source="https://github.com/pytorch/pytorch/issues/10577",
+        causes=("storage.disk-full",),
+        confidence=0.75,
+    ),
+    Message(
+        code="STOR104",
+        name="os-no-space-left",
+        title="A write failed: no space left on the device",
+        pattern=r"\[Errno 28\] No space left on device(?!: '/dev/shm)(?:: '(?P<path>[^'\n]{1,512})')?",
+        trigger="No space left on device",
+        meaning="the filesystem being written to is full (ENOSPC)",
+        cause="checkpoints, logs, caches or datasets filled the disk or volume the job writes to",
+        fix="free space on that filesystem (old checkpoints, caches such as ~/.cache/huggingface), move the "
+        "output to a larger volume, or keep fewer checkpoints",
+        verify=("df -h", "du -sh <output dir>/*"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/python/cpython/blob/main/Objects/exceptions.c",
+        example=(
+            "2023-04-29 06:01:12.977 [177/train/578 (pid 28936)] [09c561ee-a44c-4795-967c-7183a83b3160] "
+            "OSError: [Errno 28] No space left on device"
+        ),
+        example_source="https://github.com/databrickslabs/dolly/issues/139",
+        causes=("storage.disk-full",),
+        subject="{path}",
+    ),
+    Message(
+        code="STOR105",
+        name="os-disk-quota-exceeded",
+        title="A write failed: the user's or group's disk quota is exhausted",
+        pattern=r"(?:\[Errno 122\] )?Disk quota exceeded(?:: '(?P<path>[^'\n]{1,512})')?",
+        trigger="Disk quota exceeded",
+        meaning="the filesystem refused the write because the owner's quota is used up (EDQUOT), even if "
+        "the filesystem itself has space",
+        cause="the home, project or scratch quota (blocks or number of files) is at its limit, or its soft "
+        "limit's grace period expired",
+        fix="delete or move files on the over-quota filesystem (caches under $HOME, old checkpoints), point "
+        "caches and outputs at a filesystem with room (scratch), or ask for a larger quota",
+        verify=("quota -s", "lfs quota -h -u $USER <mount>", "mmlsquota"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/python/cpython/blob/main/Objects/exceptions.c",
+        example=(
+            "OSError: [Errno 122] Disk quota exceeded: "
+            "'/home/pr1eld00/pr1eld24/.cache/matplotlib/fontlist-v310.json.matplotlib-lock'"
+        ),
+        example_source="https://github.com/BSC-ES/autosubmit/issues/596",
+        causes=("storage.disk-full",),
+        subject="{path}",
+        confidence=0.85,
+    ),
+    Message(
+        code="STOR106",
+        name="dataloader-bus-error",
+        title="A DataLoader worker died of a bus error (out of shared memory)",
+        pattern=r"DataLoader worker \(pid (?P<pid>\d{1,9})\) is killed by signal: Bus error",
+        trigger="is killed by signal: Bus error",
+        meaning="a worker touched shared memory that could not be backed: /dev/shm ran out while tensors "
+        "were passed from workers to the main process",
+        cause="/dev/shm is too small for num_workers x prefetch x batch size: a container's default 64 MB, a "
+        "pod without a memory-backed /dev/shm, or a node whose shm is full",
+        fix=_SHM_FIX,
+        verify=("df -h /dev/shm",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/torch/csrc/DataLoader.cpp",
+        example=(
+            "RuntimeError: DataLoader worker (pid 46794) is killed by signal: Bus error. It is possible that "
+            "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."
+        ),
+        example_source="https://github.com/hkchengrex/STCN/issues/132",
+        causes=("storage.shm-dataloader",),
+    ),
+    Message(
+        code="STOR112",
+        name="dataloader-worker-bus-error",
+        title="A DataLoader worker hit a bus error (insufficient shared memory)",
+        pattern=r"Unexpected bus error encountered in worker\. This might be caused by insufficient shared memory",
+        trigger="Unexpected bus error encountered in worker",
+        meaning="a DataLoader worker received SIGBUS: a page of the shared memory it wrote could not be backed",
+        cause="/dev/shm is too small or full for the workers' tensors (a container's 64 MB default, a pod "
+        "without a memory-backed /dev/shm)",
+        fix=_SHM_FIX,
+        verify=("df -h /dev/shm",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/torch/csrc/DataLoader.cpp",
+        example=(
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+            "memory (shm)."
+        ),
+        example_source="https://github.com/msr-fiddle/pipedream/issues/28",
+        causes=("storage.shm-dataloader",),
+    ),
+    Message(
+        code="STOR107",
+        name="torch-shm-write-failed",
+        title="A tensor could not be written to shared memory (/dev/shm full)",
+        pattern=r"unable to write to file </torch_\d{1,10}_\d{1,12}(?:_\d{1,12})?>",
+        trigger="unable to write to file </torch_",
+        meaning="a DataLoader worker could not grow the shared-memory file that carries a tensor to the "
+        "main process",
+        cause="/dev/shm is full or too small (a container's 64 MB default)",
+        fix=_SHM_FIX,
+        verify=("df -h /dev/shm",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/aten/src/ATen/MapAllocator.cpp",
+        example="RuntimeError: unable to write to file </torch_74396_2983595444>",
+        example_source="https://github.com/zylo117/Yet-Another-EfficientDet-Pytorch/issues/147",
+        causes=("storage.shm-dataloader",),
+    ),
+    Message(
+        code="STOR108",
+        name="torch-shm-open-failed",
+        title="A shared-memory tensor could not be opened (too many open files or /dev/shm exhausted)",
+        pattern=r"unable to open shared memory object </torch_\d{1,10}_\d{1,12}(?:_\d{1,12})?> in read-write mode",
+        trigger="unable to open shared memory object",
+        meaning="the main process could not open the shared-memory file a worker sent a tensor in",
+        cause="the default file_descriptor sharing strategy keeps one descriptor per shared tensor: the "
+        "open-files limit (ulimit -n) runs out, or /dev/shm itself is exhausted",
+        fix="raise ulimit -n, or call torch.multiprocessing.set_sharing_strategy('file_system'); give the "
+        "job more /dev/shm if it is full",
+        verify=("ulimit -n", "df -h /dev/shm"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/aten/src/ATen/MapAllocator.cpp",
+        example="RuntimeError: unable to open shared memory object </torch_4094450_3914785142> in read-write mode",
+        example_source="https://github.com/openclimatefix-archives/nowcasting_dataset/issues/158",
+        causes=("storage.open-files", "storage.shm-dataloader"),
+        confidence=0.8,
+    ),
+    Message(
+        code="STOR109",
+        name="os-too-many-open-files",
+        title="The process ran out of file descriptors (Too many open files)",
+        pattern=r"\[Errno 24\] Too many open files",
+        trigger="Too many open files",
+        meaning="a file or socket could not be opened: the process reached its open-files limit (EMFILE)",
+        cause="ulimit -n too low for the DataLoader's shared tensors (one descriptor each with the default "
+        "sharing strategy), many dataset files held open, or a descriptor leak",
+        fix="raise the limit (ulimit -n 65536, LimitNOFILE for a service, the container's --ulimit nofile), "
+        "or use torch.multiprocessing.set_sharing_strategy('file_system')",
+        verify=("ulimit -n", "ls /proc/<pid>/fd | wc -l"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/python/cpython/blob/main/Objects/exceptions.c",
+        example="OSError: [Errno 24] Too many open files",
+        example_source="https://github.com/facebookresearch/maskrcnn-benchmark/issues/158",
+        causes=("storage.open-files",),
+    ),
+    Message(
+        code="STOR110",
+        name="pickle-invalid-load-key",
+        title="A checkpoint is not a pickle at all (invalid load key)",
+        pattern=r"UnpicklingError: invalid load key, '(?P<key>[^'\n]{1,8})'",
+        trigger="invalid load key",
+        meaning="torch.load / pickle found bytes that do not start a pickle: the file is not the checkpoint "
+        "it is named after",
+        cause="a failed or partial download: an HTML error page ('<'), a Git LFS pointer ('v'), a truncated "
+        "or zero-filled file ('\\x00')",
+        fix="download the file again (for Git LFS: git lfs pull) and check its size; open the first bytes "
+        "(head -c 200) to see what it really is",
+        verify=("ls -l <checkpoint>", "head -c 200 <checkpoint>"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_JOB,
+        source="https://github.com/python/cpython/blob/main/Modules/_pickle.c",
+        example="_pickle.UnpicklingError: invalid load key, '<'.",
+        example_source="https://github.com/pytorch/pytorch/issues/16203",
+        causes=("storage.checkpoint-corrupt",),
+    ),
+    Message(
+        code="STOR113",
+        name="dataloader-timed-out",
+        title="The DataLoader timed out waiting for a batch from its workers",
+        pattern=r"DataLoader timed out after (?P<secs>\d{1,9}) seconds",
+        trigger="DataLoader timed out after",
+        meaning="no batch arrived from the worker processes within the DataLoader's timeout",
+        cause="reading the data is stalled or far too slow: a hung or overloaded network filesystem or object "
+        "store, a worker blocked in I/O or in a library call, or workers starved of CPU",
+        fix="check the storage the dataset is read from (NFS/Lustre/object-store latency, the kernel log for "
+        "'server not responding'), stack-dump a worker (py-spy dump) to see where it waits, raise timeout only "
+        "once the cause is known",
+        verify=("py-spy dump --pid <worker pid>", "dmesg | grep -i 'not responding'"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_TORCH}/torch/utils/data/dataloader.py",
+        example="RuntimeError: DataLoader timed out after 5 seconds",
+        example_source="https://github.com/pytorch/pytorch/issues/68643",
+        causes=("storage.slow-io",),
+        confidence=0.7,
+    ),
+    Message(
+        code="STOR111",
+        name="detectron-minibatch-queue-empty",
+        title="Detectron's minibatch queue is empty: the GPU waits for data loading",
+        pattern=r"\"mb_qsize\": 0(?P<end>[,}])",
+        trigger='"mb_qsize": 0',
+        meaning="Detectron reports an empty minibatch queue: the loader threads do not keep up with training",
+        cause="reading and decoding the training images is too slow: images on slow or remote storage, too "
+        "few loader threads or CPUs",
+        fix="put the dataset on fast local storage (or a page-cached copy), add loader threads, check the "
+        "storage's read throughput while training",
+        verify=("iostat -x 5", "nfsiostat 5"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/facebookresearch/Detectron/blob/main/detectron/utils/training_stats.py",
+        example=(
+            'json_stats: {"accuracy_cls": 0.973633, "eta": "4:53:19", "iter": 660, "loss": 0.735692, '
+            '"loss_bbox": 0.006042, "loss_cls": 0.116962, "loss_rpn_bbox_fpn2": 0.112087, '
+            '"loss_rpn_bbox_fpn3": 0.018113, "loss_rpn_bbox_fpn4": 0.000688, "loss_rpn_bbox_fpn5": 0.000000, '
+            '"loss_rpn_bbox_fpn6": 0.000000, "loss_rpn_cls_fpn2": 0.290812, "loss_rpn_cls_fpn3": 0.083534, '
+            '"loss_rpn_cls_fpn4": 0.012439, "loss_rpn_cls_fpn5": 0.001868, "loss_rpn_cls_fpn6": 0.000000, '
+            '"lr": 0.002500, "mb_qsize": 0, "mem": 4099, "time": 1.884333}'
+        ),
+        example_source="https://github.com/facebookresearch/Detectron/issues/408",
+        causes=("storage.slow-io",),
+        confidence=0.7,
+    ),
+)

@@ -1,0 +1,64 @@
+"""Storage rules (STOR001-002) and the storage catalogue through the pipeline."""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Severity
+from clusterdoctor.rules import storage
+from clusterdoctor.rules.registry import REQUIRED_SECTIONS
+from tests.observe.storage.test_usage import BSC_QUOTA, DF_H, QUOTA_S
+from tests.rules.test_rdma_ports import alarms, diagnose, first
+
+
+def test_documented():
+    for r in (storage.filesystem_full, storage.quota_exhausted):
+        assert set(REQUIRED_SECTIONS) <= set(r.sections()) and r.thresholds
+
+
+def test_full_root_but_not_the_snap_images(tmp_path):
+    d = diagnose(tmp_path, "$ df -h\n" + DF_H)
+    assert alarms(d) == [("STOR001", "/")]
+    assert d.findings[0].severity == Severity.CRITICAL and d.findings[0].causes == ("storage.disk-full",)
+
+
+def test_dev_shm_full_names_shared_memory(tmp_path):
+    d = diagnose(
+        tmp_path,
+        DF_H.replace("7.1G  700M  92%", "7.8G     0 100%").replace("98G     0 100%", "98G   10G  90%"),
+    )
+    f = d.findings[0]
+    assert (f.rule, f.subject) == ("STOR001", "/dev/shm")
+    assert "storage.shm-dataloader" in f.causes
+
+
+def test_quota_at_limit_beside_the_failed_write(tmp_path):
+    # https://github.com/BSC-ES/autosubmit/issues/596
+    err = (
+        " return self._accessor.open(self, flags, mode)\n"
+        "OSError: [Errno 122] Disk quota exceeded: '/home/pr1eld00/pr1eld24/.cache/matplotlib/fontlist-v310.json.matplotlib-lock'\n"
+    )
+    d = diagnose(tmp_path, err, "pr1eld24@login1:~> bsc_quota\n" + BSC_QUOTA)
+    assert first(d) == ("STOR002", "gpfs_home")
+    assert {f.rule for f in d.findings} >= {"STOR105"}
+    assert not any(w for w in d.warnings if "bsc_quota" in w)  # the SUSE prompt line is a command
+
+
+def test_soft_quota_within_grace_is_a_warning(tmp_path):
+    d = diagnose(tmp_path, QUOTA_S.replace("10000M*  9000M  10000M", "9500M*  9000M  10000M"))
+    (f,) = d.findings
+    assert (f.rule, f.severity) == ("STOR002", Severity.WARNING)
+
+
+def test_checkpoint_and_dataloader_messages_name_their_class(tmp_path):
+    cases = {
+        # https://github.com/guoweiyu/Context-Enhanced-Stereo-Transformer/issues/1
+        ">>> torch.load('epoch_15_model.pth.tar')\nRuntimeError: [enforce fail at inline_container.cc:145] . "
+        "PytorchStreamReader failed reading zip archive: failed finding central directory\n": "storage.checkpoint-corrupt",
+        # https://github.com/zylo117/Yet-Another-EfficientDet-Pytorch/issues/147
+        "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_74396_2983595444>\n": "storage.shm-dataloader",
+        # https://github.com/pytorch/pytorch/issues/10577
+        "    serialized_storages[key]._write_file(f, _should_read_directly(f))\n"
+        "RuntimeError: write(): fd 29 failed with Input/output error\n": "storage.disk-full",
+    }
+    for text, cls in cases.items():
+        d = diagnose(tmp_path, text)
+        assert cls in d.findings[0].causes, (text, d.findings[0].rule)
