@@ -69,7 +69,8 @@ def _index() -> tuple[re.Pattern[bytes], dict[str, list[Any]]]:
 
     by_trigger: dict[str, list[Any]] = defaultdict(list)
     for m in all_messages():
-        by_trigger[m.trigger].append(m)
+        for t in dict.fromkeys((m.trigger, *getattr(m, "triggers", ()))):
+            by_trigger[t].append(m)
     # longest first, so a trigger that contains another is found as itself
     triggers = sorted(by_trigger, key=len, reverse=True)
     alt = b"|".join(re.escape(t.encode()) for t in triggers) or b"(?!x)x"
@@ -135,13 +136,15 @@ def _scan(
         nxt = data[end + 1 : (len(data) if nxt_end < 0 else nxt_end)][:MAX_LINE].decode("utf-8", "replace")
         lineno = line0 + newlines + 1
         shown = origin[lineno - 1] if origin is not None and 0 < lineno <= len(origin) else lineno
+        tried: set[str] = set()  # an entry with several triggers is matched once per line
         for trig, entries in by_trigger.items():
             if trig not in line:
                 continue
             for e in entries:
-                mt = e.regex.search(line)
-                if mt is None and nxt:
-                    mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
+                if e.code in tried:
+                    continue
+                tried.add(e.code)
+                mt = _search(e, line, nxt)
                 if mt is None:
                     continue
                 counts[e.code] += 1
@@ -149,6 +152,23 @@ def _scan(
                     continue
                 hits.append(_hit(e.code, path, shown, line, mt))
     return _fold_counts(hits, counts) if own else hits
+
+
+def _search(e: Any, line: str, nxt: str) -> re.Match[str] | None:
+    """The entry's first pattern (``pattern``, then its ``variants``) that matches the line, or the line
+    joined with the next one (a terminal wrap)."""
+    regexes = getattr(e, "regexes", None) or (e.regex,)
+    for rx in regexes:
+        mt = rx.search(line)
+        if mt is not None:
+            return mt
+    if nxt:
+        joined = line + nxt.strip()  # read across a terminal wrap
+        for rx in regexes:
+            mt = rx.search(joined)
+            if mt is not None:
+                return mt
+    return None
 
 
 def _hit(code: str, path: str, lineno: int, line: str, mt: re.Match[str]) -> MessageHit:

@@ -16,7 +16,8 @@ message is one entry here and its real line.
 Patterns are searched anywhere in a line (``re.search``), behind any prefix; they must be linear on
 any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
 is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
-one scan for all triggers finds the candidate lines). Named groups feed ``subject`` (``rank {rank}``,
+one scan for all triggers finds the candidate lines); a message printed in several spellings lists the
+other literals in ``triggers`` and the other patterns in ``variants``. Named groups feed ``subject`` (``rank {rank}``,
 ``GPU {pci}``) and the finding's evidence.
 """
 
@@ -36,6 +37,7 @@ FAMILIES: dict[str, str] = {
     "nccl": "comm",
     "torch": "comm",
     "cuda": "gpu",
+    "nvml": "gpu",
     "nvrm": "gpu",
     "fabricmanager": "gpu",
     "deviceplugin": "gpu",
@@ -56,7 +58,7 @@ class Message:
     name: str  # kebab-case, e.g. "nccl-shm-no-space"
     title: str  # one line, what it is
     pattern: str
-    trigger: str  # a literal substring of every matching line
+    trigger: str  # a literal substring of every matching line (or of one of ``triggers``)
     meaning: str  # what the message says happened
     cause: str  # the likely cause(s)
     fix: str
@@ -76,10 +78,20 @@ class Message:
     layer: str = ""  # set from the module (FAMILIES)
     example_source: str = ""  # URL of the thread the example line comes from
     notes: tuple[str, ...] = field(default=())
+    # other spellings of the same message (a CUDA error by its enum name, an older wording): more literal
+    # triggers, and more patterns tried after ``pattern`` (each its own regex, led by a literal, so that
+    # none needs a top-level alternation the regex engine cannot skip through quickly)
+    triggers: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
 
     @property
     def regex(self) -> re.Pattern[str]:
         return _compile(self.pattern, self.flags)
+
+    @property
+    def regexes(self) -> tuple[re.Pattern[str], ...]:
+        """``pattern`` and then each of ``variants``, compiled."""
+        return (self.regex, *(_compile(v, self.flags) for v in self.variants))
 
 
 @cache
