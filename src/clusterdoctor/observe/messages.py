@@ -85,10 +85,24 @@ def scan_text(text: str, path: str, origin: list[int] | None = None) -> list[Mes
 
 
 def scan_file(path: str | Path) -> list[MessageHit]:
-    """Every catalogued line of a file, read in blocks (memory bounded by the block, not the file)."""
-    from clusterdoctor.observe.limits import open_input
+    """Every catalogued line of a file, read in blocks (memory bounded by the block, not the file). A
+    file over the ``input`` limit is not scanned either (the limit's error, as every reader gives it)."""
+    from clusterdoctor.observe.limits import (
+        LimitExceeded,
+        check_regular,
+        human_size,
+        max_input_bytes,
+        open_input,
+        virtual_input,
+    )
 
     p = str(path)
+    if virtual_input(p) is None:
+        size, cap = check_regular(p).st_size, max_input_bytes()
+        if size > cap:
+            raise LimitExceeded(
+                f"file is {human_size(size)}, larger than the input limit of {human_size(cap)}", p, "input"
+            )
     hits: list[MessageHit] = []
     counts: dict[str, int] = defaultdict(int)
     line0 = 0

@@ -574,6 +574,7 @@ LOST_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "smi_error": ("nvidia-smi cannot read it (ERR!)", ("gpu.fallen-off-bus", "gpu.hw-faulty")),
     "probe_failed": ("probe failed", ("gpu.init-failed",)),
     "bar_invalid": ("invalid BAR", ("gpu.init-failed",)),
+    "unsupported": ("not supported by the installed driver", ("gpu.init-failed",)),
 }
 
 
@@ -768,10 +769,21 @@ def remap_pending(obs: Observations) -> Iterator[Finding]:
     for g in _fleet(obs).gpus:
         if not (g.remap_pending or g.reset_required):
             continue
+        if g.remap_pending:
+            what = (
+                f"row remapping pending ({g.remap_uncorrectable if g.remap_uncorrectable is not None else '?'} rows for "
+                f"uncorrectable, {g.remap_correctable if g.remap_correctable is not None else '?'} for correctable errors) — reset the GPU to apply. "
+                + _cost(g, "until then a faulty row stays in use")
+            )
+            causes = ["gpu.row-remap"] + (["gpu.reset-required"] if g.reset_required else [])
+        else:
+            what = "the driver reports that the GPU requires a reset (GPU Reset Status). " + _cost(
+                g, "no new work starts on it until it is reset"
+            )
+            causes = ["gpu.reset-required"]
         yield remap_pending.finding(
-            f"{g.label()}: row remapping pending ({g.remap_uncorrectable if g.remap_uncorrectable is not None else '?'} rows for "
-            f"uncorrectable, {g.remap_correctable if g.remap_correctable is not None else '?'} for correctable errors) — reset the GPU to apply. "
-            + _cost(g, "until then a faulty row stays in use"),
+            f"{g.label()}: {what}",
+            causes=causes,
             evidence=[
                 *_extra_ident(g),
                 Evidence(
@@ -1112,6 +1124,11 @@ def sm_clock_low(obs: Observations) -> Iterator[Finding]:
 # -- NVLink ------------------------------------------------------------------------------------------
 
 
+def _cut_sources(obs: Observations) -> set[str]:
+    """Inputs the user cut lines out of (a paste with '...' elisions): a count from them is a lower bound."""
+    return {p.path for p in obs.get("pastes") or [] if getattr(p, "gaps", ())}
+
+
 def expected_nvlinks(model: str | None) -> int | None:
     if not model:
         return None
@@ -1147,18 +1164,35 @@ def nvlink_down(obs: Observations) -> Iterator[Finding]:
     **Verify**: `nvidia-smi nvlink -s` (every link at full speed), `nvidia-smi -q | grep -A2 Fabric` and `nvidia-smi topo -m`.
     """
     f = _fleet(obs)
+    cut = _cut_sources(obs)
     for g in f.gpus:
         if g.nvlink_support == "none":
             continue
         exp = expected_nvlinks(g.model)
         down = [n.link for n in g.nvlinks if n.active is False]
         up = [n for n in g.nvlinks if n.active]
-        elided = any(r.attrs.get("elided") for r in f.reports if any(s in g.sources for s in [r.source]))
+        elided = any(r.source in g.sources and r.attrs.get("elided") for r in f.reports) or bool(
+            cut & set(g.sources)
+        )
+        # a bridged PCIe/NVL card uses as many links as its bridge connects (an H100 NVL pair 12 of 18),
+        # by design: its inactive links are judged only against peers of its model that have more up
+        peers_up = max(
+            (
+                sum(1 for n in p.nvlinks if n.active)
+                for p in f.gpus_of(g.node or UNNAMED)
+                if p is not g and p.model == g.model
+            ),
+            default=0,
+        )
         problem = None
-        if g.nvlink_support == "inactive":
-            if exp is None and len(f.gpus_of(g.node or UNNAMED)) <= 1:
-                continue  # a lone GPU whose links have nothing to connect to
+        if g.nvlink_support == "inactive" or (g.nvlinks and not up and exp is None):
+            if exp is None and peers_up == 0:
+                continue  # a card without a bridge (or a lone one): its links have nothing to connect to
             problem = "all NVLinks are inactive"
+        elif down and exp is None:
+            if peers_up <= len(up):
+                continue  # as many links up as its bridged peers: the bridge's design, not a fault
+            problem = f"{len(up)} NVLinks up where its bridged peers have {peers_up}"
         elif down:
             problem = f"{len(down)} link(s) inactive (link {', '.join(map(str, down[:8]))})"
         elif exp is not None and up and len(up) < exp and not elided:
@@ -1267,6 +1301,61 @@ def nvlink_errors(obs: Observations) -> Iterator[Finding]:
                 subject=g.label(),
                 confidence=0.5,
             )
+
+
+# fabric states nvidia-smi -q prints (Fabric / State) while the GPU is not (yet) part of the NVLink
+# fabric; "N/A" is a GPU without NVSwitches (nvml.h NVML_GPU_FABRIC_STATE_*: NOT_SUPPORTED, NOT_STARTED,
+# IN_PROGRESS, COMPLETED)
+FABRIC_NOT_READY = ("not started", "in progress")
+
+
+@rule(
+    id="GPU020",
+    name="gpu-fabric-not-ready",
+    layer=LAYER,
+    title="GPU not registered with the NVSwitch fabric (fabric manager)",
+    requires=("gpu_health",),
+    severity=Severity.CRITICAL,
+    causes=("gpu.fabric-manager",),
+)
+def fabric_not_ready(obs: Observations) -> Iterator[Finding]:
+    """``nvidia-smi -q`` shows ``Fabric / State: Not Started`` or ``In Progress`` (or a Status that is not
+    Success) on an NVSwitch system.
+
+    **Symptom**: CUDA fails to initialise with error 802 "system not yet initialized"; NCCL cannot use
+    NVLink; ``nvidia-smi`` itself works.
+    **Why**: on NVSwitch baseboards (HGX/DGX A100, H100, H200, B200) a GPU joins the NVLink fabric only
+    when the fabric manager has configured the switches and registered it; until then the driver keeps
+    CUDA from starting. The fabric manager is not running, failed, is of another version than the driver,
+    or (Blackwell) lacks its NVLink subnet manager.
+    **Fix**: start nvidia-fabricmanager (its version must equal the driver's), read its log for errors,
+    then reset the GPUs or reboot; the state must read Completed / Success.
+    **Verify**: `nvidia-smi -q | grep -A3 Fabric` and `systemctl status nvidia-fabricmanager`.
+    """
+    for g in _fleet(obs).gpus:
+        state = (g.fabric_state or "").strip().lower()
+        status = (g.fabric_status or "").strip().lower()
+        bad_status = status not in ("", "success", "n/a", "not supported")
+        if state not in FABRIC_NOT_READY and not (state == "completed" and bad_status):
+            continue
+        yield _acting(
+            Action.RESTART_SERVICE,
+            fabric_not_ready.finding(
+                f"{g.label()}: NVLink fabric state {g.fabric_state!r}"
+                + (f", status {g.fabric_status!r}" if g.fabric_status else "")
+                + " — the fabric manager has not registered this GPU, so CUDA does not start on it. "
+                + _cost(g, "no CUDA work runs on it"),
+                evidence=[
+                    *_extra_ident(g),
+                    Evidence("fabric state", g.fabric_state, "Completed", source=g.source_of("fabric_state")),
+                    Evidence(
+                        "fabric status", g.fabric_status, "Success", source=g.source_of("fabric_status")
+                    ),
+                ],
+                subject=g.label(),
+                confidence=0.9,
+            ),
+        )
 
 
 # -- PCIe ----------------------------------------------------------------------------------------------
@@ -1571,7 +1660,7 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
 PER_GPU_RULES = (
     gpu_xid, gpu_lost, ecc_uncorrectable, remap_pending, remap_failure, retired_pages,
     correctable_rising, clock_reason, sm_clock_low, nvlink_down, nvlink_errors,
-    pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health,
+    pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health, fabric_not_ready,
 )  # fmt: skip
 # What acting on each rule's finding takes, when the finding does not say (the ranking's tie-break:
 # of two findings with the same score, the one that needs the GPU reset or the board replaced leads)
@@ -1594,6 +1683,7 @@ DEFAULT_ACTIONS: dict[str, Action] = {
     "GPU016": Action.CONFIGURE,
     "GPU017": Action.RESET_DEVICE,
     "GPU018": Action.OBSERVE,
+    "GPU020": Action.RESTART_SERVICE,
 }
 
 
