@@ -117,7 +117,8 @@ NVLINK_EXPECTED = Threshold(
 
 register_input(
     "gpu_health",
-    "no GPU health source (nvidia-smi -q, dcgm-exporter metrics, kernel log, lspci, nvidia-smi nvlink, dcgmi, live NVML)",
+    "no GPU health source (nvidia-smi, nvidia-smi -q/-L, dcgm-exporter metrics, kernel log, lspci, nvidia-smi "
+    "nvlink, dcgmi, device plugin or fabric manager log, live NVML)",
 )
 
 
@@ -1202,8 +1203,22 @@ def nvlink_down(obs: Observations) -> Iterator[Finding]:
             problem = f"links at unequal speeds ({', '.join(f'{s:g}' for s in speeds)} GB/s)"
         if problem is None:
             continue
+        # every link of every NVSwitch-attached GPU of the node down: the fabric (manager), not one link
+        node_gpus = [p for p in f.gpus_of(g.node or UNNAMED) if expected_nvlinks(p.model) is not None]
+        fabric_down = (
+            exp is not None
+            and len(node_gpus) > 1
+            and all(
+                p.nvlink_support == "inactive" or (p.nvlinks and not any(n.active for n in p.nvlinks))
+                for p in node_gpus
+            )
+        )
+        causes = ["gpu.fabric-manager", "gpu.nvlink-fault"] if fabric_down else ["gpu.nvlink-fault"]
+        if fabric_down:
+            problem += " (so are all NVLinks of every GPU on this node: the NVSwitch fabric is not up — fabric manager)"
         yield nvlink_down.finding(
             f"{g.label()}: {problem}. " + _cost(g, "GPU-to-GPU traffic falls back to slower paths"),
+            causes=causes,
             evidence=[
                 *_extra_ident(g),
                 Evidence(

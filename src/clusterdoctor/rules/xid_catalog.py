@@ -8,6 +8,12 @@ are paraphrased, not copied. Severity is clusterdoctor's reading of the action: 
 restart is a warning about the job; anything that needs the GPU reset, the node rebooted or the board
 serviced is critical for the node.
 
+Each code also says what acting on it takes (``act``, a :class:`~clusterdoctor.model.Action`: the
+ranking's tie-break, so that of two findings with the same score the Xid 94 that needs a reset leads the
+Xid 31 the program fixes) and which incident-corpus cause classes it names (``causes``:
+tests/data/incidents/causes/gpu.toml). Xid 154 names its recovery action in its message ("... to 0x2
+(Node Reboot Required)", the driver's ``_gpuRecoveryActionName``): :func:`recovery_action` reads it.
+
 SXid codes (NVSwitch, "Xid and SXid Errors" for HGX/NVSwitch systems) are too many to list; every
 SXid is treated as an NVSwitch fault whose NVLink ports lead to GPUs.
 """

@@ -1,7 +1,7 @@
 """Message catalogues as data: what a line that a program prints means, what causes it, how to fix it.
 
 One module per program family (:data:`FAMILIES`): NCCL, PyTorch (c10d, elastic, tracebacks), CUDA
-runtime errors, NVRM lines other than Xid (the Xid table is :mod:`clusterdoctor.rules.xid_catalog`),
+runtime errors, nvidia-smi / NVML failures, NVRM lines other than Xid (the Xid table is :mod:`clusterdoctor.rules.xid_catalog`),
 the NVSwitch fabric manager, the Kubernetes device plugin and GPU operator, InfiniBand verbs and port
 states, the kubelet, containerd, etcd server and client, scheduler events, storage and data loading.
 Each entry (:class:`Message`) is one known message: a pattern, its meaning, its likely cause, the fix

@@ -272,6 +272,33 @@ MESSAGES: tuple[Message, ...] = (
         confidence=0.6,
     ),
     Message(
+        code="CUDA110",
+        name="cuda-devices-unavailable",
+        title="CUDA error 46: the GPU is busy or unavailable",
+        pattern=r"CUDA-capable device\(s\) is/are busy or unavailable",
+        trigger="is/are busy or unavailable",
+        triggers=("all CUDA-capable devices are busy or unavailable", "cudaErrorDevicesUnavailable"),
+        variants=(r"all CUDA-capable devices are busy or unavailable", r"cudaErrorDevicesUnavailable"),
+        meaning="CUDA could not create a context on the GPU",
+        cause=(
+            "the GPU is in Exclusive_Process compute mode and another process holds it, or the GPU is in a "
+            "state where it accepts no new work (it needs a reset after a fault: look for Xid or "
+            "NV_ERR_RESET_REQUIRED lines)"
+        ),
+        fix=(
+            "check the compute mode (nvidia-smi -q -d COMPUTE; nvidia-smi -c DEFAULT) and the processes on the "
+            "GPU; if the driver reports a fault, reset the GPU"
+        ),
+        verify=("nvidia-smi -q -d COMPUTE", "nvidia-smi --query-compute-apps=pid,name --format=csv"),
+        severity=Severity.WARNING,
+        action=Action.RESET_DEVICE,
+        source=_RT + " (cudaErrorDevicesUnavailable = 46)",
+        example="'CUDA-capable device(s) is/are busy or unavailable'",
+        example_source="https://github.com/scitix/sichek/issues/51",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
         code="CUDA109",
         name="torch-no-nvidia-driver",
         title="PyTorch found no NVIDIA driver on the system",

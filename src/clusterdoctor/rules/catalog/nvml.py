@@ -149,7 +149,9 @@ MESSAGES: tuple[Message, ...] = (
         code="NVML105",
         name="nvidia-smi-no-devices",
         title="nvidia-smi found no devices: the driver is loaded but initialised no GPU",
-        pattern=r"No devices were found\.?\s{0,8}$",
+        # nvidia-smi prints it alone on its line: anchored (a short prefix allowed: a journal, klog or
+        # kubectl --prefix), so that a long line is rejected at once
+        pattern=r"^.{0,80}?No devices were found\.?\s{0,8}$",
         trigger="No devices were found",
         meaning="the nvidia module is loaded but no GPU came up (or none is visible here)",
         cause=(
@@ -166,7 +168,7 @@ MESSAGES: tuple[Message, ...] = (
         action=Action.CONFIGURE,
         source=_SMI,
         example="No devices were found",
-        example_source="https://github.com/NVIDIA/gpu-operator/issues/1947",
+        example_source="https://github.com/shkhln/libc6-shim/issues/10",
         causes=("gpu.init-failed",),
     ),
     Message(

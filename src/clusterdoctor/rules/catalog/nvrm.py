@@ -220,13 +220,20 @@ MESSAGES: tuple[Message, ...] = (
         name="nvidia-installer-module-failed",
         title="nvidia-installer could not build or load the kernel module",
         pattern=(
-            r"ERROR: (?:An error occurred while performing the step: \"(?:Checking to see whether the nvidia "
+            r"ERROR: An error occurred while performing the step: \"(?:Checking to see whether the nvidia "
             r"kernel module was successfully built|Building kernel modules)\""
-            r"|Unable to load the kernel module '?nvidia(?:[\w-]{0,16})\.ko'?"
-            r"|Unable to find the kernel source tree for the currently running kernel"
-            r"|Failed to install the kernel module through DKMS)"
         ),
-        trigger="ERROR: ",
+        trigger="An error occurred while performing the step",
+        triggers=(
+            "Unable to load the kernel module",
+            "Unable to find the kernel source tree",
+            "Failed to install the kernel module through DKMS",
+        ),
+        variants=(
+            r"ERROR: Unable to load the kernel module '?nvidia(?:[\w-]{0,16})\.ko'?",
+            r"ERROR: Unable to find the kernel source tree for the currently running kernel",
+            r"ERROR: Failed to install the kernel module through DKMS",
+        ),
         meaning="the NVIDIA installer failed at the kernel module: no driver will load",
         cause=(
             "the module does not compile or link for the running kernel (kernel too new for this driver, "
