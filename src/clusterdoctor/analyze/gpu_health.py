@@ -434,7 +434,7 @@ GPU_CHECKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("xid", "Xid / lost", ("GPU001", "GPU002", "GPU003")),
     ("memory", "ECC / remap / pages", ("GPU004", "GPU005", "GPU006", "GPU007", "GPU008")),
     ("clocks", "clocks / throttle", ("GPU009", "GPU010")),
-    ("nvlink", "NVLink", ("GPU011", "GPU012")),
+    ("nvlink", "NVLink", ("GPU011", "GPU012", "GPU020")),
     ("pcie", "PCIe link", ("GPU013", "GPU014", "GPU015", "GPU016")),
     ("dcgm", "DCGM diag / health", ("GPU017", "GPU018")),
 )

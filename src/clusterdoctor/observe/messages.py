@@ -110,10 +110,24 @@ def scan_text(text: str, path: str, origin: list[int] | None = None) -> list[Mes
 
 
 def scan_file(path: str | Path) -> list[MessageHit]:
-    """Every catalogued line of a file, read in blocks (memory bounded by the block, not the file)."""
-    from clusterdoctor.observe.limits import open_input
+    """Every catalogued line of a file, read in blocks (memory bounded by the block, not the file). A
+    file over the ``input`` limit is not scanned either (the limit's error, as every reader gives it)."""
+    from clusterdoctor.observe.limits import (
+        LimitExceeded,
+        check_regular,
+        human_size,
+        max_input_bytes,
+        open_input,
+        virtual_input,
+    )
 
     p = str(path)
+    if virtual_input(p) is None:
+        size, cap = check_regular(p).st_size, max_input_bytes()
+        if size > cap:
+            raise LimitExceeded(
+                f"file is {human_size(size)}, larger than the input limit of {human_size(cap)}", p, "input"
+            )
     hits: list[MessageHit] = []
     counts: dict[str, int] = defaultdict(int)
     line0 = 0
@@ -163,9 +177,7 @@ def _scan(
             for e in entries:
                 if e.code in done:
                     continue
-                mt = e.regex.search(line)
-                if mt is None and nxt:
-                    mt = e.regex.search(line + nxt.strip())  # read across a terminal wrap
+                mt = _search(e, line, nxt)
                 if mt is None:
                     continue
                 ctx = e.context_regex
@@ -183,6 +195,23 @@ def _scan(
                     continue
                 hits.append(_hit(e.code, path, shown, line, mt, extra))
     return _fold_counts(hits, counts) if own else hits
+
+
+def _search(e: Any, line: str, nxt: str) -> re.Match[str] | None:
+    """The entry's first pattern (``pattern``, then its ``variants``) that matches the line, or the line
+    joined with the next one (a terminal wrap)."""
+    regexes = getattr(e, "regexes", None) or (e.regex,)
+    for rx in regexes:
+        mt = rx.search(line)
+        if mt is not None:
+            return mt
+    if nxt:
+        joined = line + nxt.strip()  # read across a terminal wrap
+        for rx in regexes:
+            mt = rx.search(joined)
+            if mt is not None:
+                return mt
+    return None
 
 
 def _hit(

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED, GpuFleet, gpu_fleet
-from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example
 from clusterdoctor.rules.registry import Observations, register_derived, register_input, rule
-from clusterdoctor.rules.xid_catalog import XID_SOURCE, xid_info
+from clusterdoctor.rules.xid_catalog import XID_SOURCE, recovery_action, xid_info
 from clusterdoctor.topology.gpu import GpuEvent, GpuState
 
 LAYER = "gpu"
@@ -117,7 +117,8 @@ NVLINK_EXPECTED = Threshold(
 
 register_input(
     "gpu_health",
-    "no GPU health source (nvidia-smi -q, dcgm-exporter metrics, kernel log, lspci, nvidia-smi nvlink, dcgmi, live NVML)",
+    "no GPU health source (nvidia-smi, nvidia-smi -q/-L, dcgm-exporter metrics, kernel log, lspci, nvidia-smi "
+    "nvlink, dcgmi, device plugin or fabric manager log, live NVML)",
 )
 
 
@@ -435,6 +436,12 @@ def _rate_per_min(g: GpuState, name: str) -> tuple[float, float, float] | None:
     return inc / secs * 60.0, inc, secs
 
 
+def _acting(action: Action, f: Finding) -> Finding:
+    """``f`` with what its fix takes (the ranking's tie-break)."""
+    f.action = action
+    return f
+
+
 def _latest(g: GpuState, name: str) -> float | None:
     vals = [r.value for r in g.readings if r.name == name]
     return vals[-1] if vals else None
@@ -485,13 +492,19 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
             ]
         if not by_code:
             continue
-        parts: list[tuple[Severity, int, str]] = []  # (severity, code, sentence)
+        parts: list[tuple[Severity, Action, int, str]] = []  # (severity, action, code, sentence)
         evidence: list[Evidence] = list(_extra_ident(g))
         actions: list[tuple[int, str]] = []  # (code, action) in code order
+        classes: dict[int, tuple[str, ...]] = {}
         hardware = False
         located = True
         for code, evs in sorted(by_code.items()):
             info = xid_info(code)
+            act = info.act
+            if code == 154:  # the message names the recovery action the driver now asks for
+                named = [a for a in (recovery_action(e.message) for e in evs) if a is not None]
+                act = max(named) if named else act
+            classes[code] = info.causes
             hardware = hardware or info.hardware
             located = located and evs[0].line is not None
             procs = sorted({e.process or str(e.pid) for e in evs if e.process or e.pid})
@@ -510,6 +523,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
             parts.append(
                 (
                     sev,
+                    act,
                     code,
                     f"Xid {code} ({info.name}) ×{len(evs)} — {info.meaning}. Action: {info.action}.{note}",
                 )
@@ -526,12 +540,18 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
                 *([Evidence(f"Xid {code} processes", ", ".join(procs[:8]))] if procs else []),
                 Evidence(f"Xid {code} catalog action", info.action, source=XID_SOURCE),
             ]
-        # the worst code leads; then the others in code order
-        parts.sort(key=lambda x: (-int(x[0]), x[1]))
-        worst = parts[0][0]
+        # the worst code leads (on equal severity, the one that needs the strongest action: an Xid 94
+        # before an Xid 31); then the others in code order
+        parts.sort(key=lambda x: (-int(x[0]), -int(x[1]), x[2]))
+        worst, strongest = parts[0][0], max(p[1] for p in parts)
+        # the causes it names: those of every code at the worst severity, the leading code's first
+        causes: list[str] = []
+        for p in parts:
+            if p[0] == worst:
+                causes += [c for c in classes.get(p[2], ()) if c not in causes]
         cost = "the GPU is unreliable until acted on" if hardware else "the job on it lost its work"
-        yield gpu_xid.finding(
-            f"{g.label()}: " + " ".join(p[2] for p in parts) + " " + _cost(g, cost),
+        f = gpu_xid.finding(
+            f"{g.label()}: " + " ".join(p[3] for p in parts) + " " + _cost(g, cost),
             evidence=evidence,
             severity=worst,
             subject=g.label(),
@@ -542,7 +562,21 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
                 "dmesg -T | grep -E 'NVRM: Xid'",
                 "dcgmi diag -r 2",
             ],
+            causes=causes,
         )
+        f.action = strongest
+        yield f
+
+
+# GPU events that say the driver cannot use a GPU: what they are in words, the cause classes they name
+LOST_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fell_off_bus": ("fell off the bus", ("gpu.fallen-off-bus",)),
+    "unreachable": ("does not answer on PCIe", ("gpu.fallen-off-bus",)),
+    "smi_error": ("nvidia-smi cannot read it (ERR!)", ("gpu.fallen-off-bus", "gpu.hw-faulty")),
+    "probe_failed": ("probe failed", ("gpu.init-failed",)),
+    "bar_invalid": ("invalid BAR", ("gpu.init-failed",)),
+    "unsupported": ("not supported by the installed driver", ("gpu.init-failed",)),
+}
 
 
 @rule(
@@ -552,6 +586,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
     title="GPU fell off the bus or failed to initialise",
     requires=("gpu_health", "gpu_events"),
     severity=Severity.CRITICAL,
+    causes=("gpu.fallen-off-bus", "gpu.init-failed"),
 )
 def gpu_lost(obs: Observations) -> Iterator[Finding]:
     """The driver lost the GPU ("fallen off the bus") or could not bring it up (probe failed, BARs invalid).
@@ -568,40 +603,44 @@ def gpu_lost(obs: Observations) -> Iterator[Finding]:
     f = _fleet(obs)
     for g in f.gpus:
         has79 = any(e.kind == "xid" and e.code == 79 for e in g.events)
-        lost = [e for e in g.events if e.kind in ("fell_off_bus", "probe_failed", "bar_invalid")]
+        lost = [e for e in g.events if e.kind in LOST_KINDS]
         if not lost or (has79 and all(e.kind == "fell_off_bus" for e in lost)):
             continue  # Xid 79 is GPU001's finding
         kinds = Counter(e.kind for e in lost)
-        desc = ", ".join(
-            f"{'fell off the bus' if k == 'fell_off_bus' else ('probe failed' if k == 'probe_failed' else 'invalid BAR')} ×{n}"
-            for k, n in kinds.items()
-        )
-        yield gpu_lost.finding(
-            f"{g.label()}: {desc} — the driver cannot use this GPU. " + _cost(g, "no work runs on it"),
-            evidence=[
-                *_extra_ident(g),
-                *[
-                    Evidence(e.kind, e.message[:200], source=f"{e.source}:{e.line}" if e.line else e.source)
-                    for e in lost[:4]
+        desc = ", ".join(f"{LOST_KINDS[k][0]} ×{n}" for k, n in kinds.items())
+        causes = [c for k in kinds for c in LOST_KINDS[k][1]]
+        yield _acting(
+            Action.REBOOT_NODE,
+            gpu_lost.finding(
+                f"{g.label()}: {desc} — the driver cannot use this GPU. " + _cost(g, "no work runs on it"),
+                evidence=[
+                    *_extra_ident(g),
+                    *[
+                        Evidence(
+                            e.kind, e.message[:200], source=f"{e.source}:{e.line}" if e.line else e.source
+                        )
+                        for e in lost[:4]
+                    ],
                 ],
-            ],
-            subject=g.label(),
-            confidence=0.9,
+                subject=g.label(),
+                confidence=0.9,
+                causes=list(dict.fromkeys(causes)),
+            ),
         )
     for node, evs in f.node_events.items():
         fails = [e for e in evs if e.kind in ("probe_failed", "fell_off_bus")]
-        if fails and not any(
-            g
-            for g in f.gpus_of(node)
-            if any(x.kind in ("probe_failed", "fell_off_bus", "bar_invalid") for x in g.events)
-        ):
-            yield gpu_lost.finding(
-                f"{node_name(node)}: {fails[0].message[:160]}",
-                evidence=[
-                    Evidence(e.kind, e.message[:200], source=f"{e.source}:{e.line}") for e in fails[:4]
-                ],
-                subject=node_name(node),
-                confidence=0.8,
+        if fails and not any(g for g in f.gpus_of(node) if any(x.kind in LOST_KINDS for x in g.events)):
+            yield _acting(
+                Action.REBOOT_NODE,
+                gpu_lost.finding(
+                    f"{node_name(node)}: {fails[0].message[:160]}",
+                    evidence=[
+                        Evidence(e.kind, e.message[:200], source=f"{e.source}:{e.line}") for e in fails[:4]
+                    ],
+                    subject=node_name(node),
+                    confidence=0.8,
+                    causes=list(dict.fromkeys(c for e in fails for c in LOST_KINDS[e.kind][1])),
+                ),
             )
 
 
@@ -612,6 +651,7 @@ def gpu_lost(obs: Observations) -> Iterator[Finding]:
     title="NVSwitch reported an SXid error",
     requires=("gpu_health",),
     severity=Severity.CRITICAL,
+    causes=("gpu.nvlink-fault",),
 )
 def nvswitch_sxid(obs: Observations) -> Iterator[Finding]:
     """An NVSwitch (``nvidia-nvswitch``) logged an SXid; joined to the GPUs of the node that show NVLink trouble.
@@ -670,6 +710,7 @@ def nvswitch_sxid(obs: Observations) -> Iterator[Finding]:
     requires=("gpu_health", "gpu_ecc"),
     severity=Severity.CRITICAL,
     alerts=GPU004_ALERTS,
+    causes=("gpu.ecc-uncorrectable",),
 )
 def ecc_uncorrectable(obs: Observations) -> Iterator[Finding]:
     """Volatile (since the last reset) or aggregate (lifetime) uncorrectable ECC errors are non-zero.
@@ -714,6 +755,7 @@ def ecc_uncorrectable(obs: Observations) -> Iterator[Finding]:
     requires=("gpu_health", "gpu_remap"),
     severity=Severity.WARNING,
     alerts=GPU005_ALERTS,
+    causes=("gpu.row-remap",),
 )
 def remap_pending(obs: Observations) -> Iterator[Finding]:
     """``Remapped Rows: Pending: Yes`` (or DCGM_FI_DEV_ROW_REMAP_PENDING): a remap waits for a GPU reset.
@@ -728,10 +770,21 @@ def remap_pending(obs: Observations) -> Iterator[Finding]:
     for g in _fleet(obs).gpus:
         if not (g.remap_pending or g.reset_required):
             continue
+        if g.remap_pending:
+            what = (
+                f"row remapping pending ({g.remap_uncorrectable if g.remap_uncorrectable is not None else '?'} rows for "
+                f"uncorrectable, {g.remap_correctable if g.remap_correctable is not None else '?'} for correctable errors) — reset the GPU to apply. "
+                + _cost(g, "until then a faulty row stays in use")
+            )
+            causes = ["gpu.row-remap"] + (["gpu.reset-required"] if g.reset_required else [])
+        else:
+            what = "the driver reports that the GPU requires a reset (GPU Reset Status). " + _cost(
+                g, "no new work starts on it until it is reset"
+            )
+            causes = ["gpu.reset-required"]
         yield remap_pending.finding(
-            f"{g.label()}: row remapping pending ({g.remap_uncorrectable if g.remap_uncorrectable is not None else '?'} rows for "
-            f"uncorrectable, {g.remap_correctable if g.remap_correctable is not None else '?'} for correctable errors) — reset the GPU to apply. "
-            + _cost(g, "until then a faulty row stays in use"),
+            f"{g.label()}: {what}",
+            causes=causes,
             evidence=[
                 *_extra_ident(g),
                 Evidence(
@@ -761,6 +814,7 @@ def remap_pending(obs: Observations) -> Iterator[Finding]:
     requires=("gpu_health", "gpu_remap"),
     severity=Severity.CRITICAL,
     alerts=GPU006_ALERTS,
+    causes=("gpu.row-remap",),
 )
 def remap_failure(obs: Observations) -> Iterator[Finding]:
     """``Remapping Failure Occurred: Yes`` (DCGM_FI_DEV_ROW_REMAP_FAILURE): a bank ran out of spare rows.
@@ -796,6 +850,7 @@ def remap_failure(obs: Observations) -> Iterator[Finding]:
     thresholds=(RETIRED_PAGES_MAX, RETIRED_PAGES_SOFT),
     severity=Severity.WARNING,
     alerts=GPU007_ALERTS,
+    causes=("gpu.row-remap", "gpu.ecc-uncorrectable"),
 )
 def retired_pages(obs: Observations) -> Iterator[Finding]:
     """Pre-Ampere page retirement: retired pages at DCGM's limits, or a retirement pending a reboot.
@@ -844,6 +899,7 @@ def retired_pages(obs: Observations) -> Iterator[Finding]:
     thresholds=(SBE_RATE_MAX,),
     severity=Severity.WARNING,
     alerts=GPU008_ALERTS,
+    causes=("gpu.hw-faulty",),
 )
 def correctable_rising(obs: Observations) -> Iterator[Finding]:
     """Correctable (single-bit) ECC errors grow faster than DCGM's limit between two reads.
@@ -902,6 +958,7 @@ def _judged_reasons(g: GpuState) -> list[str]:
     requires=("gpu_health", "gpu_clock_reasons"),
     thresholds=(BUSY_UTIL,),
     severity=Severity.WARNING,
+    causes=("gpu.thermal-power",),
 )
 def clock_reason(obs: Observations) -> Iterator[Finding]:
     """An active HW slowdown / HW thermal / HW power brake (any time) or SW thermal / SW power cap (while busy).
@@ -1019,6 +1076,7 @@ def clock_reason(obs: Observations) -> Iterator[Finding]:
     requires=("gpu_health", "gpu_clocks_under_load"),
     thresholds=(BUSY_UTIL, SM_CLOCK_MIN_RATIO),
     severity=Severity.WARNING,
+    causes=("gpu.thermal-power",),
 )
 def sm_clock_low(obs: Observations) -> Iterator[Finding]:
     """A busy GPU runs its SM clock below 80 % of its maximum with no throttle reason that explains it.
@@ -1067,6 +1125,11 @@ def sm_clock_low(obs: Observations) -> Iterator[Finding]:
 # -- NVLink ------------------------------------------------------------------------------------------
 
 
+def _cut_sources(obs: Observations) -> set[str]:
+    """Inputs the user cut lines out of (a paste with '...' elisions): a count from them is a lower bound."""
+    return {p.path for p in obs.get("pastes") or [] if getattr(p, "gaps", ())}
+
+
 def expected_nvlinks(model: str | None) -> int | None:
     if not model:
         return None
@@ -1087,6 +1150,7 @@ def expected_nvlinks(model: str | None) -> int | None:
     requires=("gpu_health", "gpu_nvlink"),
     thresholds=(NVLINK_EXPECTED,),
     severity=Severity.CRITICAL,
+    causes=("gpu.nvlink-fault",),
 )
 def nvlink_down(obs: Observations) -> Iterator[Finding]:
     """Some NVLinks of a GPU are ``<inactive>``, all are ("all links are inActive"), or fewer than its model has.
@@ -1101,18 +1165,35 @@ def nvlink_down(obs: Observations) -> Iterator[Finding]:
     **Verify**: `nvidia-smi nvlink -s` (every link at full speed), `nvidia-smi -q | grep -A2 Fabric` and `nvidia-smi topo -m`.
     """
     f = _fleet(obs)
+    cut = _cut_sources(obs)
     for g in f.gpus:
         if g.nvlink_support == "none":
             continue
         exp = expected_nvlinks(g.model)
         down = [n.link for n in g.nvlinks if n.active is False]
         up = [n for n in g.nvlinks if n.active]
-        elided = any(r.attrs.get("elided") for r in f.reports if any(s in g.sources for s in [r.source]))
+        elided = any(r.source in g.sources and r.attrs.get("elided") for r in f.reports) or bool(
+            cut & set(g.sources)
+        )
+        # a bridged PCIe/NVL card uses as many links as its bridge connects (an H100 NVL pair 12 of 18),
+        # by design: its inactive links are judged only against peers of its model that have more up
+        peers_up = max(
+            (
+                sum(1 for n in p.nvlinks if n.active)
+                for p in f.gpus_of(g.node or UNNAMED)
+                if p is not g and p.model == g.model
+            ),
+            default=0,
+        )
         problem = None
-        if g.nvlink_support == "inactive":
-            if exp is None and len(f.gpus_of(g.node or UNNAMED)) <= 1:
-                continue  # a lone GPU whose links have nothing to connect to
+        if g.nvlink_support == "inactive" or (g.nvlinks and not up and exp is None):
+            if exp is None and peers_up == 0:
+                continue  # a card without a bridge (or a lone one): its links have nothing to connect to
             problem = "all NVLinks are inactive"
+        elif down and exp is None:
+            if peers_up <= len(up):
+                continue  # as many links up as its bridged peers: the bridge's design, not a fault
+            problem = f"{len(up)} NVLinks up where its bridged peers have {peers_up}"
         elif down:
             problem = f"{len(down)} link(s) inactive (link {', '.join(map(str, down[:8]))})"
         elif exp is not None and up and len(up) < exp and not elided:
@@ -1122,8 +1203,22 @@ def nvlink_down(obs: Observations) -> Iterator[Finding]:
             problem = f"links at unequal speeds ({', '.join(f'{s:g}' for s in speeds)} GB/s)"
         if problem is None:
             continue
+        # every link of every NVSwitch-attached GPU of the node down: the fabric (manager), not one link
+        node_gpus = [p for p in f.gpus_of(g.node or UNNAMED) if expected_nvlinks(p.model) is not None]
+        fabric_down = (
+            exp is not None
+            and len(node_gpus) > 1
+            and all(
+                p.nvlink_support == "inactive" or (p.nvlinks and not any(n.active for n in p.nvlinks))
+                for p in node_gpus
+            )
+        )
+        causes = ["gpu.fabric-manager", "gpu.nvlink-fault"] if fabric_down else ["gpu.nvlink-fault"]
+        if fabric_down:
+            problem += " (so are all NVLinks of every GPU on this node: the NVSwitch fabric is not up — fabric manager)"
         yield nvlink_down.finding(
             f"{g.label()}: {problem}. " + _cost(g, "GPU-to-GPU traffic falls back to slower paths"),
+            causes=causes,
             evidence=[
                 *_extra_ident(g),
                 Evidence(
@@ -1154,6 +1249,7 @@ def nvlink_down(obs: Observations) -> Iterator[Finding]:
     thresholds=(NVLINK_CRC_RATE_MAX,),
     severity=Severity.WARNING,
     alerts=GPU012_ALERTS,
+    causes=("gpu.nvlink-fault",),
 )
 def nvlink_errors(obs: Observations) -> Iterator[Finding]:
     """NVLink replay, recovery or CRC error counters are non-zero (one read) or rising (two reads).
@@ -1222,6 +1318,61 @@ def nvlink_errors(obs: Observations) -> Iterator[Finding]:
             )
 
 
+# fabric states nvidia-smi -q prints (Fabric / State) while the GPU is not (yet) part of the NVLink
+# fabric; "N/A" is a GPU without NVSwitches (nvml.h NVML_GPU_FABRIC_STATE_*: NOT_SUPPORTED, NOT_STARTED,
+# IN_PROGRESS, COMPLETED)
+FABRIC_NOT_READY = ("not started", "in progress")
+
+
+@rule(
+    id="GPU020",
+    name="gpu-fabric-not-ready",
+    layer=LAYER,
+    title="GPU not registered with the NVSwitch fabric (fabric manager)",
+    requires=("gpu_health",),
+    severity=Severity.CRITICAL,
+    causes=("gpu.fabric-manager",),
+)
+def fabric_not_ready(obs: Observations) -> Iterator[Finding]:
+    """``nvidia-smi -q`` shows ``Fabric / State: Not Started`` or ``In Progress`` (or a Status that is not
+    Success) on an NVSwitch system.
+
+    **Symptom**: CUDA fails to initialise with error 802 "system not yet initialized"; NCCL cannot use
+    NVLink; ``nvidia-smi`` itself works.
+    **Why**: on NVSwitch baseboards (HGX/DGX A100, H100, H200, B200) a GPU joins the NVLink fabric only
+    when the fabric manager has configured the switches and registered it; until then the driver keeps
+    CUDA from starting. The fabric manager is not running, failed, is of another version than the driver,
+    or (Blackwell) lacks its NVLink subnet manager.
+    **Fix**: start nvidia-fabricmanager (its version must equal the driver's), read its log for errors,
+    then reset the GPUs or reboot; the state must read Completed / Success.
+    **Verify**: `nvidia-smi -q | grep -A3 Fabric` and `systemctl status nvidia-fabricmanager`.
+    """
+    for g in _fleet(obs).gpus:
+        state = (g.fabric_state or "").strip().lower()
+        status = (g.fabric_status or "").strip().lower()
+        bad_status = status not in ("", "success", "n/a", "not supported")
+        if state not in FABRIC_NOT_READY and not (state == "completed" and bad_status):
+            continue
+        yield _acting(
+            Action.RESTART_SERVICE,
+            fabric_not_ready.finding(
+                f"{g.label()}: NVLink fabric state {g.fabric_state!r}"
+                + (f", status {g.fabric_status!r}" if g.fabric_status else "")
+                + " — the fabric manager has not registered this GPU, so CUDA does not start on it. "
+                + _cost(g, "no CUDA work runs on it"),
+                evidence=[
+                    *_extra_ident(g),
+                    Evidence("fabric state", g.fabric_state, "Completed", source=g.source_of("fabric_state")),
+                    Evidence(
+                        "fabric status", g.fabric_status, "Success", source=g.source_of("fabric_status")
+                    ),
+                ],
+                subject=g.label(),
+                confidence=0.9,
+            ),
+        )
+
+
 # -- PCIe ----------------------------------------------------------------------------------------------
 
 
@@ -1233,6 +1384,7 @@ def nvlink_errors(obs: Observations) -> Iterator[Finding]:
     requires=("gpu_health", "gpu_pcie"),
     thresholds=(BUSY_UTIL,),
     severity=Severity.WARNING,
+    causes=("gpu.pcie-degraded",),
 )
 def pcie_degraded(obs: Observations) -> Iterator[Finding]:
     """The link runs narrower than its capability, or slower while the GPU is busy.
@@ -1301,6 +1453,7 @@ def pcie_degraded(obs: Observations) -> Iterator[Finding]:
     thresholds=(PCIE_REPLAY_RATE_MAX,),
     severity=Severity.WARNING,
     alerts=GPU014_ALERTS,
+    causes=("gpu.pcie-degraded",),
 )
 def pcie_replays(obs: Observations) -> Iterator[Finding]:
     """PCIe replay counter rising faster than DCGM's limit (two reads), or non-zero since reset (one read).
@@ -1353,6 +1506,7 @@ def pcie_replays(obs: Observations) -> Iterator[Finding]:
     title="PCIe lane errors latched on a GPU link",
     requires=("gpu_health", "gpu_pcie"),
     severity=Severity.WARNING,
+    causes=("gpu.pcie-degraded",),
 )
 def lane_errors(obs: Observations) -> Iterator[Finding]:
     """``LaneErrStat: LaneErr at lane: …`` on a GPU (lspci), i.e. lanes with latched receiver errors.
@@ -1390,6 +1544,7 @@ def lane_errors(obs: Observations) -> Iterator[Finding]:
     title="NVIDIA GPU without the nvidia driver bound",
     requires=("gpu_health", "gpu_pcie"),
     severity=Severity.WARNING,
+    causes=("gpu.driver-not-loaded",),
 )
 def no_driver(obs: Observations) -> Iterator[Finding]:
     """lspci shows an NVIDIA GPU with no kernel driver in use, or with ``nouveau``.
@@ -1426,6 +1581,7 @@ def no_driver(obs: Observations) -> Iterator[Finding]:
     title="dcgmi diag test failed on a GPU",
     requires=("gpu_health",),
     severity=Severity.CRITICAL,
+    causes=("gpu.hw-faulty",),
 )
 def dcgm_diag(obs: Observations) -> Iterator[Finding]:
     """``dcgmi diag -r 1/2/3`` reported Fail (or Warn) for a test, per test and GPU.
@@ -1482,6 +1638,7 @@ def dcgm_diag(obs: Observations) -> Iterator[Finding]:
     title="dcgmi health reported a warning or failure",
     requires=("gpu_health",),
     severity=Severity.WARNING,
+    causes=("gpu.hw-faulty",),
 )
 def dcgm_health(obs: Observations) -> Iterator[Finding]:
     """``dcgmi health -c`` lists an incident (Warning/Failure) for a GPU's subsystem (PCIe, memory, NVLink …).
@@ -1518,8 +1675,52 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
 PER_GPU_RULES = (
     gpu_xid, gpu_lost, ecc_uncorrectable, remap_pending, remap_failure, retired_pages,
     correctable_rising, clock_reason, sm_clock_low, nvlink_down, nvlink_errors,
-    pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health,
+    pcie_degraded, pcie_replays, lane_errors, no_driver, dcgm_diag, dcgm_health, fabric_not_ready,
 )  # fmt: skip
+# What acting on each rule's finding takes, when the finding does not say (the ranking's tie-break:
+# of two findings with the same score, the one that needs the GPU reset or the board replaced leads)
+DEFAULT_ACTIONS: dict[str, Action] = {
+    "GPU001": Action.RESET_DEVICE,
+    "GPU002": Action.REBOOT_NODE,
+    "GPU003": Action.RESET_DEVICE,
+    "GPU004": Action.RESET_DEVICE,
+    "GPU005": Action.RESET_DEVICE,
+    "GPU006": Action.REPLACE_HARDWARE,
+    "GPU007": Action.REBOOT_NODE,
+    "GPU008": Action.OBSERVE,
+    "GPU009": Action.REPLACE_HARDWARE,
+    "GPU010": Action.CONFIGURE,
+    "GPU011": Action.RESET_DEVICE,
+    "GPU012": Action.OBSERVE,
+    "GPU013": Action.REPLACE_HARDWARE,
+    "GPU014": Action.OBSERVE,
+    "GPU015": Action.OBSERVE,
+    "GPU016": Action.CONFIGURE,
+    "GPU017": Action.RESET_DEVICE,
+    "GPU018": Action.OBSERVE,
+    "GPU020": Action.RESTART_SERVICE,
+}
+
+
+def _default_action(r: Any) -> None:
+    """Give the findings of rule ``r`` its :data:`DEFAULT_ACTIONS` entry unless they name their own."""
+    import functools
+
+    fn, action = r.fn, DEFAULT_ACTIONS[r.id]
+
+    @functools.wraps(fn)
+    def acting(obs: Observations) -> Iterator[Any]:
+        for x in fn(obs):
+            if isinstance(x, Finding) and x.action == Action.NONE:
+                x.action = action
+            yield x
+
+    r.fn = acting
+
+
+for _r in PER_GPU_RULES:
+    _default_action(_r)
+
 _CHECK_OF_RULE = {rid: cid for cid, _t, rules in GPU_CHECKS for rid in rules}
 # which GPU faults can make a rank of each fail-slow class slow (a data-loader straggler: none)
 CAUSE_CHECKS: dict[str, tuple[str, ...]] = {
@@ -1718,6 +1919,7 @@ def _comm_straggler_gpu(obs: Observations, judged: list[Finding]) -> Iterator[Fi
             severity=worst.severity,
             subject=f"rank {s.rank}",
             confidence=0.8 if chain.match == "gpu" else 0.6,
+            causes=worst.causes,
         )
 
 
@@ -1778,4 +1980,5 @@ def _failslow_straggler_gpu(obs: Observations) -> Iterator[Finding]:
             fix=worst.fix
             + " Meanwhile take that GPU or node out of the job so the other ranks stop waiting.",
             verify=[*worst.verify, "clusterdoctor watch --from <dir> --gpu <files> --once"],
+            causes=worst.causes,
         )

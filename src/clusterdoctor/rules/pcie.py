@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
-from clusterdoctor.rules.registry import Observations, register_input, rule
+from clusterdoctor.rules.registry import NotJudged, Observations, register_input, rule
 from clusterdoctor.topology.model import Topology, path_rank
 
 register_input("rdma_nics", "no RDMA NIC (InfiniBand/RoCE HCA) in the topology")
@@ -128,7 +129,7 @@ def gpus_uneven_over_numa(obs: Observations) -> Iterator[Finding]:
     requires=("topology", "multi_numa"),
     severity=Severity.WARNING,
 )
-def device_numa_unknown(obs: Observations) -> Iterator[Finding]:
+def device_numa_unknown(obs: Observations) -> Iterator[Finding | NotJudged]:
     """A GPU or NIC whose NUMA node no source states, on a machine with several NUMA nodes.
 
     **Symptom**: launchers bind the rank to node 0 (torch maps numa_node -1 to 0) or to nothing;
@@ -140,7 +141,11 @@ def device_numa_unknown(obs: Observations) -> Iterator[Finding]:
     **Verify**: `cat /sys/bus/pci/devices/<bdf>/numa_node /sys/bus/pci/devices/<bdf>/local_cpulist`
     """
     topo: Topology = obs.get("topology")
+    not_stated: list[str] = []
     for d in [*topo.gpus, *topo.nics]:
+        if d.numa_node is None and _source_cannot_state(topo, d):
+            not_stated.append(d.name)
+            continue
         if d.numa_node is None:
             yield device_numa_unknown.finding(
                 f"{d.kind.upper()} {d.name} ({d.pci or 'no PCI address'}): NUMA node unknown; placement for it cannot be checked.",
@@ -148,3 +153,19 @@ def device_numa_unknown(obs: Observations) -> Iterator[Finding]:
                 subject=d.name,
                 confidence=0.9,
             )
+    if not_stated:
+        yield NotJudged(
+            f"the topology source ({topo.source_kind}) does not state the NUMA node of "
+            + ", ".join(not_stated[:8])
+            + (f" and {len(not_stated) - 8} more" if len(not_stated) > 8 else "")
+            + " (nvidia-smi topo -m names no NIC's node; a cut matrix no GPU's whose row is missing)"
+        )
+
+
+def _source_cannot_state(topo: Topology, d: Any) -> bool:
+    """Whether the source format cannot say where ``d`` sits, so "unknown" is no fault of the machine:
+    nvidia-smi topo -m prints no NUMA node for NICs (only GPUs' affinity), and a matrix cut short has
+    no affinity for the GPUs whose rows are missing."""
+    if topo.source_kind != "nvidia-smi-topo":
+        return False
+    return d.kind == "nic" or bool(d.attrs.get("row_missing"))

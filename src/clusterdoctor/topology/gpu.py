@@ -268,6 +268,8 @@ class GpuState:
             parts.append(self.bus_id)
         elif self.uuid:
             parts.append(self.uuid)
+        elif self.index is None:
+            parts.append("(not named in the input)")  # an excerpt without the GPU's header
         if self.node:
             parts.append(f"on {self.node}")
         return " ".join(parts)

@@ -117,10 +117,24 @@ def test_sniff():
     assert not sniff_nvidia_smi_topo(b"GPU0 is hot\n")
 
 
-def test_missing_rows_is_an_input_error():
+def test_matrix_cut_short_reads_the_rows_present_with_a_warning():
+    """A paste cut inside the matrix: the rows present state the paths to the missing devices (the
+    matrix is symmetric); what only the missing rows state (their affinity) is unknown, in a warning."""
     lines = text(ASUS).split("\n")
-    with pytest.raises(InputError, match="no row for"):
-        parse_nvidia_smi_topo("\n".join(lines[:3]), "t.txt")
+    topo = parse_nvidia_smi_topo("\n".join(lines[:3]), "t.txt")
+    assert len(topo.gpus) == len(parse_nvidia_smi_topo(text(ASUS), "t.txt").gpus)
+    assert any("cut short" in w and "no row for" in w for w in topo.warnings)
+    missing = [g for g in topo.gpus if g.attrs.get("row_missing")]
+    assert missing and all(g.numa_node is None for g in missing)
+    assert {g.name for g in topo.gpus if not g.attrs.get("row_missing")} <= {p.a for p in topo.paths} | {
+        p.b for p in topo.paths
+    }
+
+
+def test_matrix_without_any_gpu_row_is_an_input_error():
+    lines = text(ASUS).split("\n")
+    with pytest.raises(InputError, match="no row for|without any rows"):
+        parse_nvidia_smi_topo("\n".join(lines[:1]), "t.txt")
 
 
 def test_short_row_is_an_input_error_with_line():

@@ -18,7 +18,11 @@ What is recognised (NVIDIA driver messages, open-gpu-kernel-modules ``nv.c`` / `
 - ``NVRM: GPU at PCI:0000:5d:00: GPU-<uuid>`` (bus id -> UUID);
 - "GPU has fallen off the bus" in its one-line and multi-line forms;
 - ``This PCI I/O region assigned to your NVIDIA device is invalid: BARn is 0M …``;
-- ``nvidia: probe of <bdf> failed``, ``RmInitAdapter failed``, "None of the NVIDIA devices were initialized";
+- ``nvidia: probe of <bdf> failed``, ``RmInitAdapter failed`` / ``rm_init_adapter failed`` (with or without
+  the GPU's address), "None of the NVIDIA devices were initialized";
+- "The NVIDIA GPU <bdf> (PCI ID: …) installed in this system is not supported by …" and "… has fallen off
+  the bus": messages the driver prints over several ``NVRM:`` lines, which ``dmesg`` prefixes one by
+  one; the lines after the first are joined onto it;
 - ``Rate limiting GSP RPC error prints for GPU at PCI:… The GPU likely needs to be reset``.
 """
 
@@ -69,8 +73,24 @@ _BAR = re.compile(
 )
 _PROBE = re.compile(r"nvidia(?:\s+\S+)?: probe of (?P<bus>[0-9a-fA-F:.]+) failed with error (?P<err>-?\d+)")
 _RMINIT = re.compile(
-    r"NVRM: GPU (?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d): RmInitAdapter failed!?\s*(?P<msg>.*)"
+    r"NVRM: GPU (?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d): (?:RmInitAdapter failed!?|rm_init_adapter failed)"
+    r"\s*(?P<msg>.*)"
 )
+# without the GPU's address (older drivers): a node-level probe failure
+_RMINIT_NODE = re.compile(
+    r"NVRM: (?:RmInitAdapter failed!? \(0x[0-9a-fA-F]{1,8}:0x[0-9a-fA-F]{1,8}:\d{1,6}\)"
+    r"|rm_init_adapter failed(?:,| for) device (?:bearing )?minor number \d{1,4})"
+)
+# the first line of a message the driver prints over several "NVRM:" lines, each with its own prefix in
+# dmesg (nv_printf with embedded newlines): the lines that follow are joined onto it
+_MULTI_START = re.compile(
+    r"NVRM: The NVIDIA (?:v?GPU|GPU) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d\s*(?:\(PCI ID: [0-9a-fA-F:]{9}\))?\s*$"
+)
+_UNSUPPORTED = re.compile(
+    r"The NVIDIA (?:v?GPU|GPU) (?P<bus>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d).{0,80}?"
+    r"installed in this system is not supported by"
+)
+MAX_JOINED = 8  # continuation lines joined onto one multi-line NVRM message
 _RESET = re.compile(
     r"Rate limiting GSP RPC error prints for GPU at PCI:(?P<bus>[0-9a-fA-F:.]+).*needs to be reset"
 )
@@ -134,6 +154,7 @@ def parse_kernel_log(data: bytes | str, path: str | None = None) -> GpuReport:
     lines = unquote_lines(decode(data, path))
     # 1. join continuation lines onto their message
     msgs: list[tuple[int, str | None, float | None, str | None, str]] = []
+    joining = 0  # continuation lines still joined onto a multi-line NVRM message
     for lineno, raw in enumerate(lines, 1):
         line = raw.rstrip()
         if not line.strip():
@@ -145,7 +166,19 @@ def parse_kernel_log(data: bytes | str, path: str | None = None) -> GpuReport:
             ln, tt, tv, h, prev = msgs[-1]
             msgs[-1] = (ln, tt, tv, h, f"{prev} {cont}")
             continue
-        msgs.append((lineno, ttext, t, host, msg.strip()))
+        body = msg.strip()
+        if (
+            joining
+            and msgs
+            and body.startswith("NVRM: ")
+            and not body.startswith(("NVRM: Xid", "NVRM: GPU at", "NVRM: The NVIDIA"))
+        ):
+            ln, tt, tv, h, prev = msgs[-1]
+            msgs[-1] = (ln, tt, tv, h, f"{prev} {body[6:]}")
+            joining -= 1
+            continue
+        joining = MAX_JOINED if _MULTI_START.search(body) else 0
+        msgs.append((lineno, ttext, t, host, body))
     report = GpuReport(KIND, src)
     report.facts.add("kernel_log")
     gpus: dict[str, GpuState] = {}
@@ -243,6 +276,16 @@ def parse_kernel_log(data: bytes | str, path: str | None = None) -> GpuReport:
             e = ev("probe_failed", msg.removeprefix("NVRM: "))
             if g is not None:
                 g.events.append(e)
+            continue
+        m = _UNSUPPORTED.search(msg)
+        if m:
+            g = gpu(m.group("bus"))
+            e = ev("unsupported", msg.removeprefix("NVRM: ")[:300])
+            if g is not None:
+                g.events.append(e)
+            continue
+        if _RMINIT_NODE.search(msg):
+            report.events.append(ev("probe_failed", msg.removeprefix("NVRM: ")))
             continue
         m = _RESET.search(msg)
         if m:

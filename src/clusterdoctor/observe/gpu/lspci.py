@@ -12,6 +12,11 @@ and class; its capability lines are indented with tabs or (in pasted copies) spa
 - ``NUMA node: 0``.
 
 GPUs are NVIDIA (vendor 10de) devices of a display class (VGA / 3D / Display controller).
+
+Plain ``lspci`` (and ``lspci | grep -i nvidia``), one device a line, is read too (:func:`parse_lspci_list`):
+the GPUs and their revision. ``(rev ff)`` is what a configuration read returns from a device that no
+longer answers (all ones: PCI Local Bus spec; the kernel's PCI error-recovery notes): that GPU has
+dropped off the bus, and gets an ``unreachable`` event.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ from typing import Any
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.gpu.common import decode, norm_bus_id, unquote_lines
-from clusterdoctor.topology.gpu import GpuReport, GpuState, PcieLink
+from clusterdoctor.topology.gpu import GpuEvent, GpuReport, GpuState, PcieLink
 
-__all__ = ["parse_lspci", "sniff_lspci"]
+__all__ = ["parse_lspci", "parse_lspci_list", "sniff_lspci", "sniff_lspci_list"]
 
 KIND = "lspci -vv"
 _DEV = re.compile(
@@ -151,4 +156,58 @@ def parse_lspci(data: bytes | str, path: str | None = None) -> GpuReport:
                 }
             )
     report.facts.update({"pcie", "driver"})
+    return report
+
+
+KIND_LIST = "lspci"
+_REV = re.compile(r"\(rev (?P<rev>[0-9a-fA-F]{2})\)\s*$")
+
+
+def sniff_lspci_list(head: bytes) -> bool:
+    """Whether ``head`` is plain ``lspci`` output (one device a line; most lines device lines)."""
+    text = head[:65536].decode("utf-8", errors="replace")
+    lines = [ln.strip("\ufeff") for ln in unquote_lines(text) if ln.strip()][:200]
+    if not lines or not _DEV.match(lines[0]):
+        return False
+    devs = sum(1 for ln in lines if _DEV.match(ln))
+    return devs >= max(1, int(0.8 * len(lines))) and "nvidia" in text.lower()
+
+
+def parse_lspci_list(data: bytes | str, path: str | None = None) -> GpuReport:
+    """The NVIDIA GPUs of a plain ``lspci`` listing. InputError when it lists no device line at all."""
+    src = path or "<lspci>"
+    report = GpuReport(KIND_LIST, src)
+    seen = skipped = 0
+    for lineno, raw in enumerate(unquote_lines(decode(data, path)), 1):
+        line = raw.strip().strip("\ufeff")
+        if not line:
+            continue
+        m = _DEV.match(line)
+        if m is None:
+            skipped += 1
+            continue
+        seen += 1
+        cls, desc = m.group("cls").strip(), m.group("desc").strip()
+        if cls.lower() not in _GPU_CLASSES or "nvidia" not in desc.lower():
+            continue
+        g = GpuState(bus_id=norm_bus_id(m.group("bdf")))
+        rev = _REV.search(desc)
+        g.model = _REV.sub("", desc).strip() or None
+        if rev and rev.group("rev").lower() == "ff":
+            g.events.append(
+                GpuEvent(
+                    "unreachable",
+                    f"lspci: {line[:160]} — revision ff: its configuration space reads all ones, the GPU "
+                    "does not answer on PCIe",
+                    source=src,
+                    line=lineno,
+                )
+            )
+        g.sources.append(src)
+        report.gpus.append(g)
+    if not seen:
+        raise InputError("no PCI device line (e.g. '19:00.0 3D controller: …'): not lspci output", path)
+    if skipped:
+        report.warnings.append(f"{src}: {skipped} line(s) that are not lspci device lines were skipped")
+    report.facts.add("pci_presence")
     return report

@@ -10,6 +10,12 @@ spaces both indent; publishers' ``[...]``/``...`` elision lines are skipped.
 
 Index: nvidia-smi prints GPUs in index order, so when the file holds as many blocks as
 ``Attached GPUs`` the n-th block is GPU n; for ``-q -i N`` (one block of several) it is unknown.
+
+Excerpts: what users paste is often one section without its ``GPU <bus id>`` header (``nvidia-smi -q
+-d ROW_REMAPPER``, ``nvidia-smi -q | grep -A8 'Clocks Throttle'``). A text whose first line is a
+section title nvidia-smi prints (:data:`SECTIONS`) followed by indented ``Key : Value`` lines is read as
+the sections of a GPU that the excerpt does not name; the same section title again starts the next GPU
+(``grep -A`` over every GPU, in index order: with several, the n-th is GPU n).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from clusterdoctor.observe.gpu.common import (
     norm_bus_id,
     unquote_lines,
 )
-from clusterdoctor.topology.gpu import CLOCK_REASONS, GpuReport, GpuState, PcieLink
+from clusterdoctor.topology.gpu import CLOCK_REASONS, GpuEvent, GpuReport, GpuState, PcieLink
 
 __all__ = ["parse_nvidia_smi_q", "sniff_nvidia_smi_q"]
 
@@ -51,14 +57,44 @@ _REASON_KEYS = {
 }
 
 
+# Section titles of a GPU block (nvidia-smi -q, r470-r590), for excerpts without the GPU header.
+SECTIONS = frozenset(
+    s.lower()
+    for s in (
+        "MIG Mode", "Driver Model", "Inforom Version", "GPU Operation Mode", "GPU C2C Mode",
+        "GPU Virtualization Mode", "GPU Reset Status", "PCI", "GPU Link Info", "Clocks Throttle Reasons",
+        "Clocks Event Reasons", "Clocks Event Reasons Counters", "Sparse Operation Mode", "FB Memory Usage",
+        "BAR1 Memory Usage", "Conf Compute Protected Memory Usage", "Utilization", "Encoder Stats",
+        "FBC Stats", "ECC Mode", "ECC Errors", "Retired Pages", "Remapped Rows", "Temperature",
+        "Supported GPU Target Temp", "GPU Power Readings", "GPU Memory Power Readings",
+        "Module Power Readings", "Power Readings", "Power Smoothing", "Clocks", "Applications Clocks",
+        "Default Applications Clocks", "Deferred Clocks", "Max Clocks", "Max Customer Boost Clocks",
+        "Clock Policy", "Voltage", "Fabric", "Processes", "Capabilities",
+    )
+)  # fmt: skip
+_KV = re.compile(r"^[ \t]+\S[^:\n]{0,60}?[ \t]:(?: |$)")
+
+
+def _excerpt_start(lines: list[str]) -> bool:
+    """Whether ``lines`` open with a section of a GPU block (its title, then indented ``Key : Value``)."""
+    body = [ln.rstrip() for ln in lines if ln.strip() and ln.strip() not in _ELIDED]
+    if len(body) < 2 or body[0].strip().rstrip(":").strip().lower() not in SECTIONS:
+        return False
+    first = _indent(body[0], body[0].strip())
+    kv = [ln for ln in body[1:12] if _KV.match(ln) and _indent(ln, ln.strip()) > first]
+    return len(kv) >= min(2, len(body) - 1)
+
+
 def sniff_nvidia_smi_q(head: bytes) -> bool:
-    """Whether ``head`` (a file's first KB) is ``nvidia-smi -q`` text."""
+    """Whether ``head`` (a file's first KB) is ``nvidia-smi -q`` text, or an excerpt of its sections."""
     text = head[:16384].decode("utf-8", errors="replace")
     if "NVSMI LOG" in text and ("Driver Version" in text or "Attached GPUs" in text):
         return True
-    return bool(re.search(r"^\W{0,4}GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:", text, re.M)) and (
+    if bool(re.search(r"^\W{0,4}GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:", text, re.M)) and (
         "Product Name" in text
-    )
+    ):
+        return True
+    return _excerpt_start(unquote_lines(text)[:40])
 
 
 def _indent(line: str, body: str) -> int:
@@ -213,6 +249,18 @@ def _gpu_from_block(b: _Block, src: str) -> GpuState:
     )
     if any(v is not None for k, v in pcie.__dict__.items() if k != "source"):
         g.pcie = pcie
+    # nvidia-smi prints "[GPU requires reset]" / "[GPU is lost]" for every field it cannot read from such
+    # a GPU (NVML_ERROR_RESET_REQUIRED / NVML_ERROR_GPU_IS_LOST): the state itself, not an unknown value
+    states = {v.strip().strip("[]").lower() for v in b.values.values()} & {
+        "gpu requires reset",
+        "gpu is lost",
+    }
+    if "gpu requires reset" in states:
+        put("reset_required", True)
+    if "gpu is lost" in states:
+        g.events.append(
+            GpuEvent("unreachable", "nvidia-smi -q: [GPU is lost]", source=s, line=b.line or None)
+        )
     g.processes = list(b.processes)
     g.sources.append(s)
     return g
@@ -234,6 +282,11 @@ def parse_nvidia_smi_q(data: bytes | str, path: str | None = None) -> GpuReport:
     stack: list[tuple[int, str]] = []  # (indent, key) of the open parents
     no_devices = False
     paths: list[str] = []  # the open parents' paths, parallel to stack
+    excerpt = _excerpt_start(lines[:40]) and not any(_GPU_RE.match(ln.strip()) for ln in lines)
+    section_indent: int | None = None
+    if excerpt:
+        cur = _Block("", 0)
+        blocks.append(cur)
     for raw in lines:
         line = raw.rstrip()
         body = line.strip()
@@ -263,6 +316,13 @@ def parse_nvidia_smi_q(data: bytes | str, path: str | None = None) -> GpuReport:
             if val is not None:
                 top.setdefault(key, val)
             continue
+        if excerpt and val is None and key.lower() in SECTIONS:
+            if section_indent is None:
+                section_indent = ind
+            if ind <= section_indent and any(p == key or p.startswith(key + "/") for p in cur.values):
+                cur = _Block("", 0)  # the same section again: the next GPU
+                blocks.append(cur)
+                stack, paths = [], []
         while stack and stack[-1][0] >= ind:
             stack.pop()
             paths.pop()
@@ -288,7 +348,18 @@ def parse_nvidia_smi_q(data: bytes | str, path: str | None = None) -> GpuReport:
             g.set("driver_version", driver, src)
         if attached is not None and attached == len(blocks):
             g.set("index", i, src)
+        elif excerpt and len(blocks) > 1:
+            g.set("index", i, src)  # the same section of every GPU, in nvidia-smi's (index) order
         report.gpus.append(g)
+    if excerpt:
+        names = sorted({p.split("/", 1)[0] for b in blocks for p in b.values})
+        report.attrs["excerpt"] = True
+        report.warnings.append(
+            f"{src}: an excerpt of nvidia-smi -q ({', '.join(names[:6]) or 'sections'}) without the GPU "
+            "header: "
+            + ("the GPU is not named" if len(blocks) == 1 else f"{len(blocks)} GPUs, taken in index order")
+        )
+        return report
     if attached is not None and attached != len(blocks):
         report.warnings.append(
             f"{src}: {len(blocks)} of {attached} attached GPUs shown (nvidia-smi -q -i?); indices unknown"

@@ -8,9 +8,9 @@ Per GPU a header ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)`` is followed by
   is up: no bridge fitted, or all down) — not the same as
 - ``Device does not have or support Nvlink`` (no NVLink by design; never a finding).
 
-Indentation is spaces or a tab plus a space; publishers' ``[...]``/``...`` elisions are skipped (an
-elided file states fewer links than the GPU has: the count is then only a lower bound, which
-``GpuReport.attrs["elided"]`` records).
+Indentation is spaces or a tab plus a space; publishers' elisions (``[...]``, ``...``, ``......``) are
+skipped (an elided file states fewer links than the GPU has: the count is then only a lower bound,
+which ``GpuReport.attrs["elided"]`` records), and so is the command line above the output.
 """
 
 from __future__ import annotations
@@ -30,9 +30,15 @@ _COUNTER = re.compile(r"^(?P<name>Replay|Recovery|CRC) Errors:\s*(?P<v>\d+)", re
 _SPEED = re.compile(r"^(?P<v>\d+(?:\.\d+)?)\s*GB/s", re.I)
 
 
+_ELISION = re.compile(r"^[\[\](). …]{3,}$")  # "...", "......", "[...]", "(…)", ". . ."
+_COMMAND = re.compile(r"^(?:\S{0,80}[$#>] )?(?:sudo )?nvidia-smi\b")  # the command line above the output
+
+
 def sniff_nvlink(head: bytes) -> bool:
     text = head[:16384].decode("utf-8", errors="replace")
     lines = [ln.strip() for ln in unquote_lines(text) if ln.strip()]
+    while lines and (_COMMAND.match(lines[0]) or _ELISION.match(lines[0])) and not _HDR.match(lines[0]):
+        lines = lines[1:]  # the command line (or a cut) above the first GPU header
     if not lines or not _HDR.match(lines[0]):
         return False
     rest = " ".join(lines[1:6])
@@ -59,7 +65,7 @@ def parse_nvlink(data: bytes | str, path: str | None = None) -> GpuReport:
         body = raw.strip()
         if not body:
             continue
-        if body in ("[...]", "...", "…"):
+        if _ELISION.match(body):
             report.attrs["elided"] = True
             continue
         m = _HDR.match(body)
@@ -74,6 +80,8 @@ def parse_nvlink(data: bytes | str, path: str | None = None) -> GpuReport:
             pending = ""
             continue
         if cur is None:
+            if not _COMMAND.match(body):
+                report.warnings.append(f"{src}:{lineno}: line before the first GPU header skipped")
             continue
         text = f"{pending} {body}".strip() if pending else body
         low = text.lower()

@@ -186,12 +186,19 @@ def parse_nvidia_smi_topo(text: str | bytes, path: str | None = None) -> Topolog
         raise InputError("matrix header without any rows (truncated output)", path, header_at + 1)
     missing = [c for c in columns if c not in rows]
     warnings: list[str] = []
-    if missing:
-        raise InputError(f"matrix has no row for {', '.join(missing[:5])} (truncated output)", path)
-
     gpu_cols = [c for c in columns if GPU_RE.match(c)]
     if not gpu_cols:
         raise InputError("no GPU columns in the matrix", path, header_at + 1)
+    if missing:
+        # a paste cut inside the matrix: the rows present state every path to the devices whose rows
+        # are missing (the matrix is symmetric); what only those rows state (CPU/NUMA affinity) is unknown
+        if not any(c in rows for c in gpu_cols):
+            raise InputError(f"matrix has no row for {', '.join(missing[:5])} (truncated output)", path)
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        warnings.append(
+            f"matrix cut short: no row for {shown}; their paths are read from the other rows"
+            + (", their CPU/NUMA affinity is unknown" if any(c in gpu_cols for c in missing) else "")
+        )
     # NIC display names: the legend's HCA name for NIC#, else the column title.
     names = {c: (legend.get(c, c) if NIC_ALIAS_RE.match(c) else c) for c in columns}
     if len(set(names.values())) != len(names):
@@ -201,7 +208,7 @@ def parse_nvidia_smi_topo(text: str | bytes, path: str | None = None) -> Topolog
     gpus: list[Device] = []
     node_cpus: dict[int, set[int]] = {}
     for c in gpu_cols:
-        cells, extra, lineno = rows[c]
+        cells, extra, lineno = rows.get(c, ([], [], 0))
         values = dict(zip(titles, extra))
         cpu_raw = values.get("CPU Affinity")
         local = None
@@ -214,6 +221,8 @@ def parse_nvidia_smi_topo(text: str | bytes, path: str | None = None) -> Topolog
         if note:
             warnings.append(f"{c}: {note}; its NUMA node is unknown")
         attrs: dict[str, object] = {"index_basis": "nvidia-smi index"}
+        if c not in rows:
+            attrs["row_missing"] = True
         gpu_numa, _ = _numa_value(values.get("GPU NUMA ID"), "GPU NUMA ID", path, lineno)
         if gpu_numa is not None:
             attrs["gpu_numa_id"] = gpu_numa
@@ -235,13 +244,17 @@ def parse_nvidia_smi_topo(text: str | bytes, path: str | None = None) -> Topolog
         if gpu_numa is not None:
             node_cpus.setdefault(gpu_numa, set())
 
-    def cell(a: str, b: str) -> str:
-        return rows[a][0][columns.index(b)]
+    def cell(a: str, b: str) -> str | None:
+        if a in rows:
+            return rows[a][0][columns.index(b)]
+        return rows[b][0][columns.index(a)] if b in rows else None
 
     paths: list[PathInfo] = []
     for i, a in enumerate(columns):
         for b in columns[i + 1 :]:
             x, y = cell(a, b), cell(b, a)
+            if x is None or y is None:
+                continue  # neither row is in the (cut) matrix
             if x != y:
                 warnings.append(f"matrix not symmetric: {a}->{b} is {x}, {b}->{a} is {y}")
             if a in gpu_cols or b in gpu_cols:

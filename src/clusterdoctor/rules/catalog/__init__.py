@@ -1,7 +1,7 @@
 """Message catalogues as data: what a line that a program prints means, what causes it, how to fix it.
 
 One module per program family (:data:`FAMILIES`): NCCL, PyTorch (c10d, elastic, tracebacks), CUDA
-runtime errors, NVRM lines other than Xid (the Xid table is :mod:`clusterdoctor.rules.xid_catalog`),
+runtime errors, nvidia-smi / NVML failures, NVRM lines other than Xid (the Xid table is :mod:`clusterdoctor.rules.xid_catalog`),
 the NVSwitch fabric manager, the Kubernetes device plugin and GPU operator, InfiniBand verbs and port
 states, the kubelet, containerd, etcd server and client, scheduler events, storage and data loading.
 Each entry (:class:`Message`) is one known message: a pattern, its meaning, its likely cause, the fix
@@ -17,7 +17,7 @@ Patterns are searched anywhere in a line (``re.search``), behind any prefix; the
 any line: no nested or overlapping quantifiers (``(a+)+``, ``.*x.*``), bounded repeats where a field
 is free text. ``trigger`` is a literal substring every matching line contains (a fast pre-filter:
 one scan for all triggers finds the candidate lines); a message whose variants share no literal lists
-the others in ``triggers``. Named groups feed ``subject`` (``rank {rank}``, ``GPU {pci}``), ``detail``
+the others in ``triggers`` and other patterns in ``variants``. Named groups feed ``subject`` (``rank {rank}``, ``GPU {pci}``), ``detail``
 (values added to the summary) and the finding's evidence; ``name2``, ``name3`` stand in for ``name`` in
 another alternative of the pattern. ``count_before`` keeps the number printed just before the match as
 the group ``count`` (and requires one); ``rank_group`` names the group that says how many instances a
@@ -42,6 +42,7 @@ FAMILIES: dict[str, str] = {
     "torch": "comm",
     "launcher": "comm",  # DeepSpeed's launcher, Slurm's step daemon, MPI, Horovod, Ray
     "cuda": "gpu",
+    "nvml": "gpu",
     "nvrm": "gpu",
     "fabricmanager": "gpu",
     "deviceplugin": "gpu",
@@ -85,6 +86,9 @@ class Message:
     # further literal substrings, for a message whose variants (versions, wordings) share no literal:
     # a matching line holds ``trigger`` or one of these
     triggers: tuple[str, ...] = ()
+    # more patterns tried after ``pattern`` (each its own regex, led by a literal, so that none needs a
+    # top-level alternation the regex engine cannot skip through quickly): a CUDA error by its enum name
+    variants: tuple[str, ...] = ()
 
     @property
     def all_triggers(self) -> tuple[str, ...]:
@@ -110,6 +114,11 @@ class Message:
     @property
     def regex(self) -> re.Pattern[str]:
         return _compile(self.pattern, self.flags)
+
+    @property
+    def regexes(self) -> tuple[re.Pattern[str], ...]:
+        """``pattern`` and then each of ``variants``, compiled."""
+        return (self.regex, *(_compile(v, self.flags) for v in self.variants))
 
 
 @cache

@@ -1,0 +1,327 @@
+"""CUDA driver and runtime errors that name a GPU, driver or node cause, as data.
+
+A CUDA error reaches the user in several spellings: the runtime's string (``cudaGetErrorString``:
+"system not yet initialized"), its enum name (``cudaErrorSystemNotReady``), the driver API's name
+(``CUDA_ERROR_SYSTEM_NOT_READY``), its number (``error 802``, ``code=802``), and inside the messages
+of the programs that called CUDA (PyTorch's ``RuntimeError: CUDA error: ...`` and ``cuda runtime error
+(802) : ...``, its ``UserWarning: CUDA initialization: ... Error 802: ...``, NCCL's ``Cuda failure
+'...'``, the CUDA samples' ``code=802(cudaErrorSystemNotReady)``). Each entry matches every spelling
+of one error; ``trigger``/``triggers`` name the literal parts.
+
+Strings and names: CUDA Runtime API, "Data types used by CUDA Runtime" (enum ``cudaError``), and CUDA
+Driver API, "Data types used by CUDA driver" (enum ``CUresult``). Errors that the program causes
+(out of memory, illegal memory access, launch failures) belong to the PyTorch catalogue
+(:mod:`clusterdoctor.rules.catalog.torch`); the ones here are the node's: driver, fabric, memory.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_RT = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
+_DRV = "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html"
+_FM = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/index.html"
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="CUDA101",
+        name="cuda-system-not-ready",
+        title="CUDA error 802 'system not yet initialized': the NVSwitch fabric is not ready",
+        pattern=r"system not yet initiali[sz]ed",
+        trigger="system not yet initialized",
+        triggers=("cudaErrorSystemNotReady", "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialised"),
+        variants=(r"cudaErrorSystemNotReady", r"CUDA_ERROR_SYSTEM_NOT_READY"),
+        meaning="CUDA refused to start on this node: the system is not yet initialised (CUDA error 802)",
+        cause=(
+            "on an NVSwitch system (HGX/DGX A100, H100, H200, B200) CUDA waits until the fabric manager has "
+            "set up the NVLink fabric: nvidia-fabricmanager is not installed, not running, failed to start, "
+            "is of another version than the driver, or was restarted without a GPU reset"
+        ),
+        fix=(
+            "install the nvidia-fabricmanager package of exactly the driver's version, enable and start it "
+            "(systemctl enable --now nvidia-fabricmanager), read its log for errors, reset the GPUs (or "
+            "reboot) after restarting it; nvidia-smi -q should show Fabric State: Completed"
+        ),
+        verify=(
+            "systemctl status nvidia-fabricmanager",
+            "nvidia-smi -q | grep -A3 Fabric",
+            "cat /var/log/fabricmanager.log",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=_RT + " (cudaErrorSystemNotReady = 802); " + _FM,
+        example=(
+            "RuntimeError: cuda runtime error (802) : system not yet initialized at "
+            "/opt/conda/conda-bld/pytorch_1579022034529/work/aten/src/THC/THCGeneral.cpp:50"
+        ),
+        example_source="https://github.com/pytorch/pytorch/issues/35710",
+        causes=("gpu.fabric-manager",),
+    ),
+    Message(
+        code="CUDA102",
+        name="cuda-system-driver-mismatch",
+        title="CUDA error 803: the CUDA user-mode driver does not match the kernel driver",
+        pattern=r"system has unsupported display driver ?/ ?cuda driver combination",
+        trigger="system has unsupported display driver",
+        triggers=("cudaErrorSystemDriverMismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
+        variants=(r"cudaErrorSystemDriverMismatch", r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
+        meaning="libcuda (the user-mode driver) and the loaded nvidia kernel module are of different versions",
+        cause=(
+            "the driver packages were upgraded (or a container brings its own libcuda / cuda-compat) while "
+            "the old kernel module stays loaded; or two driver installs (.run and distribution packages) mix"
+        ),
+        fix=(
+            "make the user-space driver and the kernel module one version: reboot (or reload the nvidia "
+            "modules) after a driver upgrade, remove the second install, and do not put a cuda-compat "
+            "libcuda on LD_LIBRARY_PATH of a GPU that does not need it"
+        ),
+        verify=("cat /proc/driver/nvidia/version", "nvidia-smi -L", "ldconfig -p | grep libcuda"),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source=_RT + " (cudaErrorSystemDriverMismatch = 803)",
+        example=(
+            "CUDA: Check failed: e == cudaSuccess (803 vs. 0) : system has unsupported display driver / "
+            "cuda driver combination"
+        ),
+        example_source="https://github.com/NVIDIA/nvidia-docker/issues/1256",
+        causes=("gpu.driver-mismatch",),
+    ),
+    Message(
+        code="CUDA103",
+        name="cuda-forward-compat-unsupported",
+        title="CUDA error 804: forward compatibility attempted on a GPU that does not support it",
+        pattern=r"forward compatibility was attempted on non supported HW",
+        trigger="forward compatibility was attempted on non supported HW",
+        triggers=("cudaErrorCompatNotSupportedOnDevice", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"),
+        variants=(r"cudaErrorCompatNotSupportedOnDevice", r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"),
+        meaning=(
+            "CUDA loaded the forward-compatibility libcuda (cuda-compat) on a GPU that does not support "
+            "forward compatibility (GeForce and most workstation boards)"
+        ),
+        cause=(
+            "the container or environment puts the CUDA forward-compatibility package ahead of the host's "
+            "driver (an image's /usr/local/cuda/compat on LD_LIBRARY_PATH, or a container-toolkit release "
+            "that mounted it), on a non-datacenter GPU; or a CUDA runtime newer than the host driver"
+        ),
+        fix=(
+            "use the host driver's libcuda: remove the compat directory from LD_LIBRARY_PATH (or the "
+            "cuda-compat package), update or downgrade the NVIDIA container toolkit, or install a host "
+            "driver new enough for the CUDA version of the image"
+        ),
+        verify=("nvidia-smi -L", "ldconfig -p | grep libcuda", "echo $LD_LIBRARY_PATH"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorCompatNotSupportedOnDevice = 804); " + _COMPAT,
+        example=(
+            "/opt/conda/lib/python3.8/site-packages/torch/cuda/__init__.py:52: UserWarning: CUDA "
+            "initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+            "before calling NumCudaDevices() that might have already set an error? Error 804: forward "
+            "compatibility was attempted on non supported HW (Triggered internally at  "
+            "/opt/conda/conda-bld/pytorch_1623448278899/work/c10/cuda/CUDAFunctions.cpp:115.)"
+        ),
+        example_source="https://github.com/DeepVAC/TorchPod/issues/43",
+        causes=("gpu.container-runtime", "gpu.driver-mismatch"),
+    ),
+    Message(
+        code="CUDA104",
+        name="cuda-driver-insufficient",
+        title="CUDA error 35: the driver is older than the CUDA runtime needs",
+        pattern=r"CUDA driver version is insufficient for CUDA runtime version",
+        trigger="CUDA driver version is insufficient for CUDA runtime version",
+        triggers=("cudaErrorInsufficientDriver", "The NVIDIA driver on your system is too old"),
+        variants=(
+            r"cudaErrorInsufficientDriver",
+            r"The NVIDIA driver on your system is too old \(found version \d{2,6}\)",
+        ),
+        meaning="the program's CUDA runtime needs a newer NVIDIA driver than the node has",
+        cause=(
+            "the container or the program was built for a newer CUDA (e.g. an image from nvidia/cuda:12.x) "
+            "than the node's driver supports (each CUDA release has a minimum driver version; "
+            "nvidia-smi's header shows the highest CUDA the driver supports)"
+        ),
+        fix=(
+            "upgrade the node's driver to one that supports that CUDA, or use an image / a PyTorch build for "
+            "the CUDA version the driver supports; on datacenter GPUs the cuda-compat package is an option"
+        ),
+        verify=("nvidia-smi -L", "python -c 'import torch; print(torch.version.cuda)'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorInsufficientDriver = 35); " + _COMPAT,
+        example=(
+            "ERROR: CUDA driver version is insufficient for CUDA runtime version in "
+            "/var/tmp/relion/src/ml_optimiser.cpp at line 1143 (error-code 35)"
+        ),
+        example_source="https://github.com/NVIDIA/hpc-container-maker/issues/239",
+        causes=("gpu.driver-mismatch",),
+    ),
+    Message(
+        code="CUDA105",
+        name="cuda-ecc-uncorrectable",
+        title="CUDA error 214: uncorrectable ECC error in GPU memory",
+        pattern=r"uncorrectable ECC error encountered",
+        trigger="uncorrectable ECC error encountered",
+        triggers=("cudaErrorECCUncorrectable", "CUDA_ERROR_ECC_UNCORRECTABLE"),
+        variants=(r"cudaErrorECCUncorrectable", r"CUDA_ERROR_ECC_UNCORRECTABLE"),
+        meaning="a kernel read GPU memory that ECC could not correct; the context is lost",
+        cause=(
+            "a memory fault on the GPU (a failing HBM/GDDR cell or row); the kernel log shows Xid 48, 94 or "
+            "95 and nvidia-smi -q the uncorrectable count and a pending row remap"
+        ),
+        fix=(
+            "drain the GPU, reset it (nvidia-smi -r, or reboot) so the row remap / page retirement takes "
+            "effect, and run dcgmi diag -r 3; if errors return or the remap fails, RMA the board"
+        ),
+        verify=("nvidia-smi -q -d ECC,ROW_REMAPPER", "dmesg -T | grep -E 'Xid'", "dcgmi diag -r 3"),
+        severity=Severity.CRITICAL,
+        action=Action.RESET_DEVICE,
+        source=_RT
+        + " (cudaErrorECCUncorrectable = 214); https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html",
+        example="RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        example_source="https://github.com/jade-hpc-gpu/jade-hpc-gpu.github.io/issues/194",
+        causes=("gpu.ecc-uncorrectable",),
+    ),
+    Message(
+        code="CUDA106",
+        name="cuda-no-device",
+        title="CUDA error 100: no CUDA-capable device is detected",
+        pattern=r"no CUDA-capable device is detected",
+        trigger="no CUDA-capable device is detected",
+        triggers=("cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE"),
+        variants=(r"cudaErrorNoDevice\b", r"CUDA_ERROR_NO_DEVICE\b"),
+        meaning="the program sees no GPU at all",
+        cause=(
+            "in a container: the GPUs were not given to it (no --gpus / nvidia runtime, NVIDIA_VISIBLE_DEVICES "
+            "empty or void, no nvidia.com/gpu request); on the node: the driver is not loaded or "
+            "CUDA_VISIBLE_DEVICES names no existing GPU"
+        ),
+        fix=(
+            "request the GPUs (docker --gpus all, runtimeClassName: nvidia, resources.limits nvidia.com/gpu), "
+            "check CUDA_VISIBLE_DEVICES, and check on the node that nvidia-smi lists the GPUs"
+        ),
+        verify=("nvidia-smi -L", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES", "ls -l /dev/nvidia*"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorNoDevice = 100)",
+        example="Failed to allocate device vector A (error code no CUDA-capable device is detected)!",
+        example_source="https://github.com/NVIDIA/gpu-operator/issues/253",
+        causes=("gpu.container-runtime", "gpu.driver-not-loaded"),
+    ),
+    Message(
+        code="CUDA107",
+        name="cuda-stub-library",
+        title="CUDA error 34: the program loaded the CUDA driver stub instead of the driver",
+        pattern=r"CUDA driver is a stub library",
+        trigger="CUDA driver is a stub library",
+        triggers=("cudaErrorStubLibrary", "CUDA_ERROR_STUB_LIBRARY"),
+        variants=(r"cudaErrorStubLibrary", r"CUDA_ERROR_STUB_LIBRARY"),
+        meaning="libcuda.so found by the program is the toolkit's link-time stub, not the driver",
+        cause=(
+            "the driver's libcuda is not in the container or not on the library path (the container was "
+            "started without the NVIDIA runtime), and /usr/local/cuda/lib64/stubs is on LD_LIBRARY_PATH"
+        ),
+        fix=(
+            "run the container with the NVIDIA runtime so the host's libcuda is mounted, and remove the stubs "
+            "directory from LD_LIBRARY_PATH"
+        ),
+        verify=("ldconfig -p | grep libcuda", "echo $LD_LIBRARY_PATH"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorStubLibrary = 34)",
+        example="NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+        example_source="https://github.com/horovod/horovod/issues/3831",
+        causes=("gpu.container-runtime",),
+    ),
+    Message(
+        code="CUDA108",
+        name="cuda-unknown-error",
+        title="CUDA error 999: unknown error (the driver hit an internal error)",
+        # the literal first, its CUDA context checked behind it (fixed-width look-behinds)
+        pattern=(
+            r"unknown error(?:(?<=CUDA error: unknown error)|(?<=\(999\) : unknown error)"
+            r"|(?<=Error 999: unknown error)|(?<=error=999 : unknown error))"
+        ),
+        trigger="unknown error",
+        triggers=("CUDA_ERROR_UNKNOWN", "cudaErrorUnknown", "CUDA unknown error"),
+        variants=(
+            r"CUDA_ERROR_UNKNOWN\b",
+            r"cudaErrorUnknown\b",
+            r"CUDA unknown error - this may be due to an incorrectly set up environment",
+        ),
+        meaning="CUDA returned its catch-all error: the driver could not say what failed",
+        cause=(
+            "the GPU or the driver is in a bad state: the GPU fell off the bus or needs a reset (read the "
+            "kernel log for an Xid), the nvidia_uvm module is missing or broken (after suspend/resume), or "
+            "the driver was upgraded under running programs"
+        ),
+        fix=(
+            "read dmesg for Xid/NVRM lines on that GPU and act on them; check that nvidia_uvm is loaded; "
+            "reboot the node if the driver was upgraded or the GPU is lost"
+        ),
+        verify=("dmesg -T | grep -E 'NVRM|Xid'", "lsmod | grep nvidia_uvm", "nvidia-smi -L"),
+        severity=Severity.WARNING,
+        action=Action.REBOOT_NODE,
+        source=_RT + " (cudaErrorUnknown = 999); " + _DRV,
+        example=(
+            "RuntimeError: cuda runtime error (999) : unknown error at "
+            "/opt/conda/conda-bld/pytorch_1573049306803/work/aten/src/THC/THCGeneral.cpp:50"
+        ),
+        example_source="https://github.com/pytorch/pytorch/issues/31179",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
+        code="CUDA110",
+        name="cuda-devices-unavailable",
+        title="CUDA error 46: the GPU is busy or unavailable",
+        pattern=r"CUDA-capable device\(s\) is/are busy or unavailable",
+        trigger="is/are busy or unavailable",
+        triggers=("all CUDA-capable devices are busy or unavailable", "cudaErrorDevicesUnavailable"),
+        variants=(r"all CUDA-capable devices are busy or unavailable", r"cudaErrorDevicesUnavailable"),
+        meaning="CUDA could not create a context on the GPU",
+        cause=(
+            "the GPU is in Exclusive_Process compute mode and another process holds it, or the GPU is in a "
+            "state where it accepts no new work (it needs a reset after a fault: look for Xid or "
+            "NV_ERR_RESET_REQUIRED lines)"
+        ),
+        fix=(
+            "check the compute mode (nvidia-smi -q -d COMPUTE; nvidia-smi -c DEFAULT) and the processes on the "
+            "GPU; if the driver reports a fault, reset the GPU"
+        ),
+        verify=("nvidia-smi -q -d COMPUTE", "nvidia-smi --query-compute-apps=pid,name --format=csv"),
+        severity=Severity.WARNING,
+        action=Action.RESET_DEVICE,
+        source=_RT + " (cudaErrorDevicesUnavailable = 46)",
+        example="'CUDA-capable device(s) is/are busy or unavailable'",
+        example_source="https://github.com/scitix/sichek/issues/51",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
+        code="CUDA109",
+        name="torch-no-nvidia-driver",
+        title="PyTorch found no NVIDIA driver on the system",
+        pattern=r"Found no NVIDIA driver on your system",
+        trigger="Found no NVIDIA driver on your system",
+        meaning="PyTorch could not load the NVIDIA driver (libcuda) at all",
+        cause=(
+            "the nvidia kernel driver is not installed or not loaded on the node, or the container runs "
+            "without the NVIDIA runtime (no driver libraries inside)"
+        ),
+        fix=(
+            "install/load the driver on the node (nvidia-smi must work there), and start the container with "
+            "the NVIDIA runtime (--gpus all, runtimeClassName: nvidia)"
+        ),
+        verify=("nvidia-smi -L", "lsmod | grep nvidia"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/pytorch/pytorch/blob/main/torch/cuda/__init__.py (_check_driver)",
+        example=(
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
+            "and installed a driver from http://www.nvidia.com/Download/index.aspx"
+        ),
+        example_source="https://github.com/runpod/containers/issues/56",
+        causes=("gpu.driver-not-loaded", "gpu.container-runtime"),
+    ),
+)

@@ -1,0 +1,202 @@
+"""GPUs in containers and Kubernetes: the NVIDIA device plugin, the GPU operator's validators and the
+NVIDIA container toolkit (nvidia-container-cli, the runtime hook), as data.
+
+What the device plugin logs when it cannot find NVML or any GPU (``internal/plugin/factory.go``,
+``cmd/nvidia-device-plugin/main.go``), what ``nvidia-container-cli`` answers through the OCI runtime
+when a container asks for GPUs it cannot get (libnvidia-container), and what docker says when no GPU
+runtime is installed. The Xid events the device plugin reports ("XidCriticalError: Xid=79 on
+Device=...") are read as GPU events by :mod:`clusterdoctor.observe.gpu.k8s_logs`, so the Xid table
+judges them; the validators' CUDA errors are CUDA's (:mod:`clusterdoctor.rules.catalog.cuda`).
+
+Sources: NVIDIA/k8s-device-plugin, NVIDIA/libnvidia-container, NVIDIA/nvidia-container-toolkit and its
+documentation; example lines from public threads.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_DP = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/"
+_CTK = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html"
+_LNC = "https://github.com/NVIDIA/libnvidia-container"
+
+MESSAGES: tuple[Message, ...] = (
+    Message(
+        code="DEVPLG101",
+        name="device-plugin-no-nvml",
+        title="The NVIDIA device plugin cannot load NVML (no driver libraries in its container)",
+        pattern=r"Failed to initialize NVML: (?:could not load NVML library|ERROR_LIBRARY_NOT_FOUND)",
+        trigger="Failed to initialize NVML: ",
+        meaning="the device plugin found no libnvidia-ml in its container, so the node advertises no nvidia.com/gpu",
+        cause=(
+            "the container runtime did not inject the driver: the NVIDIA runtime is not the default runtime "
+            "(docker default-runtime, containerd/CRI-O runtime handler, or no runtimeClassName: nvidia), the "
+            "container toolkit is not installed, or the node has no driver"
+        ),
+        fix=(
+            "install the NVIDIA container toolkit and configure it (nvidia-ctk runtime configure --runtime="
+            "containerd|docker|crio --set-as-default), restart the runtime, or deploy the plugin with "
+            "runtimeClassName: nvidia; then restart the plugin pod"
+        ),
+        verify=(
+            "kubectl describe node <node> | grep nvidia.com/gpu",
+            "nvidia-ctk --version",
+            "nvidia-smi -L",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_DP + "internal/plugin/factory.go",
+        example="2022/05/13 23:09:23 Failed to initialize NVML: could not load NVML library.",
+        example_source="https://github.com/NVIDIA/k8s-device-plugin/issues/303",
+        causes=("gpu.container-runtime", "gpu.device-plugin"),
+    ),
+    Message(
+        code="DEVPLG102",
+        name="device-plugin-no-devices",
+        title="The NVIDIA device plugin found no GPU and waits (the node advertises no nvidia.com/gpu)",
+        pattern=r"No devices found\. Waiting indefinitely",
+        trigger="No devices found. Waiting indefinitely",
+        meaning="the device plugin started but saw no GPU, so it registers nothing with the kubelet",
+        cause=(
+            "the plugin's container sees no GPU: the NVIDIA runtime is not used for it (no driver libraries "
+            "or device nodes injected), the driver is not loaded on the node, or every GPU is in a mode the "
+            "plugin skips (MIG strategy mismatch)"
+        ),
+        fix=(
+            "check nvidia-smi on the node, make the NVIDIA runtime the default (or use runtimeClassName: "
+            "nvidia) for the plugin, check the MIG strategy, then restart the plugin pod"
+        ),
+        verify=("nvidia-smi -L", "kubectl logs -n kube-system <device-plugin pod>"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_DP + "cmd/nvidia-device-plugin/main.go",
+        example="2023/06/12 09:21:25 No devices found. Waiting indefinitely.",
+        example_source="https://github.com/NVIDIA/k8s-device-plugin/issues/414",
+        causes=("gpu.device-plugin", "gpu.container-runtime"),
+    ),
+    Message(
+        code="DEVPLG103",
+        name="device-plugin-incompatible-strategy",
+        title="The NVIDIA device plugin found neither NVML nor Tegra ('Incompatible strategy detected')",
+        pattern=r"Incompatible strategy detected(?: (?P<strategy>\w{1,16}))?",
+        trigger="Incompatible strategy detected",
+        meaning="the device plugin could not detect any GPU platform in its container and gives up",
+        cause=(
+            "the driver's libraries are not visible in the plugin container: the NVIDIA container runtime is "
+            "not configured as the default for the runtime the kubelet uses (containerd, CRI-O, docker)"
+        ),
+        fix=(
+            "configure the runtime (nvidia-ctk runtime configure --runtime=<containerd|crio|docker> "
+            "--set-as-default) and restart it, or give the plugin runtimeClassName: nvidia"
+        ),
+        verify=("nvidia-ctk runtime configure --help", "kubectl logs -n kube-system <device-plugin pod>"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_DP + "internal/plugin/factory.go",
+        example="Incompatible strategy detected auto",
+        example_source="https://github.com/NVIDIA/k8s-device-plugin/issues/1134",
+        causes=("gpu.container-runtime", "gpu.device-plugin"),
+    ),
+    Message(
+        code="NVCTK101",
+        name="container-cuda-requirement-unsatisfied",
+        title="The container needs a newer driver than the node has (nvidia-container-cli requirement error)",
+        pattern=r"nvidia-container-cli: requirement error: unsatisfied condition: (?P<cond>[^\n\\]{1,80})",
+        trigger="nvidia-container-cli: requirement error",
+        meaning="the runtime hook refused to start the container: the image's NVIDIA_REQUIRE_CUDA is not met by the host driver",
+        cause=(
+            "the image was built for a newer CUDA (cuda>=X) than the node's driver supports, or for a GPU "
+            "brand/driver branch the node does not have (brand = tesla)"
+        ),
+        fix="upgrade the node's driver, or use an image built for the CUDA version the driver supports",
+        verify=("nvidia-smi -L", "docker inspect <image> | grep NVIDIA_REQUIRE_CUDA"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC + " (src/cli/configure.c: requirement error)",
+        example=(
+            "OCI runtime create failed: container_linux.go:349: starting container process caused "
+            '"process_linux.go:449: container init caused \\"process_linux.go:432: running prestart hook 1 '
+            'caused \\\\\\"error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: '
+            "requirement error: unsatisfied condition: cuda>=10.2, please update your driver to a newer "
+            'version, or use an earlier cuda container\\\\\\\\n\\\\\\"\\"": unknown'
+        ),
+        example_source="https://github.com/nodefluxio/vortex/issues/106",
+        causes=("gpu.driver-mismatch",),
+    ),
+    Message(
+        code="NVCTK102",
+        name="container-cli-driver-not-loaded",
+        title="nvidia-container-cli: the NVIDIA driver is not loaded on the host",
+        pattern=r"nvidia-container-cli: initialization error: nvml error: driver not loaded",
+        trigger="nvidia-container-cli: initialization error",
+        meaning="the runtime hook could not start the GPU container: NVML reports no driver on the host",
+        cause="the nvidia kernel module is not loaded on the host (not installed, not built for this kernel, refused by Secure Boot)",
+        fix="make nvidia-smi work on the host first (install/rebuild/load the driver), then start the container",
+        verify=("nvidia-smi -L", "lsmod | grep nvidia", "dkms status"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC + " (src/nvc_info.c)",
+        example=(
+            "docker: Error response from daemon: OCI runtime create failed: container_linux.go:380: starting "
+            "container process caused: process_linux.go:545: container init caused: Running hook #0:: error "
+            "running hook: exit status 1, stdout: , stderr: nvidia-container-cli: initialization error: nvml "
+            "error: driver not loaded: unknown."
+        ),
+        example_source="https://github.com/cedricxie/apollo_perception_ros/issues/20",
+        causes=("gpu.driver-not-loaded",),
+    ),
+    Message(
+        code="NVCTK103",
+        name="container-cli-no-nvml-library",
+        title="nvidia-container-cli cannot find the driver's libnvidia-ml on the host",
+        pattern=r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml\.so(?:\.1)?",
+        trigger="nvidia-container-cli: initialization error",
+        meaning="the runtime hook found no NVML library on the host to set the container up",
+        cause=(
+            "the NVIDIA driver's user-space libraries are not installed on the host (driver missing, or a "
+            "driver container whose root the toolkit is not pointed at), or ldconfig does not list them"
+        ),
+        fix=(
+            "install the driver on the host (nvidia-smi must work), or with the GPU operator's driver "
+            "container set the toolkit's driver root (/run/nvidia/driver); run ldconfig"
+        ),
+        verify=("ldconfig -p | grep libnvidia-ml", "nvidia-smi -L"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC + " (src/nvc_info.c)",
+        example="nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1",
+        example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/154",
+        causes=("gpu.driver-not-loaded", "gpu.container-runtime"),
+    ),
+    Message(
+        code="NVCTK104",
+        name="docker-no-gpu-device-driver",
+        title="docker has no GPU device driver: the NVIDIA container toolkit is missing or not configured",
+        pattern=r"could not select device driver \"[^\"\n]{0,32}\" with capabilities: \[\[gpu\]\]",
+        trigger="could not select device driver",
+        meaning="docker cannot give the container a GPU (--gpus) because no GPU device driver is registered",
+        cause=(
+            "the NVIDIA container toolkit is not installed, docker was not restarted after installing it, or "
+            "docker runs as a snap / in a way that does not see the toolkit"
+        ),
+        fix=(
+            "install nvidia-container-toolkit, run nvidia-ctk runtime configure --runtime=docker and restart "
+            "docker"
+        ),
+        verify=(
+            "nvidia-ctk --version",
+            "docker info | grep -i runtime",
+            "docker run --rm --gpus all ubuntu nvidia-smi",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_CTK,
+        example=(
+            'docker: Error response from daemon: could not select device driver "" with capabilities: '
+            "[[gpu]]."
+        ),
+        example_source="https://github.com/NVIDIA/dcgm-exporter/issues/33",
+        causes=("gpu.container-runtime",),
+    ),
+)
