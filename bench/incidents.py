@@ -70,6 +70,7 @@ def main() -> int:
     ap.add_argument("--category", choices=CATEGORIES)
     ap.add_argument("--split", choices=("dev", "eval"))
     ap.add_argument("--case", action="append", help="only this case id (repeatable)")
+    ap.add_argument("--batch", type=int, action="append", help="only cases of this batch (repeatable)")
     a = ap.parse_args()
     cases = load_cases()
     bad_split = [
@@ -81,6 +82,8 @@ def main() -> int:
         cases = [c for c in cases if c.split == a.split]
     if a.case:
         cases = [c for c in cases if c.id in set(a.case)]
+    if a.batch:
+        cases = [c for c in cases if int(c.meta.get("batch", 1)) in set(a.batch)]
     if not cases:
         print("no case selected")
         return 2
@@ -128,7 +131,7 @@ def main() -> int:
             rank = f" (right at #{o.rank})" if o.rank else ""
             print(f"{o.case.split} {o.case.id}: {o.verdict}{rank}; first: {first}{extra}")
     if a.write:
-        if a.category or a.split or a.case:
+        if a.category or a.split or a.case or a.batch:
             print("--write records the whole corpus: run it without --category/--split/--case")
             return 2
         write_results(outcomes)
