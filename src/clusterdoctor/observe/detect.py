@@ -96,21 +96,23 @@ def _load_topology(path: Path) -> dict[str, Any]:
 
 def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
     """Topology and RDMA port counters from one sysfs tree (a directory or an extracted tarball)."""
+    from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
+    from clusterdoctor.observe.limits import confined
     from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
     from clusterdoctor.observe.node.sysfs import collect_sysfs_topology, find_sysfs_root
 
     base = find_sysfs_root(root) or root
-    topo = collect_sysfs_topology(base)
-    topo.source, topo.source_kind = source, kind
-    out: dict[str, Any] = {"topology": topo}
-    ports = read_sysfs_infiniband(base)
-    if ports:
-        out["rdma"] = ports
-    from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
-
-    gpu = sysfs_gpu_report(base, source)
-    if gpu is not None:
-        out["gpu_reports"] = [gpu]
+    with confined(base) as escapes:  # links out of the tree are not followed (named in warnings)
+        topo = collect_sysfs_topology(base)
+        topo.source, topo.source_kind = source, kind
+        out: dict[str, Any] = {"topology": topo}
+        ports = read_sysfs_infiniband(base)
+        if ports:
+            out["rdma"] = ports
+        gpu = sysfs_gpu_report(base, source)
+        if gpu is not None:
+            out["gpu_reports"] = [gpu]
+    topo.warnings.extend(escapes)
     return out
 
 
