@@ -89,3 +89,80 @@ def run_py_capped(code: str, *args: str, timeout: float = 60, memory: int = 2 <<
         preexec_fn=cap,
     )  # fmt: skip
     return p.returncode, p.stdout, p.stderr
+
+
+def zstd_rle_bomb(path: Path, size: int = 64 << 10) -> Path:
+    """One zstd frame of RLE blocks (4 bytes each, 128 KiB of zeros out): ``size`` bytes on disk that
+    inflate to ``size / 4 * 128 KiB`` (64 KiB -> 2 GiB), written directly, in no time."""
+    block = 128 << 10
+    n = (size - 6) // 4
+    hdr_rle = (block << 3) | (1 << 1)  # Block_Size, Block_Type 1 (RLE), not last
+    body = (hdr_rle.to_bytes(3, "little") + b"\x00") * (n - 1)
+    last = (hdr_rle | 1).to_bytes(3, "little") + b"\x00"
+    # magic, Frame_Header_Descriptor 0 (no content size, no checksum), Window_Descriptor 2**17
+    path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" + bytes([7 << 3]) + body + last)
+    return path
+
+
+def pickle_colliding_keys(path: Path, n: int = 40_000) -> Path:
+    """A Flight Recorder dump whose ``pg_status`` dict has ``n`` distinct integer keys that share one
+    hash (``i * (2**61 - 1)``: CPython hashes an int modulo 2**61 - 1), so each insert scans all the
+    keys before it: 560 KB, n**2/2 comparisons."""
+    m = (1 << 61) - 1
+    out = io.BytesIO()
+    out.write(b"\x80\x02}(")  # PROTO 2, EMPTY_DICT, MARK
+    out.write(b"X\x07\x00\x00\x00entries]")  # "entries": []
+    out.write(b"X\x09\x00\x00\x00pg_status}(")  # "pg_status": { MARK
+    for i in range(1, n + 1):
+        k = (i * m).to_bytes(((i * m).bit_length() + 8) // 8, "little", signed=True)
+        out.write(b"\x8a" + bytes([len(k)]) + k + b"K\x01")  # LONG1 key, BININT1 1
+    out.write(b"uu.")  # SETITEMS, SETITEMS, STOP
+    path.write_bytes(out.getvalue())
+    return path
+
+
+_STEP_EVENT = (
+    '{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 1, '
+    '"ts": 1000.5, "dur": 12.25}'
+)
+IDENTICAL = {"ProfilerStep": _STEP_EVENT}
+
+
+def kineto_identical_gzip(d: Path, kind: str, inflated: int = 400 << 20) -> Path:
+    """A gzip Kineto trace inflating to ``inflated`` bytes of one event repeated: ``ProfilerStep`` (the
+    issue: 1.5 GB, 147 s), ``kernel`` (a plain compute kernel) or ``nccl`` (an NCCL kernel with its
+    collective arguments)."""
+    from tests.hostile import generators as g
+
+    event = {"ProfilerStep": _STEP_EVENT, "kernel": g._KERNEL_EVENT, "nccl": g._NCCL_EVENT}[kind]
+    head = b'{"distributedInfo": {"rank": 0, "world_size": 8}, "traceEvents": [\n'
+    return g.gzip_members(
+        d / f"rank0_{kind}.pt.trace.json.gz",
+        head,
+        (event + ",\n").encode(),
+        inflated,
+        (event + "]}\n").encode(),
+    )
+
+
+def trace_with_huge_ids(path: Path) -> Path:
+    """Ids that do not fit the 64-bit arrays (2**63 correlation, 2**64 stream, -2**63-1, a thread id
+    of 2**63) and a ProfilerStep whose number has 5,000 digits."""
+    import json
+
+    big = 1 << 63
+    ev = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+         "args": {"stream": 7, "correlation": big}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1, "ts": 0.5,
+         "dur": 0.1, "args": {"correlation": big}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": big, "ts": 0.5, "dur": 0.1},
+        {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 3.0, "dur": 2.0,
+         "args": {"stream": 1 << 64, "correlation": -big - 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#" + "9" * 5000, "pid": 0, "tid": 1,
+         "ts": 0.0, "dur": 10.0},
+        {"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 6.0, "dur": 1.0,
+         "args": {"stream": 7, "correlation": 5}},
+    ]  # fmt: skip
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": ev}))
+    return path

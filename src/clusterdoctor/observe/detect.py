@@ -11,7 +11,8 @@ candidate, and a sysfs tree inside it (a folder holding ``sys/devices/system``) 
 kinds of names are skipped as noise, and listed in one warning: hidden files and folders (a name
 starting with ``.``: ``.DS_Store``, ``.git``), editor backups and swap files (``name~``, ``#name#``,
 ``.name.swp``, ``*.swp``, ``*.swo``), folders reached through a symbolic link (never followed, so no
-loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest.
+loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest. A folder that cannot be listed (no
+permission) is named in a warning too, never dropped silently.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ def _is_sysfs_dir(p: Path) -> bool:
 # A folder holding more files than this is read up to here; the rest are named in a warning.
 MAX_FOLDER_FILES = 20000
 _BACKUP_SUFFIXES = ("~", ".swp", ".swo", ".swx")
+_UNREADABLE = "unreadable folder(s)"
 
 
 def noise_reason(name: str) -> str | None:
@@ -161,7 +163,10 @@ class FolderWalk:
         out = []
         for why, names in by_reason.items():
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-            out.append(f"{root}: skipped {len(names)} {why} file(s): {shown}")
+            if why.startswith(_UNREADABLE):
+                out.append(f"{root}: {len(names)} {why}, its files not read: {shown}")
+            else:
+                out.append(f"{root}: skipped {len(names)} {why} file(s): {shown}")
         return out
 
 
@@ -181,7 +186,12 @@ def walk_sources(root: str | Path, max_files: int = MAX_FOLDER_FILES) -> FolderW
     base = Path(root)
     found: list[Path] = []
     skipped: list[tuple[Path, str]] = []
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+
+    def unreadable(e: OSError) -> None:  # a folder os.walk cannot list: named, never dropped silently
+        why = e.strerror or type(e).__name__
+        skipped.append((Path(e.filename) if e.filename else base, f"{_UNREADABLE} ({why})"))
+
+    for dirpath, dirnames, filenames in os.walk(base, onerror=unreadable, followlinks=False):
         d = Path(dirpath)
         keep = []
         for name in sorted(dirnames):
