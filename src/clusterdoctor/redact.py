@@ -117,6 +117,8 @@ _PASSWORD_SHORT_OPTS = {
 }  # fmt: skip
 
 _NAME = r"[A-Za-z0-9_.\-]"  # one character of a key name; patterns say how many
+# a quoted value, with backslash escapes, on one line (the alternatives never overlap: linear)
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'"
 _HEADERS = (
     r"(?:proxy-)?authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|x-vault-token|"
     r"private-token|x-amz-security-token|x-goog-api-key|ocp-apim-subscription-key"
@@ -171,14 +173,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str, tuple[str, ...]]] = [
     # --flag=value / --flag value
     (
         re.compile(
-            r"(?i)(?:^|(?<=[\s\"']))(--?(" + _NAME + r"+)(?:=|[ \t]+))(?!-)(\"[^\"]*\"|'[^']*'|[^\s\"']+)"
+            r"(?i)(?:^|(?<=[\s\"']))(--?(" + _NAME + r"+)(?:=|[ \t]+))(?!-)(" + _QUOTED + r"|[^\s\"']+)"
         ),
         "flag",
         _NAME_HINTS,
     ),
     # key=value, key: value (env files, logfmt, YAML, kubeconfig, connection strings)
     (
-        re.compile(r"(?im)(^|[\s,;{(])(" + _NAME + r"+)([ \t]*[:=][ \t]*)(\"[^\"]*\"|'[^']*'|[^\s,;\"'}]+)"),
+        re.compile(r"(?im)(^|[\s,;{(])(" + _NAME + r"+)([ \t]*[:=][ \t]*)(" + _QUOTED + r"|[^\s,;\"'}]+)"),
         "kv",
         _NAME_HINTS,
     ),
