@@ -77,6 +77,7 @@ _SEQ_FILE = "SEQ"
 _LOCK_FILE = ".lock"
 DEFAULT_STALE_AFTER_S = 24 * 3600.0  # a temp file this old belongs to no live writer (another host's)
 _FILE_SEQ = re.compile(r"^\.?(\d{12})-")
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)  # flock not supported here
 _FILE_NAME = re.compile(r"^(\d{12})-(.+)\.ckpt$")
 _TMP = re.compile(
     r"^\.(?P<seq>\d{12})-(?P<name>.+?)\.(?P<host>[A-Za-z0-9._-]*)\.(?P<pid>\d+)\.[0-9a-f]+(?:\.body)?\.tmp$"
@@ -192,7 +193,12 @@ class _TempFile:
         for _ in range(100):
             path = directory / make_name()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:  # a file system without locks (NFS mounted nolock): a sweeper
+                if e.errno not in _NO_LOCKS:  # cannot lock it either, so it never removes the file
+                    os.close(fd)
+                    raise
             try:  # a sweeper may have removed it between the create and the lock: start again
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -226,10 +232,11 @@ class _TempFile:
             self.fd = -1
 
 
-def _remove_if_unowned(path: Path) -> bool:
+def _remove_if_unowned(path: Path, without_locks: bool = False) -> bool:
     """Remove ``path`` when no writer holds its lock: the lock is taken first, the file checked to be
-    the one locked, and removed while locked. False when its writer lives, it vanished, it is not a
-    regular file, or the file system has no locks."""
+    the one locked, and removed while locked. False when its writer lives, it vanished, or it is not
+    a regular file; on a file system without locks, ``without_locks`` says whether to remove it
+    anyway (another host's file, already older than ``stale_after``)."""
     flags = (
         os.O_RDONLY
         | getattr(os, "O_NONBLOCK", 0)
@@ -246,8 +253,9 @@ def _remove_if_unowned(path: Path) -> bool:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False  # its writer holds it (or no locks here: never guess)
+        except OSError as e:
+            if not (without_locks and e.errno in _NO_LOCKS):
+                return False  # its writer holds it (or no locks here: only age may decide)
         try:
             if os.stat(path, follow_symlinks=False).st_ino != st.st_ino:
                 return False
@@ -292,13 +300,14 @@ class TieredCheckpointStore:
                 continue
             for t in d.glob(f".*{TMP_SUFFIX}"):
                 m = _TMP.match(t.name)
-                if m is None or m["host"] != self.host:  # another host's (a shared tier): also by age
+                foreign = m is None or m["host"] != self.host
+                if foreign:  # another host's (a shared tier): also by age
                     try:
                         if now - t.lstat().st_mtime <= self.stale_after:
                             continue
                     except FileNotFoundError:
                         continue
-                if _remove_if_unowned(t):
+                if _remove_if_unowned(t, without_locks=foreign):
                     removed.append(t)
         return removed
 

@@ -22,7 +22,7 @@ import io
 import re
 from typing import Any, TextIO
 
-__all__ = ["SafeStream", "shown", "terminal_safe", "visible"]
+__all__ = ["SafeStream", "shown", "terminal_safe", "visible", "write_trusted"]
 
 # C0 and C1 controls, DEL, line/paragraph separators, bidi embeddings/overrides/isolates, BOM,
 # non-characters U+FFFE/U+FFFF, and surrogates (undecodable bytes under surrogateescape)
@@ -114,6 +114,12 @@ class SafeStream(io.TextIOBase):
 
     def fileno(self) -> int:
         return self.inner.fileno()
+
+
+def write_trusted(stream: Any, text: str) -> None:
+    """Write control output of our own (a progress line's ``\\r``, the screen clear of a refreshing
+    report) past :class:`SafeStream`'s filter; ``text`` must hold nothing from the inputs unescaped."""
+    (stream.inner if isinstance(stream, SafeStream) else stream).write(text)
 
 
 def _isatty(f: Any) -> bool:

@@ -91,16 +91,25 @@ def run_app(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     (:class:`InputError` …) and OS errors (a missing directory, a refused port) the same code; a bug
     gives :data:`EXIT_INTERNAL` and one line (the traceback with ``CLUSTERDOCTOR_DEBUG=1``).
     """
-    import typer.main
 
     from clusterdoctor.escape import SafeStream
 
     # whatever is printed passes through SafeStream: a terminal escape or an undecodable byte in a
     # name that no report escaped is shown escaped, never obeyed (colours of our own output kept)
+    saved = (sys.stdout, sys.stderr)
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, SafeStream):
             setattr(sys, name, SafeStream(stream))
+    try:
+        return _run(app, args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
+    import typer.main
+
     argv = list(sys.argv[1:] if args is None else args)
     root = typer.main.get_command(app)  # built once: the path lookup and the run share it
     path = command_path(root, argv)
