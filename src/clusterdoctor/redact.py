@@ -464,16 +464,16 @@ def _redact_json_string(s: str, tok: str, frame: list[object] | None, secret_val
     if frame is not None and frame[0] == "[":
         new = _argv_element(frame, s)
         if new is not None:
-            return json.dumps(new, ensure_ascii=False)
+            return json.dumps(new)
     if _MAYBE_SECRET.search(s) is None:
         return tok
     stripped = s.lstrip()
     if level < _MAX_JSON_NESTING and stripped[:1] in ("{", "["):
         inner = redact_json_text(s, level + 1)
         if inner is not None:
-            return tok if inner == s else json.dumps(inner, ensure_ascii=False)
+            return tok if inner == s else json.dumps(inner)
     red = redact_text(s)
-    return tok if red == s else json.dumps(red, ensure_ascii=False)
+    return tok if red == s else json.dumps(red)
 
 
 def _argv_element(frame: list[object], s: str) -> str | None:

@@ -285,3 +285,24 @@ def test_r25_json_stays_json_with_escaped_quotes():
         out = redact_bytes(text.encode()).decode()
         json.loads(out)
         assert not any(s in out for s in ("X1secret", "X2secret", "X3secret", "pw@", "token=t"))
+
+
+def test_r25_redacted_json_stays_encodable_with_lone_surrogates(tmp_path):
+    """A JSON string escaping a lone surrogate (``\\udcff``, what a non-UTF-8 file name becomes in a
+    manifest) beside a secret: the redacted document is still UTF-8 and JSON; and ``collect --file``
+    of a file so named works."""
+    out = redact_bytes(b'{"name": "file /x/\\udcff?token=Zsecret1", "password": "Zsecret2"}')
+    doc = json.loads(out)
+    assert "Zsecret" not in out.decode() and doc["name"].startswith("file /x/\udcff")
+    import os
+
+    f = os.path.join(os.fsencode(tmp_path), b"pods-\xff.json")
+    with open(f, "wb") as fh:
+        fh.write(b'{"password": "Zsecret3"}')
+    bundle = tmp_path / "b.tar.zst"
+    r = run_capped("collect", "-o", str(bundle), "--file", os.fsdecode(f), "--unit", "none",
+                   "--rdma-interval", "0.01", "--timeout", "5", timeout=120)  # fmt: skip
+    assert r.code == 0, r.err[-2000:]
+    members = _members(bundle)
+    assert not any(b"Zsecret3" in v for v in members.values())
+    json.loads(members["manifest.json"])
