@@ -48,6 +48,9 @@ def link_chain_variants(outside: Path) -> dict[str, list[tuple[str, str, bool | 
         "hardlink": [("h", "../" * UP + o + "/victim", True), ("h", "pwned", None)],
         # the tree's own top folder a link out of it, then the tree through it
         "topdir": [("sys2", "../" * UP + o, False), ("sys2/topdir", "pwned", None)],
+        # a ladder: each link climbs through the next one, made before it exists, the last one "."
+        "ladder": [(f"l{i}", f"l{i + 1}/..", False) for i in range(20)] + [("l20", ".", False),
+                   (f"l0/{o}/ladder", "pwned", None)],
         # a link to the environment of whoever reads the tree
         "environ": [("sys/devices/system/node/node0/meminfo", "../" * UP + "proc/self/environ", False)],
     }  # fmt: skip

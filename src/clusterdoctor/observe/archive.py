@@ -40,6 +40,7 @@ __all__ = ["Member", "extract", "private_tempdir", "safe_name"]
 _LOCK = ".cd-owner.lock"
 _GRACE_S = 60.0  # a directory younger than this is never swept (its owner may be taking the lock)
 NAME_MAX = 255  # bytes per path component (ext4, xfs)
+_MAX_LINK_ROUNDS = 8  # passes over the links once the tree is complete (a real snapshot needs one)
 PATH_MAX = 4096
 
 
@@ -297,11 +298,15 @@ class _Writer:
 
     def recheck_links(self) -> list[tuple[str, str]]:
         """Resolve every link again against the finished tree; remove (and name) those that now lead
-        outside it, until none does (removing one can change where another leads)."""
+        outside it, until none does (removing one can change where another leads). A chain that is
+        still changing after a few rounds costs every link of the archive (each round is one pass)."""
         out: list[tuple[str, str]] = []
         live = list(self.links)
-        while True:
-            bad = [n for n in live if not self._inside(os.path.join(self.root, n))]
+        for round_ in range(_MAX_LINK_ROUNDS + 1):
+            if round_ < _MAX_LINK_ROUNDS:
+                bad = [n for n in live if not self._inside(os.path.join(self.root, n))]
+            else:
+                bad = live  # links that keep leading out as others go: none is kept
             if not bad:
                 return out
             for n in bad:
@@ -313,7 +318,9 @@ class _Writer:
                     finally:
                         os.close(fd)
                 out.append((n, "a link that leads outside the extraction folder through other links"))
-            live = [n for n in live if n not in set(bad)]
+            gone = set(bad)
+            live = [n for n in live if n not in gone]
+        return out
 
 
 def _unwritable(name: str) -> str | None:
