@@ -97,8 +97,8 @@ def _load_topology(path: Path) -> dict[str, Any]:
 
 def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
     """Topology and RDMA port counters from one sysfs tree (a directory or an extracted tarball)."""
+    from clusterdoctor.observe.confine import confined
     from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
-    from clusterdoctor.observe.limits import confined
     from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
     from clusterdoctor.observe.node.sysfs import collect_sysfs_topology, find_sysfs_root
 

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.confine import check as _check_confined
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
@@ -77,7 +78,6 @@ __all__ = [
     "archive_scope",
     "bounded",
     "check_regular",
-    "confined",
     "current",
     "human_size",
     "limit_help",
@@ -261,46 +261,6 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(p, st.st_mode)
     return st
-
-
-# --- trees read from another machine --------------------------------------------------------------
-
-_CONFINED: contextvars.ContextVar[tuple[str, list[str]] | None] = contextvars.ContextVar(
-    "cd_confined", default=None
-)
-
-
-@contextlib.contextmanager
-def confined(root: str | os.PathLike[str]) -> Iterator[list[str]]:
-    """Read a tree from another machine (a sysfs snapshot, an incident folder's ``sys/``): while the
-    context is open, :func:`open_regular`, :func:`read_bounded` and the readers built on them refuse
-    a file whose real path (links followed) lies outside ``root`` — a crafted tree's link to
-    ``/proc/self/environ`` or ``/etc/shadow`` is never read. Yields the list of warnings naming each
-    refused link, for the caller to report. ``root`` of ``/`` (this machine) confines nothing."""
-    real = os.path.realpath(root)
-    found: list[str] = []
-    if real == os.sep:
-        yield found
-        return
-    token = _CONFINED.set((real, found))
-    try:
-        yield found
-    finally:
-        _CONFINED.reset(token)
-
-
-def _check_confined(p: str) -> None:
-    c = _CONFINED.get()
-    if c is None:
-        return
-    root, found = c
-    real = os.path.realpath(p)
-    if real == root or real.startswith(root + os.sep):
-        return
-    why = f"a link out of the tree it belongs to (to {real[:200]}); not read"
-    if len(found) < 100 and why not in found:
-        found.append(f"{p}: {why}")
-    raise InputError(why, p)
 
 
 def open_regular(p: str) -> BinaryIO:

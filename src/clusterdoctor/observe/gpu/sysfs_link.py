@@ -34,7 +34,7 @@ def parse_link_speed(text: str | None) -> float | None:
 
 def _read(p: Path) -> str | None:
     """A small sysfs attribute: bounded, regular files only (not a crafted tree's link to /dev/zero
-    or out of the tree: :func:`clusterdoctor.observe.limits.confined`)."""
+    or out of the tree: :func:`clusterdoctor.observe.confine.confined`)."""
     from clusterdoctor.errors import InputError
     from clusterdoctor.observe.limits import read_bounded
 

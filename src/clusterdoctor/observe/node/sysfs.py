@@ -344,10 +344,10 @@ def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     """Read the topology from a sysfs tree at ``root`` (``/`` for this machine).
 
     Raises InputError when ``root`` has no ``sys/devices/system`` at all. A tree from another machine
-    is read confined to ``root`` (:func:`clusterdoctor.observe.limits.confined`): a link out of it
+    is read confined to ``root`` (:func:`clusterdoctor.observe.confine.confined`): a link out of it
     (to ``/proc/self/environ``, say) is not read, and named in the warnings.
     """
-    from clusterdoctor.observe.limits import confined
+    from clusterdoctor.observe.confine import confined
 
     given = Path(root)
     with confined("/" if given.resolve() == Path("/") else given) as escapes:
