@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterdoctor.redact import REDACTED, redact_bytes, redact_text
 from tests.hostile.harness import run_capped
@@ -306,3 +308,34 @@ def test_r25_redacted_json_stays_encodable_with_lone_surrogates(tmp_path):
     members = _members(bundle)
     assert not any(b"Zsecret3" in v for v in members.values())
     json.loads(members["manifest.json"])
+
+
+_KEYS = st.sampled_from(["password", "name", "value", "args", "token", "msg", "x", "client_secret", "env"])
+_LEAF = st.one_of(st.text(max_size=40), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none())
+_DOCS = st.recursive(
+    _LEAF, lambda kids: st.lists(kids, max_size=5) | st.dictionaries(_KEYS, kids, max_size=5), max_leaves=30
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_DOCS, st.sampled_from([None, 2]))
+def test_r25_redacted_json_is_always_json_with_the_same_shape(doc, indent):
+    """Any JSON document, however its strings look (quotes, backslashes, control characters, lone
+    surrogates): redacted, it is still JSON, with the same keys and list lengths, and a string under a
+    secret-named key is gone."""
+    out = json.loads(redact_bytes(json.dumps(doc, indent=indent).encode()))
+
+    def same(a: object, b: object) -> None:
+        if isinstance(a, dict):
+            assert isinstance(b, dict) and list(a) == list(b)
+            for k in a:
+                if k in ("password", "token", "client_secret") and isinstance(a[k], str) and a[k]:
+                    assert b[k] == REDACTED
+                else:
+                    same(a[k], b[k])
+        elif isinstance(a, list):
+            assert isinstance(b, list) and len(a) == len(b)
+            for x, y in zip(a, b):
+                same(x, y)
+
+    same(doc, out)
