@@ -15,18 +15,28 @@ Guarantees:
 - **Writers serialised**: a save holds an exclusive lock (``flock`` on ``.lock`` in the fast
   directory) from choosing its number to its last rename; a second writer, in this process or
   another, waits up to ``lock_timeout`` seconds and then gets :class:`StoreBusy`.
-- **Live writers untouched**: temporary files are named ``.<seq>-<name>.<host>.<pid>.<tag>.tmp``;
-  opening a store removes only those of writers that are gone: this host's whose PID no longer runs
-  (a live PID keeps its files whatever their age), and another host's (a shared slow tier) once older
-  than ``stale_after`` seconds.
-- **Verified**: every file carries the SHA-256 of the uncompressed payload; :meth:`load` recomputes it
-  and raises :class:`ChecksumError` on mismatch.
+- **Live writers untouched**: temporary files are named ``.<seq>-<name>.<host>.<pid>.<tag>.tmp`` and
+  their writer holds an exclusive ``flock`` on each for as long as it writes it: the lock, not the
+  PID, says whether the writer lives (two processes with the same host name in different PID
+  namespaces, a hostNetwork pod and a sidecar, cannot see each other's PIDs but share the lock).
+  Opening a store removes a temporary file only when its lock can be taken (its writer is gone) —
+  and another host's (a shared slow tier, where locks may not reach across machines) only when it is
+  also older than ``stale_after`` seconds.
+- **Verified**: every file carries the SHA-256 of the uncompressed payload and a SHA-256 of its header
+  (which holds the payload's): :meth:`load` recomputes both and raises :class:`ChecksumError` on a
+  mismatch. A file whose header does not verify (one flipped bit in its sequence number would
+  otherwise make an old checkpoint "the newest") is left out of :meth:`list` and named in
+  :attr:`TieredCheckpointStore.problems` (and logged); :meth:`load_latest_valid` serves the newest
+  checkpoint that verifies. Anything that is not a regular file (a FIFO named ``*.ckpt``) is never
+  opened for reading in a way that could block.
 - **Tiered**: the newest ``keep_fast`` checkpoints stay uncompressed in ``fast_dir``; older ones are
   moved to ``slow_dir`` compressed with zstd (level ``zstd_level``, default 12) by the same atomic
   write, then removed from the fast directory. Without ``slow_dir`` older checkpoints are deleted.
 
-File format: ``CDCKPT01`` magic, 4-byte big-endian header length, a JSON header (name, seq, size,
-sha256, codec), then the payload (raw or one zstd frame).
+File format: ``CDCKPT02`` magic, 4-byte big-endian header length, a JSON header (name, seq, size,
+sha256 of the payload, codec, and ``check``: the SHA-256 of the other header fields as canonical
+JSON), then the payload (raw or one zstd frame). ``CDCKPT01`` files (no ``check``) are still read;
+their header is checked against the sequence number and name in the file name.
 
 Usage::
 
@@ -42,10 +52,12 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import socket
+import stat
 import struct
 import time
 from collections.abc import Iterable, Iterator
@@ -54,7 +66,9 @@ from pathlib import Path
 
 from clusterdoctor.errors import ClusterDoctorError, InputError
 
-MAGIC = b"CDCKPT01"
+MAGIC = b"CDCKPT02"
+MAGIC_V1 = b"CDCKPT01"  # no header checksum: read, cross-checked with the file name
+_LOG = logging.getLogger("clusterdoctor.ckptstore")
 SUFFIX = ".ckpt"
 TMP_SUFFIX = ".tmp"
 DEFAULT_ZSTD_LEVEL = 12
@@ -63,6 +77,8 @@ _SEQ_FILE = "SEQ"
 _LOCK_FILE = ".lock"
 DEFAULT_STALE_AFTER_S = 24 * 3600.0  # a temp file this old belongs to no live writer (another host's)
 _FILE_SEQ = re.compile(r"^\.?(\d{12})-")
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)  # flock not supported here
+_FILE_NAME = re.compile(r"^(\d{12})-(.+)\.ckpt$")
 _TMP = re.compile(
     r"^\.(?P<seq>\d{12})-(?P<name>.+?)\.(?P<host>[A-Za-z0-9._-]*)\.(?P<pid>\d+)\.[0-9a-f]+(?:\.body)?\.tmp$"
 )
@@ -78,16 +94,6 @@ class StoreBusy(ClusterDoctorError):
 
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:64] or "host"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, another user's
-    return True
 
 
 @dataclass(frozen=True)
@@ -113,34 +119,152 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _header_check(fields: dict) -> str:
+    """The header's own checksum: SHA-256 of its fields (``check`` aside) as canonical JSON."""
+    body = {k: v for k, v in fields.items() if k != "check"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def _header(name: str, seq: int, size: int, sha: str, codec: str) -> bytes:
-    h = json.dumps(
-        {"name": name, "seq": seq, "size": size, "sha256": sha, "codec": codec}, sort_keys=True
-    ).encode()
+    fields = {"name": name, "seq": seq, "size": size, "sha256": sha, "codec": codec}
+    fields["check"] = _header_check(fields)
+    h = json.dumps(fields, sort_keys=True).encode()
     return MAGIC + struct.pack(">I", len(h)) + h
 
 
 def _read_header(f, path: Path) -> dict:
+    """The header of an open checkpoint, verified: its own checksum (v2), its sequence number and
+    name against the file name (when the name is a checkpoint's). InputError when it is not ours,
+    ChecksumError when it is damaged."""
     magic = f.read(len(MAGIC))
-    if magic != MAGIC:
+    if magic not in (MAGIC, MAGIC_V1):
         raise InputError("not a clusterdoctor checkpoint (bad magic)", str(path))
     raw = f.read(4)
     if len(raw) != 4:
         raise InputError("truncated checkpoint header", str(path))
     (n,) = struct.unpack(">I", raw)
     if n > 1 << 20:
-        raise InputError("implausible checkpoint header length", str(path))
+        raise ChecksumError(f"{path}: implausible checkpoint header length ({n})")
     try:
         h = json.loads(f.read(n))
-        h["seq"] = int(h["seq"])
-        h["size"] = int(h["size"])
-        str(h["sha256"])
-        str(h["name"])
+        if type(h.get("seq")) is not int or type(h.get("size")) is not int:
+            raise ValueError("seq/size")
+        if not isinstance(h["sha256"], str) or not isinstance(h["name"], str):
+            raise ValueError("sha256/name")
         if h["codec"] not in ("raw", "zstd"):
             raise ValueError(h["codec"])
-    except (ValueError, KeyError, TypeError):
-        raise InputError("bad checkpoint header", str(path)) from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise ChecksumError(f"{path}: damaged checkpoint header (not the JSON a save writes)") from None
+    if magic == MAGIC and h.get("check") != _header_check(h):
+        raise ChecksumError(f"{path}: checkpoint header checksum mismatch (a damaged header)")
+    m = _FILE_NAME.match(path.name)
+    if m is not None and (int(m.group(1)) != h["seq"] or m.group(2) != h["name"]):
+        raise ChecksumError(
+            f"{path}: header says checkpoint {h['name']!r} number {h['seq']}, the file name says "
+            f"{m.group(2)!r} number {int(m.group(1))} (a damaged header or file name)"
+        )
     return h
+
+
+def _open_for_reading(path: Path):
+    """A checkpoint file opened for reading without ever blocking: a FIFO, a device or a folder
+    named ``*.ckpt`` (or a link to one) is refused (InputError) before a byte is read."""
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(
+                "not a regular file (a FIFO, device or folder named like a checkpoint)", str(path)
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _TempFile:
+    """A temporary file its writer holds an exclusive ``flock`` on until it is renamed or removed:
+    the lock is what tells a sweeper that the writer is alive (see the module docstring)."""
+
+    def __init__(self, directory: Path, make_name) -> None:
+        for _ in range(100):
+            path = directory / make_name()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:  # a file system without locks (NFS mounted nolock): a sweeper
+                if e.errno not in _NO_LOCKS:  # cannot lock it either, so it never removes the file
+                    os.close(fd)
+                    raise
+            try:  # a sweeper may have removed it between the create and the lock: start again
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.path, self.fd = path, fd
+                return
+            os.close(fd)
+        raise OSError(errno.EAGAIN, "could not create a temporary file that stays", str(directory))
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self, remove: bool) -> None:
+        """Release the lock (``remove``: delete the file first, while still holding it)."""
+        if self.fd < 0:
+            return
+        try:
+            if remove:
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                        os.unlink(self.path)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _remove_if_unowned(path: Path, without_locks: bool = False) -> bool:
+    """Remove ``path`` when no writer holds its lock: the lock is taken first, the file checked to be
+    the one locked, and removed while locked. False when its writer lives, it vanished, or it is not
+    a regular file; on a file system without locks, ``without_locks`` says whether to remove it
+    anyway (another host's file, already older than ``stale_after``)."""
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if not (without_locks and e.errno in _NO_LOCKS):
+                return False  # its writer holds it (or no locks here: only age may decide)
+        try:
+            if os.stat(path, follow_symlinks=False).st_ino != st.st_ino:
+                return False
+        except FileNotFoundError:
+            return False
+        os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
 
 
 class TieredCheckpointStore:
@@ -161,6 +285,7 @@ class TieredCheckpointStore:
         self.lock_timeout = lock_timeout
         self.stale_after = stale_after
         self.host = _host()
+        self.problems: dict[Path, str] = {}  # damaged or unreadable files left out, and why
         for d in (self.fast, self.slow):
             if d is not None:
                 d.mkdir(parents=True, exist_ok=True)
@@ -175,16 +300,14 @@ class TieredCheckpointStore:
                 continue
             for t in d.glob(f".*{TMP_SUFFIX}"):
                 m = _TMP.match(t.name)
-                try:
-                    age = now - t.stat().st_mtime
-                except FileNotFoundError:
-                    continue
-                if m is not None and m["host"] == self.host:
-                    gone = not _pid_alive(int(m["pid"]))  # this host's writer: its PID decides, never age
-                else:
-                    gone = age > self.stale_after  # another host's (a shared slow tier): only when old
-                if gone:
-                    t.unlink(missing_ok=True)
+                foreign = m is None or m["host"] != self.host
+                if foreign:  # another host's (a shared tier): also by age
+                    try:
+                        if now - t.lstat().st_mtime <= self.stale_after:
+                            continue
+                    except FileNotFoundError:
+                        continue
+                if _remove_if_unowned(t, without_locks=foreign):
                     removed.append(t)
         return removed
 
@@ -195,15 +318,30 @@ class TieredCheckpointStore:
             return out
         for p in d.glob(f"*{SUFFIX}"):
             try:
-                with open(p, "rb") as f:
+                with _open_for_reading(p) as f:
                     h = _read_header(f, p)
-            except (InputError, OSError):
-                continue  # not ours or unreadable: ignore in listings; load() reports it
+            except ChecksumError as e:
+                self._problem(p, str(e).removeprefix(f"{p}: "))
+                continue
+            except InputError as e:
+                if "bad magic" not in e.reason or _FILE_NAME.match(p.name):
+                    self._problem(p, e.reason)  # named like a checkpoint: a damaged one, reported
+                continue  # not ours: ignored
+            except OSError as e:
+                self._problem(p, f"cannot be read ({e.strerror or e})")
+                continue
             out.append(CheckpointInfo(h["name"], h["seq"], h["size"], h["sha256"], h["codec"], p))
         return out
 
+    def _problem(self, path: Path, why: str) -> None:
+        if self.problems.get(path) != why:
+            _LOG.warning("%s: %s; left out (the previous good checkpoint is served)", path, why)
+        self.problems[path] = why
+
     def list(self) -> list[CheckpointInfo]:
-        """All checkpoints, oldest first (fast and slow tiers): one per name, the highest sequence."""
+        """All checkpoints, oldest first (fast and slow tiers): one per name, the highest sequence.
+        Files whose header does not verify are left out and named in :attr:`problems`."""
+        self.problems = {}
         by_name: dict[str, CheckpointInfo] = {}
         for info in self._scan(self.slow) + self._scan(self.fast):
             old = by_name.get(info.name)
@@ -266,18 +404,17 @@ class TieredCheckpointStore:
     def _atomic_write(self, directory: Path, final_name: str, header: bytes, chunks: Iterable[bytes],
                       *, seq: int, name: str) -> Path:  # fmt: skip
         final = directory / final_name
-        tmp = directory / self._tmp_name(seq, name)
+        tmp = _TempFile(directory, lambda: self._tmp_name(seq, name))
+        renamed = False
         try:
-            with open(tmp, "wb") as f:
-                f.write(header)
-                for c in chunks:
-                    f.write(c)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a failed save (disk full, bad data) leaves nothing behind
-            raise
+            tmp.write(header)
+            for c in chunks:
+                tmp.write(c)
+            tmp.sync()
+            os.replace(tmp.path, final)
+            renamed = True
+        finally:
+            tmp.close(remove=not renamed)  # a failed save (disk full, bad data) leaves nothing behind
         _fsync_dir(directory)
         return final
 
@@ -294,21 +431,19 @@ class TieredCheckpointStore:
             seq = self._next_seq()
             sha = hashlib.sha256()
             size = 0
-            body = self.fast / self._tmp_name(seq, name, body=True)
+            body = _TempFile(self.fast, lambda: self._tmp_name(seq, name, body=True))
             try:
-                with open(body, "wb") as f:
-                    for c in chunks:
-                        sha.update(c)
-                        size += len(c)
-                        f.write(c)
-                    f.flush()
-                    os.fsync(f.fileno())
+                for c in chunks:
+                    sha.update(c)
+                    size += len(c)
+                    body.write(c)
+                body.sync()
                 header = _header(name, seq, size, sha.hexdigest(), "raw")
                 path = self._atomic_write(
-                    self.fast, self._file_name(seq, name), header, _file_chunks(body), seq=seq, name=name
+                    self.fast, self._file_name(seq, name), header, _file_chunks(body.path), seq=seq, name=name
                 )
             finally:
-                body.unlink(missing_ok=True)
+                body.close(remove=True)
             self._drop_older(name, seq)
             self._spill()
         return path
@@ -345,8 +480,15 @@ class TieredCheckpointStore:
 
     # -- reading ------------------------------------------------------------------------------------
     def _read_payload(self, info: CheckpointInfo) -> bytes:
-        with open(info.path, "rb") as f:
-            _read_header(f, info.path)
+        with _open_for_reading(info.path) as f:
+            h = _read_header(f, info.path)
+            if (h["seq"], h["sha256"], h["size"], h["codec"]) != (
+                info.seq,
+                info.sha256,
+                info.size,
+                info.codec,
+            ):
+                raise FileNotFoundError(errno.ENOENT, "replaced since it was listed", str(info.path))
             payload = f.read()
         if info.codec == "zstd":
             import zstandard
@@ -379,12 +521,15 @@ class TieredCheckpointStore:
         raise AssertionError("unreachable")
 
     def load_latest_valid(self) -> tuple[str, bytes] | None:
-        """The newest checkpoint whose checksum verifies (skipping corrupt ones), or None."""
+        """The newest checkpoint whose checksums verify, or None; the damaged ones skipped on the way
+        are named in :attr:`problems` (and logged)."""
         for info in reversed(self.list()):
             try:
                 return info.name, self._read_payload(info)
-            except (ChecksumError, OSError, InputError):
-                continue
+            except ChecksumError as e:
+                self._problem(info.path, str(e).removeprefix(f"{info.path}: "))
+            except (OSError, InputError) as e:
+                self._problem(info.path, f"cannot be read ({e})")
         return None
 
 

@@ -236,11 +236,17 @@ def add_prometheus(obs: Observations, url: str, since_seconds: float, step: floa
     """Pull the series the rules need from a Prometheus server over the last ``since_seconds``."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
     from clusterdoctor.observe.control.prom_api import collect_for_rules
+    from clusterdoctor.redact import redact_urls
 
     res = collect_for_rules(url, since_seconds, step)
     merge_into(obs, dict(observations_from_metrics(res)))
-    obs.data.setdefault("warnings_list", []).extend(f"prometheus {url}: {e}" for e in res.get("errors") or [])
-    return SourceRef("prometheus", url, f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics")
+    shown = redact_urls(url)  # reports name the server, never its credentials
+    obs.data.setdefault("warnings_list", []).extend(
+        redact_urls(f"prometheus {shown}: {e}") for e in res.get("errors") or []
+    )
+    return SourceRef(
+        "prometheus", shown, f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics"
+    )
 
 
 def add_scrapes(
@@ -249,12 +255,15 @@ def add_scrapes(
     """Scrape /metrics endpoints twice, ``interval`` seconds apart, for rates."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
     from clusterdoctor.observe.control.scrape import scrape_window
+    from clusterdoctor.redact import redact_urls
 
     window = scrape_window(list(urls), interval=interval, insecure=insecure)
-    obs.data.setdefault("warnings_list", []).extend(window.warnings)
+    obs.data.setdefault("warnings_list", []).extend(redact_urls(w) for w in window.warnings)
     merge_into(obs, dict(observations_from_metrics(window)))
     return SourceRef(
-        "scrape", ", ".join(urls), f"2 scrapes {interval:g} s apart" if interval > 0 else "1 scrape"
+        "scrape",
+        ", ".join(redact_urls(u) for u in urls),  # reports name the targets, never their credentials
+        f"2 scrapes {interval:g} s apart" if interval > 0 else "1 scrape",
     )
 
 

@@ -72,7 +72,11 @@ def command_path(cmd: object, args: Sequence[str]) -> str:
 
 
 def _one_line(text: str) -> str:
-    return re.sub(r"\s+", " ", str(text)).strip()
+    """An error message on one line (whitespace runs, newlines included, become one space); what it
+    quotes of the input shown visibly (an escape sequence reads ``\\x1b``), URL credentials removed."""
+    from clusterdoctor.escape import shown
+
+    return shown(re.sub(r"\s+", " ", str(text)).strip())
 
 
 def _err(msg: str) -> None:
@@ -87,6 +91,23 @@ def run_app(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     (:class:`InputError` …) and OS errors (a missing directory, a refused port) the same code; a bug
     gives :data:`EXIT_INTERNAL` and one line (the traceback with ``CLUSTERDOCTOR_DEBUG=1``).
     """
+
+    from clusterdoctor.escape import SafeStream
+
+    # whatever is printed passes through SafeStream: a terminal escape or an undecodable byte in a
+    # name that no report escaped is shown escaped, never obeyed (colours of our own output kept)
+    saved = (sys.stdout, sys.stderr)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, SafeStream):
+            setattr(sys, name, SafeStream(stream))
+    try:
+        return _run(app, args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
     import typer.main
 
     argv = list(sys.argv[1:] if args is None else args)
@@ -167,9 +188,11 @@ def write_output(text: str, out: Path | None) -> None:
         if not text.endswith("\n"):
             sys.stdout.write("\n")
         return
+    from clusterdoctor.escape import terminal_safe
+
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(terminal_safe(text), encoding="utf-8")
         tmp.replace(out)
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror or e}") from None

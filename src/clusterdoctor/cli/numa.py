@@ -52,8 +52,10 @@ def topology(
     from clusterdoctor.topology.text import render_topology_text
 
     typer.echo(render_topology_text(topo, terminal_width()))
+    from clusterdoctor.escape import shown
+
     for w in topo.warnings:
-        typer.echo(f"warning: {w}", err=True)
+        typer.echo(f"warning: {shown(w)}", err=True)
 
 
 def check_proc_root(proc_root: str) -> None:

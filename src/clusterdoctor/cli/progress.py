@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from clusterdoctor.escape import visible, write_trusted
+
 
 class Progress:
     """A ``progress(done, total, what)`` callback for :func:`clusterdoctor.diagnosis.load_sources`."""
@@ -47,9 +49,9 @@ class Progress:
             if now - self.last < 0.1 and done < total:
                 return
             width = _columns()
-            name = os.path.basename(what) if what else ""
+            name = visible(os.path.basename(what)) if what else ""
             line = f"{self.verb} {done}/{total} {name}"[: max(10, width - 1)]
-            self.stream.write("\r" + line.ljust(max(10, width - 1)))
+            write_trusted(self.stream, "\r" + line.ljust(max(10, width - 1)))  # its \r is ours
             self.stream.flush()
             self.drawn = True
             self.last = now
@@ -62,7 +64,7 @@ class Progress:
 
     def close(self) -> None:
         if self.tty and self.drawn:
-            self.stream.write("\r" + " " * max(10, _columns() - 1) + "\r")
+            write_trusted(self.stream, "\r" + " " * max(10, _columns() - 1) + "\r")
             self.stream.flush()
             self.drawn = False
 

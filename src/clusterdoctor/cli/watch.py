@@ -244,7 +244,10 @@ class _PromSource:
         from clusterdoctor.observe.watch.prom import load_watch_prometheus
 
         tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step)
-        return build_report(tables, f"prometheus:{self.url}", topo, True, now=now, gpus=gpus)
+        from clusterdoctor.redact import redact_urls
+
+        # the report names the server, never its credentials
+        return build_report(tables, f"prometheus:{redact_urls(self.url)}", topo, True, now=now, gpus=gpus)
 
 
 def _dedup(items: list[str]) -> list[str]:
@@ -334,7 +337,9 @@ def _emit(report: dict[str, Any], fmt: str, output: Path | None, clear: bool) ->
 
         text = render_watch_text(report)
         if clear:
-            text = "\x1b[H\x1b[2J" + text
+            from clusterdoctor.escape import write_trusted
+
+            write_trusted(sys.stdout, "\x1b[H\x1b[2J")  # our own screen clear, past the output filter
     write_output(text, output)
     sys.stdout.flush()
 

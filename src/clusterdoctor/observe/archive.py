@@ -5,7 +5,10 @@ the headers and checks every member against the budgets of :mod:`clusterdoctor.o
 (member count, total size, nesting of archives in archives) and the safety rules (regular files and
 directories only, no absolute names, no ``..``), so that a bomb is refused before anything is written;
 the second pass writes the members into a private temporary directory from
-:func:`private_tempdir`. A member that cannot be written (a name too long for the file system, a file
+:func:`private_tempdir`, never through a link: every path is walked from an open descriptor of the
+folder with ``O_NOFOLLOW``, and the links a sysfs snapshot keeps are checked against the real tree
+when made and again once the last member is in (a chain of links that leads out of the folder, one
+link changing where another goes, is removed with a warning). A member that cannot be written (a name too long for the file system, a file
 where a directory must go) is left out with a warning; a truncated archive yields the members before
 the cut and a warning.
 
@@ -17,14 +20,17 @@ decides, so a live run in another PID namespace sharing ``/tmp`` is never touche
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe import limits
@@ -34,6 +40,7 @@ __all__ = ["Member", "extract", "private_tempdir", "safe_name"]
 _LOCK = ".cd-owner.lock"
 _GRACE_S = 60.0  # a directory younger than this is never swept (its owner may be taking the lock)
 NAME_MAX = 255  # bytes per path component (ext4, xfs)
+_MAX_LINK_ROUNDS = 8  # passes over the links once the tree is complete (a real snapshot needs one)
 PATH_MAX = 4096
 
 
@@ -124,77 +131,196 @@ def extract(
     """Both passes (see the module docstring): returns (names of the files extracted, warnings).
 
     ``strict`` (bundles): a link, device or escaping name refuses the whole archive. Otherwise (sysfs
-    snapshots, full of links): such members are left out with a warning and links that stay inside
-    ``dest`` are kept (:func:`tarfile.data_filter`). Members larger than ``skip_over`` bytes are left
-    out unread, with a warning naming the ``input`` limit."""
+    snapshots, full of links): such members are left out with a warning, and symbolic links are kept
+    only while they resolve inside ``dest`` (see :class:`_Writer`: nothing is ever written through a
+    link, a link never replaces another member, and every link is checked again against the real
+    tree once the last member is in). Members larger than ``skip_over`` bytes are left out unread,
+    with a warning naming the ``input`` limit."""
     p = os.fspath(path)
     _, truncated = scan(p, what, strict)  # refuses bombs and unsafe members before anything is written
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order, once each (a later member of the same name replaces it)
     warnings: list[str] = []
-    root = dest.resolve()
-    try:
-        for m, tar in _members(p, what, strict):
-            if m.isdir():
-                continue
-            name = safe_name(m.name)
-            if skip_over is not None and m.size > skip_over:
-                warnings.append(
-                    f"{p}:{name or m.name}: {limits.human_size(m.size)}, larger than the input limit of "
-                    f"{limits.human_size(skip_over)}; not read ({limits.limit_help('input')})"
-                )
-                continue
-            why = _unwritable(name) if name is not None else "escapes the archive (absolute path or ..)"
-            try:
-                if why is None and not m.isfile():
-                    why = _extract_other(tar, m, root)
-                elif why is None:
-                    why = _write(tar, m, root, name or "")
-            except (tarfile.TarError, EOFError) as e:  # the data of a member ends early
-                if truncated:
-                    break  # the first pass saw the cut: warned below
-                raise InputError(f"corrupt {what}: {e}", p) from None
-            if why is not None:
-                warnings.append(f"{p}:{m.name[:120]}: member left out: {why}")
-                continue
-            if m.isfile():
-                names.append(name or "")
-    except _Truncated:
-        pass
+    with _Writer(dest) as w:
+        try:
+            for m, tar in _members(p, what, strict):
+                if m.isdir():
+                    continue
+                name = safe_name(m.name)
+                if skip_over is not None and m.size > skip_over:
+                    warnings.append(
+                        f"{p}:{name or m.name}: {limits.human_size(m.size)}, larger than the input limit "
+                        f"of {limits.human_size(skip_over)}; not read ({limits.limit_help('input')})"
+                    )
+                    continue
+                why = _unwritable(name) if name is not None else "escapes the archive (absolute path or ..)"
+                try:
+                    if why is None and m.issym():
+                        why = w.symlink(name or "", m.linkname)
+                    elif why is None and m.islnk():
+                        why = "a hard link; snapshots are read without them"
+                    elif why is None and not m.isfile():
+                        why = "not a regular file, directory or link"
+                    elif why is None:
+                        why = w.file(name or "", tar.extractfile(m))
+                except (tarfile.TarError, EOFError) as e:  # the data of a member ends early
+                    if truncated:
+                        break  # the first pass saw the cut: warned below
+                    raise InputError(f"corrupt {what}: {e}", p) from None
+                if why is not None:
+                    warnings.append(f"{p}:{m.name[:120]}: member left out: {why}")
+                    continue
+                if m.isfile():
+                    names[name or ""] = None
+        except _Truncated:
+            pass
+        for link, why in w.recheck_links():
+            warnings.append(f"{p}:{link[:120]}: member left out: {why}")
     if truncated:
         warnings.append(f"{p}: {truncated}; only the members before the cut were read")
-    return names, warnings
+    return list(names), warnings
 
 
-def _write(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path, name: str) -> str | None:
-    target = root / name
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_dir() or target.is_symlink():
-            raise FileExistsError(17, "another member is already there")
-        src = tar.extractfile(m)
-        with open(target, "wb") as out:
-            if src is not None:
-                shutil.copyfileobj(src, out, 1 << 20)
-    except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:
-        return f"collides with another member ({e.strerror or e})"
-    except OSError as e:
-        return f"cannot be written ({e.strerror or e})"
-    return None
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def _extract_other(tar: tarfile.TarFile, m: tarfile.TarInfo, root: Path) -> str | None:
-    """A link (kept when it stays inside ``root``) or a special file (refused)."""
-    if not (m.issym() or m.islnk()):
-        return "not a regular file, directory or link"
-    try:
-        safe = tarfile.data_filter(m, str(root))
-    except tarfile.FilterError as e:
-        return str(e)
-    try:
-        tar.extract(safe, root, set_attrs=False, filter="fully_trusted")
-    except (OSError, tarfile.TarError) as e:
-        return f"cannot be written ({e})"
-    return None
+class _Refused(Exception):
+    """A member that cannot be written where its name says; the message says why."""
+
+
+class _Writer:
+    """Writes members under ``root`` without ever following a link it did not check.
+
+    Every path is walked one component at a time from an open descriptor of ``root``
+    (``openat`` with ``O_NOFOLLOW``): a member whose folder is a link, or a file where a folder must
+    be, is refused; files are created with ``O_EXCL | O_NOFOLLOW``. A symbolic link is created only
+    when its target, resolved against the real tree as it stands (the links already there
+    included), stays inside ``root``; it never replaces another member. Since a later link can change
+    what an earlier one resolves to, :meth:`recheck_links` resolves every link again against the
+    finished tree and removes those that point outside (the link chain ``b -> deep/path``,
+    ``a -> b/../..``, ``b -> .`` is caught there; ``a/<path>`` was already refused on the way in,
+    ``a`` being a link)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.path.realpath(root)
+        self.links: list[str] = []
+
+    def __enter__(self) -> _Writer:
+        self.fd = os.open(self.root, _DIR_FLAGS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+    def _parent(self, name: str) -> tuple[int, str]:
+        """An open descriptor of the folder ``name`` goes in (created as needed) and its last part."""
+        *dirs, last = name.split("/")
+        fd = os.dup(self.fd)
+        try:
+            for i, part in enumerate(dirs):
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    where = "/".join(dirs[: i + 1])
+                    if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                        raise _Refused(f"its folder {where!r} is a link (never written through)") from None
+                    raise _Refused(f"collides with another member ({where!r} is a file)") from None
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, last
+
+    def file(self, name: str, src: IO[bytes] | None) -> str | None:
+        """Write one regular member; why it was left out, or None. A regular file of the same name
+        written before is replaced (tar's rule: the later member wins); anything else there is not."""
+        try:
+            fd, last = self._parent(name)
+        except _Refused as e:
+            return str(e)
+        except OSError as e:
+            return f"cannot be written ({e.strerror or e})"
+        try:
+            try:
+                out = os.open(last, _FILE_FLAGS, 0o644, dir_fd=fd)
+            except FileExistsError:
+                if not stat.S_ISREG(os.lstat(last, dir_fd=fd).st_mode):
+                    return "collides with another member (a folder or link of that name)"
+                os.unlink(last, dir_fd=fd)
+                out = os.open(last, _FILE_FLAGS, 0o644, dir_fd=fd)
+            with os.fdopen(out, "wb") as f:
+                if src is not None:
+                    shutil.copyfileobj(src, f, 1 << 20)
+        except (IsADirectoryError, NotADirectoryError) as e:
+            return f"collides with another member ({e.strerror or e})"
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return "collides with another member (a link of that name)"
+            return f"cannot be written ({e.strerror or e})"
+        finally:
+            os.close(fd)
+        return None
+
+    def _inside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == self.root or real.startswith(self.root + os.sep)
+
+    def symlink(self, name: str, target: str) -> str | None:
+        """Create one link when it resolves inside the tree now; why it was left out, or None."""
+        if not target or "\x00" in target:
+            return "a link without a target"
+        if os.path.isabs(target):
+            return f"a link to the absolute path {target[:120]!r} (outside the {os.path.basename(self.root)})"
+        if not self._inside(os.path.join(self.root, os.path.dirname(name), target)):
+            return f"a link to {target[:120]!r}, outside the extraction folder"
+        try:
+            fd, last = self._parent(name)
+        except _Refused as e:
+            return str(e)
+        except OSError as e:
+            return f"cannot be written ({e.strerror or e})"
+        try:
+            os.symlink(target, last, dir_fd=fd)
+        except FileExistsError:
+            return "collides with another member (a link never replaces one)"
+        except OSError as e:
+            return f"cannot be written ({e.strerror or e})"
+        finally:
+            os.close(fd)
+        self.links.append(name)
+        return None
+
+    def recheck_links(self) -> list[tuple[str, str]]:
+        """Resolve every link again against the finished tree; remove (and name) those that now lead
+        outside it, until none does (removing one can change where another leads). A chain that is
+        still changing after a few rounds costs every link of the archive (each round is one pass)."""
+        out: list[tuple[str, str]] = []
+        live = list(self.links)
+        for round_ in range(_MAX_LINK_ROUNDS + 1):
+            if round_ < _MAX_LINK_ROUNDS:
+                bad = [n for n in live if not self._inside(os.path.join(self.root, n))]
+            else:
+                bad = live  # links that keep leading out as others go: none is kept
+            if not bad:
+                return out
+            for n in bad:
+                with contextlib.suppress(OSError):
+                    fd, last = self._parent(n)
+                    try:
+                        if stat.S_ISLNK(os.lstat(last, dir_fd=fd).st_mode):
+                            os.unlink(last, dir_fd=fd)
+                    finally:
+                        os.close(fd)
+                out.append((n, "a link that leads outside the extraction folder through other links"))
+            gone = set(bad)
+            live = [n for n in live if n not in gone]
+        return out
 
 
 def _unwritable(name: str) -> str | None:

@@ -129,9 +129,15 @@ class BundleWriter:
 
 
 def _redacted_json(doc: Any) -> bytes:
-    from clusterdoctor.redact import redact_text
+    """The manifest as JSON with its secrets redacted value by value: it stays valid JSON whatever a
+    source's name or error held (an escaped quote, ``--password=\"X\"``)."""
+    from clusterdoctor.redact import redact_json_text
 
-    return redact_text(json.dumps(doc, indent=2, sort_keys=True)).encode()
+    text = json.dumps(doc, indent=2, sort_keys=True)
+    red = redact_json_text(text)
+    if red is None:  # json.dumps wrote it: it is JSON
+        raise AssertionError("manifest JSON not readable as JSON")
+    return red.encode()
 
 
 def _iso(t: float) -> str:
@@ -186,14 +192,15 @@ def run_source(name: str, fn: Callable[[], list[str] | None], timeout_s: float |
 
 
 def sniff_bundle(head: bytes, name: str = "") -> bool:
-    """True for a zstd stream whose tar starts with ``manifest.json`` (our bundles)."""
+    """True for a zstd stream whose tar starts with ``manifest.json`` (our bundles). Only the first
+    bytes are inflated, a bounded read (64 KiB of zstd RLE blocks inflate to 2 GiB)."""
     if not head.startswith(ZSTD_MAGIC):
         return False
     try:
         import zstandard
 
-        d = zstandard.ZstdDecompressor().decompressobj()
-        out = d.decompress(head)
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(head), read_size=512) as r:
+            out = r.read(13)
     except Exception:
         return False
     return out[:13] == b"manifest.json"

@@ -11,7 +11,8 @@ candidate, and a sysfs tree inside it (a folder holding ``sys/devices/system``) 
 kinds of names are skipped as noise, and listed in one warning: hidden files and folders (a name
 starting with ``.``: ``.DS_Store``, ``.git``), editor backups and swap files (``name~``, ``#name#``,
 ``.name.swp``, ``*.swp``, ``*.swo``), folders reached through a symbolic link (never followed, so no
-loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest.
+loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest. A folder that cannot be listed (no
+permission) is named in a warning too, never dropped silently.
 """
 
 from __future__ import annotations
@@ -122,21 +123,23 @@ def _load_topology(path: Path) -> dict[str, Any]:
 
 def _load_sysfs_tree(root: Path, source: str, kind: str) -> dict[str, Any]:
     """Topology and RDMA port counters from one sysfs tree (a directory or an extracted tarball)."""
+    from clusterdoctor.observe.confine import confined
+    from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
     from clusterdoctor.observe.network.rdma import read_sysfs_infiniband
     from clusterdoctor.observe.node.sysfs import collect_sysfs_topology, find_sysfs_root
 
     base = find_sysfs_root(root) or root
-    topo = collect_sysfs_topology(base)
-    topo.source, topo.source_kind = source, kind
-    out: dict[str, Any] = {"topology": topo}
-    ports = read_sysfs_infiniband(base)
-    if ports:
-        out["rdma"] = ports
-    from clusterdoctor.observe.gpu.sysfs_link import sysfs_gpu_report
-
-    gpu = sysfs_gpu_report(base, source)
-    if gpu is not None:
-        out["gpu_reports"] = [gpu]
+    with confined(base) as escapes:  # links out of the tree are not followed (named in warnings)
+        topo = collect_sysfs_topology(base)
+        topo.source, topo.source_kind = source, kind
+        out: dict[str, Any] = {"topology": topo}
+        ports = read_sysfs_infiniband(base)
+        if ports:
+            out["rdma"] = ports
+        gpu = sysfs_gpu_report(base, source)
+        if gpu is not None:
+            out["gpu_reports"] = [gpu]
+    topo.warnings.extend(escapes)
     return out
 
 
@@ -158,6 +161,7 @@ def _is_sysfs_dir(p: Path) -> bool:
 # A folder holding more files than this is read up to here; the rest are named in a warning.
 MAX_FOLDER_FILES = 20000
 _BACKUP_SUFFIXES = ("~", ".swp", ".swo", ".swx")
+_UNREADABLE = "unreadable folder(s)"
 
 
 def noise_reason(name: str) -> str | None:
@@ -185,7 +189,10 @@ class FolderWalk:
         out = []
         for why, names in by_reason.items():
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-            out.append(f"{root}: skipped {len(names)} {why} file(s): {shown}")
+            if why.startswith(_UNREADABLE):
+                out.append(f"{root}: {len(names)} {why}, its files not read: {shown}")
+            else:
+                out.append(f"{root}: skipped {len(names)} {why} file(s): {shown}")
         return out
 
 
@@ -205,7 +212,12 @@ def walk_sources(root: str | Path, max_files: int = MAX_FOLDER_FILES) -> FolderW
     base = Path(root)
     found: list[Path] = []
     skipped: list[tuple[Path, str]] = []
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+
+    def unreadable(e: OSError) -> None:  # a folder os.walk cannot list: named, never dropped silently
+        why = e.strerror or type(e).__name__
+        skipped.append((Path(e.filename) if e.filename else base, f"{_UNREADABLE} ({why})"))
+
+    for dirpath, dirnames, filenames in os.walk(base, onerror=unreadable, followlinks=False):
         d = Path(dirpath)
         keep = []
         for name in sorted(dirnames):

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 from clusterdoctor.errors import InputError
+from clusterdoctor.observe.confine import check as _check_confined
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
@@ -302,6 +303,7 @@ def open_regular(p: str) -> BinaryIO:
     if v is not None:
         return io.BytesIO(v)
     check_regular(p)
+    _check_confined(p)
     flags = (
         os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     )
@@ -758,6 +760,7 @@ def read_bounded(path: str | os.PathLike[str], cap: int, *, prefix: bool = False
     st = os.stat(p)  # OSError as is
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(p, st.st_mode)
+    _check_confined(p)
     flags = (
         os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     )

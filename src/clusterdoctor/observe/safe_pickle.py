@@ -8,7 +8,8 @@ bytes given — a length larger than what is left is an error, never an allocati
 values itself, allowing:
 
 - ``None``, booleans, integers (at most 64 bytes long), floats, strings, bytes (bounded by the data);
-- lists, tuples, dicts, sets and frozensets, with memo references;
+- lists, tuples, dicts, sets and frozensets, with memo references (at most :data:`MAX_SHARED_HASH`
+  keys of one dict or set sharing a hash value: colliding keys would cost quadratic time);
 - the globals PyTorch's C++ pickler writes for typed lists (``torch.jit._pickle.build_intlist`` and
   friends, ``restore_type_tag``), which return their argument, and ``builtins.set``/``frozenset``
   (Python's protocol 2 form of a set) — each only as the callee of ``REDUCE``.
@@ -25,10 +26,14 @@ from __future__ import annotations
 import pickletools
 from typing import Any
 
-__all__ = ["MAX_INT_BYTES", "MAX_SHARING", "TooDeep", "UnsafePickle", "loads"]
+__all__ = ["MAX_INT_BYTES", "MAX_SHARED_HASH", "MAX_SHARING", "TooDeep", "UnsafePickle", "loads"]
 
 MAX_INT_BYTES = 64  # a dump's integers are int64 (ids, nanosecond times); 64 bytes is 512 bits
 MAX_SHARING = 4  # values reached by walking the result, per value the pickle built
+# CPython's dicts and sets find a key by scanning the keys that share its hash: n distinct keys with
+# one hash (integers i * (2**61 - 1) all hash to 0) make building the dict n**2/2 comparisons (issue
+# 25: 560 KB, 32 s). A real dump's keys are names and small ids with distinct hashes.
+MAX_SHARED_HASH = 64
 
 _IDENTITY_GLOBALS = frozenset(
     {
@@ -75,6 +80,29 @@ def loads(data: bytes, max_depth: int = 100) -> Any:
     # is never reused): refuses a deep pickle as it is built, before a million levels exist
     depth_of: dict[int, int] = {}
     alive: list[Any] = []
+    hashes: dict[int, dict[int, int]] = {}  # per dict/set (by id; kept alive): keys per hash value
+
+    def add_key(container: Any, k: Any, counts: dict[int, int] | None = None) -> None:
+        """Count ``k`` (not yet in ``container``) against the keys sharing its hash."""
+        if k in container:  # bounded: never more than MAX_SHARED_HASH keys share a hash here
+            return
+        c = hashes.setdefault(id(container), {}) if counts is None else counts
+        h = hash(k)
+        n = c.get(h, 0) + 1
+        if n > MAX_SHARED_HASH:
+            raise UnsafePickle(
+                f"more than {MAX_SHARED_HASH} keys of one dict or set share a hash value (colliding "
+                "keys: building it would take quadratic time)"
+            )
+        c[h] = n
+
+    def guarded_set(kind: type, items: list[Any]) -> Any:
+        out: set[Any] = set()
+        counts: dict[int, int] = {}
+        for x in items:
+            add_key(out, x, counts)
+            out.add(x)
+        return out if kind is set else kind(out)
 
     def nest(container: Any, items: Any) -> None:
         d = depth_of.get(id(container), 1)
@@ -169,12 +197,13 @@ def loads(data: bytes, max_depth: int = 100) -> Any:
                 stack.append(items)
             elif name == "DICT":
                 items = pop_mark()
-                d = _pairs({}, items, name)
+                d = {}
                 nest(d, items)
+                _pairs(d, items, name, add_key)
                 stack.append(d)
             elif name == "FROZENSET":
                 items = [value(x, name) for x in pop_mark()]
-                fs = frozenset(items)
+                fs = guarded_set(frozenset, items)
                 nest(fs, items)
                 stack.append(fs)
             elif name == "APPEND":
@@ -195,17 +224,20 @@ def loads(data: bytes, max_depth: int = 100) -> Any:
                 v, k = value(stack.pop(), name), value(stack.pop(), name)
                 d = top(dict, name)
                 nest(d, (k, v))
+                add_key(d, k)
                 d[k] = v
             elif name == "SETITEMS":
                 items = pop_mark()
                 d = top(dict, name)
                 nest(d, items)
-                _pairs(d, items, name)
+                _pairs(d, items, name, add_key)
             elif name == "ADDITEMS":
                 items = [value(x, name) for x in pop_mark()]
                 st = top(set, name)
                 nest(st, items)
-                st.update(items)
+                for x in items:
+                    add_key(st, x)
+                    st.add(x)
             elif name in ("GLOBAL", "STACK_GLOBAL"):
                 if name == "GLOBAL":
                     module, _, attr = str(arg).partition(" ")
@@ -227,7 +259,7 @@ def loads(data: bytes, max_depth: int = 100) -> Any:
                 if (fn.module, fn.name) in _SET_GLOBALS:
                     if len(args) != 1 or not isinstance(args[0], (list, tuple, set, frozenset)):
                         raise UnsafePickle(f"{fn.name}() of something that is not a list")
-                    stack.append(_SET_GLOBALS[(fn.module, fn.name)](args[0]))
+                    stack.append(guarded_set(_SET_GLOBALS[(fn.module, fn.name)], list(args[0])))
                 else:
                     stack.append(args[0])  # torch.jit._pickle.build_*: the list itself
             else:
@@ -243,13 +275,14 @@ def loads(data: bytes, max_depth: int = 100) -> Any:
     return result
 
 
-def _pairs(d: dict[Any, Any], items: list[Any], op: str) -> dict[Any, Any]:
+def _pairs(d: dict[Any, Any], items: list[Any], op: str, add_key: Any) -> dict[Any, Any]:
     if len(items) % 2:
         raise UnsafePickle(f"{op} with an odd number of items")
     for i in range(0, len(items), 2):
         k, v = items[i], items[i + 1]
         if isinstance(k, _Global) or isinstance(v, _Global):
             raise UnsafePickle(f"{op}: not a value")
+        add_key(d, k)
         d[k] = v
     return d
 

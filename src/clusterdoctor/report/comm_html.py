@@ -4,7 +4,7 @@ results and the findings. No scripts and no external assets: the file opens offl
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as _html_escape
 from typing import Any
 
 CSS = """
@@ -18,6 +18,15 @@ td.l,th.l{text-align:left} th{background:#f4f4f4} .critical{color:#b00020;font-w
 """
 COMPUTE_COLOR = "#4c78a8"
 COMM_COLOR = "#e45756"
+
+
+def escape(s: object, quote: bool = True) -> str:
+    """HTML-escaped, after what the inputs hold is made visible and URL credentials are removed
+    (:func:`clusterdoctor.escape.shown`): a lone surrogate or control character never reaches
+    the file."""
+    from clusterdoctor.escape import shown
+
+    return _html_escape(shown(s), quote)
 
 
 def _fmt(v: Any, nd: int = 2) -> str:

@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from clusterdoctor.escape import shown
+
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 60  # the two tables need 59 columns
 MAX_LISTED = 20  # unrecognised files and warnings listed before "… and N more"
@@ -70,7 +72,7 @@ class _Paths:
         s = str(text)
         for f in self.forms:
             s = s.replace(f, "")
-        return _DOT_SLASH.sub("", s)
+        return shown(_DOT_SLASH.sub("", s))  # a name from the inputs, shown safely
 
 
 _DOT_SLASH = re.compile(r"(?<![\w./])\./(?=[\w.])")
@@ -80,7 +82,7 @@ def _fill(text: str, width: int, first: str, rest: str | None = None) -> list[st
     """Wrap at spaces only: paths, URLs and commands are never broken (a token wider than the line
     stands alone on its line)."""
     return textwrap.wrap(
-        text,
+        shown(text),
         width=width,
         initial_indent=first,
         subsequent_indent=rest if rest is not None else " " * len(first),

@@ -3,7 +3,7 @@ table, with plots drawn as inline SVG (no scripts, no external assets — it ope
 
 from __future__ import annotations
 
-from html import escape
+from html import escape as _html_escape
 from typing import Any
 
 from clusterdoctor.model import Diagnosis, Severity
@@ -22,6 +22,15 @@ th{background:#f4f4f4} .critical{color:#b00020;font-weight:bold} .warning{color:
 td.g-ok{background:#e3f4e3} td.g-critical{background:#f8d0d4} td.g-warning{background:#fde9c4}
 td.g-info{background:#dcedf7} td.g-unknown{background:#eee;color:#777} td.g-na{color:#999}
 """
+
+
+def escape(s: object, quote: bool = True) -> str:
+    """HTML-escaped, after what the inputs hold is made visible and URL credentials are removed
+    (:func:`clusterdoctor.escape.shown`): a lone surrogate or control character never reaches
+    the file."""
+    from clusterdoctor.escape import shown
+
+    return _html_escape(shown(s), quote)
 
 
 def _sev_class(sev: Severity) -> str:

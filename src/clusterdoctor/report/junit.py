@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
+from clusterdoctor.escape import shown, terminal_safe
 from clusterdoctor.model import Diagnosis, Severity
+
+
+def _xml_safe(tree: ET.Element) -> ET.Element:
+    """Every attribute of ``tree`` shown safely (:func:`clusterdoctor.escape.shown`) and every text
+    passed through :func:`clusterdoctor.escape.terminal_safe` (its own newlines kept; the fields in it
+    were shown safely when it was written): XML 1.0 cannot hold control characters or lone surrogates
+    at all, so a name carrying one would make the file not well-formed; escaped, it is visible and
+    the file parses."""
+    for el in tree.iter():
+        for k, v in el.attrib.items():
+            el.set(k, shown(v))
+        if el.text:
+            el.text = terminal_safe(el.text)
+    return tree
 
 
 def render_junit(
@@ -25,7 +40,8 @@ def render_junit(
             msg = "; ".join(f"{f.subject + ': ' if f.subject else ''}{f.summary}" for f in bad)
             fe = ET.SubElement(tc, "failure", message=msg[:1000], type=str(max(f.severity for f in bad)))
             fe.text = "\n\n".join(
-                f"{f.title}\n{f.summary}\nfix: {f.fix}\nverify: {'; '.join(f.verify)}" for f in bad
+                f"{shown(f.title)}\n{shown(f.summary)}\nfix: {shown(f.fix)}\nverify: {shown('; '.join(f.verify))}"
+                for f in bad
             )
     for s in diag.skipped:
         tests += 1
@@ -36,7 +52,7 @@ def render_junit(
     ts.set("failures", str(failures))
     ts.set("skipped", str(skipped))
     ts.set("errors", "0")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(ts, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(_xml_safe(ts), encoding="unicode") + "\n"
 
 
 def render_junit_cases(suite: str, cases: list[tuple[str, str | None, str]]) -> str:
@@ -53,4 +69,4 @@ def render_junit_cases(suite: str, cases: list[tuple[str, str | None, str]]) -> 
             ET.SubElement(tc, "system-out").text = details
     ts.set("failures", str(fails))
     ts.set("errors", "0")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(ts, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(_xml_safe(ts), encoding="unicode") + "\n"

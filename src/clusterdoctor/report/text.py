@@ -15,6 +15,7 @@ import shutil
 import textwrap
 from collections.abc import Callable, Iterable
 
+from clusterdoctor.escape import shown
 from clusterdoctor.model import Diagnosis, Severity
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -140,8 +141,10 @@ def render_text(
     prefix = (base.rstrip(os.sep) + os.sep) if base else None
 
     def rel(s: object) -> str:
+        """A value from the inputs: relative to their folder, shown safely (escapes visible, URL
+        credentials removed: :func:`clusterdoctor.escape.shown`)."""
         text = str(s)
-        return text.replace(prefix, "") if prefix else text
+        return shown(text.replace(prefix, "") if prefix else text)
 
     buf = io.StringIO()
     con = Console(
@@ -157,17 +160,19 @@ def render_text(
             span = None if span is None else 0  # style only the first line's span
 
     out(wrap(headline(diag, rel), width, rest="   "), "bold", len("most likely cause:"))
-    out(wrap(f"{title} — host {diag.host} — {diag.generated_at}", width, rest="   "))
+    out(wrap(f"{title} — host {shown(diag.host)} — {diag.generated_at}", width, rest="   "))
     if diag.sources:
         by_kind: dict[str, list[str]] = {}
         for s in diag.sources:
             by_kind.setdefault(s.kind, []).append(rel(s.location))
         if base:
-            out(wrap(f"sources in {base}{os.sep} (paths below are relative to it):", width, rest="   "))
+            out(
+                wrap(f"sources in {shown(base)}{os.sep} (paths below are relative to it):", width, rest="   ")
+            )
         else:
             out(["sources:"])
         for kind, locs in by_kind.items():
-            out(wrap(f"{kind}: {', '.join(locs)}", width, first="   ", rest="      "))
+            out(wrap(f"{shown(kind)}: {', '.join(locs)}", width, first="   ", rest="      "))
     if diag.topology is not None:
         t = diag.topology
         out(
@@ -194,7 +199,7 @@ def render_text(
         head = f"{i}. {str(f.severity).upper()}"
         subj = f" [{rel(f.subject)}]" if f.subject else ""
         out(
-            wrap(f"{head} {f.rule} {f.title}{subj}  (score{KEEP}{f.score:.2f})", width, rest="   "),
+            wrap(f"{head} {f.rule} {rel(f.title)}{subj}  (score{KEEP}{f.score:.2f})", width, rest="   "),
             SEVERITY_STYLE.get(f.severity),
             len(head),
         )
@@ -202,9 +207,9 @@ def render_text(
         for e in f.evidence:
             parts = [rel(e.description)]
             if e.value is not None:
-                parts.append(f"= {rel(e.value)}{(' ' + e.unit) if e.unit else ''}")
+                parts.append(f"= {rel(e.value)}{(' ' + rel(e.unit)) if e.unit else ''}")
             if e.threshold is not None:
-                parts.append(f"(threshold {e.threshold})")
+                parts.append(f"(threshold {rel(e.threshold)})")
             if e.source:
                 parts.append(f"[{rel(e.source)}]")
             out(wrap(" ".join(parts), width, first="   - "))
@@ -218,7 +223,7 @@ def render_text(
         for col in ("pid", "comm", "cpu nodes", "memory by node", "gpus", "remote mem"):
             tbl.add_column(col, overflow="fold")
         for p in diag.placement:
-            tbl.add_row(*placement_row(p))
+            tbl.add_row(*(shown(c) for c in placement_row(p)))
         con.print(tbl, soft_wrap=False)
     if diag.skipped:
         out(["skipped (not checked — missing input):"], "bold", len("skipped"))

@@ -8,6 +8,8 @@ import shutil
 import textwrap
 from typing import Any
 
+from clusterdoctor.escape import shown
+
 
 def _width() -> int:
     try:
@@ -25,7 +27,10 @@ def render_watch_text(report: dict[str, Any], width: int | None = None) -> str:
     def para(text: str, indent: str = "", sub: str | None = None) -> None:
         out.extend(
             textwrap.wrap(
-                text, w, initial_indent=indent, subsequent_indent=sub if sub is not None else indent + "  "
+                shown(text),
+                w,
+                initial_indent=indent,
+                subsequent_indent=sub if sub is not None else indent + "  ",
             )
             or [indent]
         )

@@ -152,11 +152,13 @@ def read_cpuinfo(root: str = "/") -> CpuId | None:
     """``<root>/proc/cpuinfo`` (this machine for ``/``; a sysfs snapshot's copy otherwise), if readable."""
     import os
 
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import read_bounded
+
     path = os.path.join(root, "proc", "cpuinfo")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
-    except OSError:
+    try:  # bounded, regular files only (a snapshot's link to /dev/zero or out of its tree is not read)
+        text = read_bounded(path, 1 << 20, prefix=True).decode("utf-8", errors="replace")
+    except (OSError, InputError):
         return None
     return parse_cpuinfo(
         text, "/proc/cpuinfo" if os.path.abspath(root) == "/" else "proc/cpuinfo of the snapshot"

@@ -61,6 +61,8 @@ def matrix_lines(
 
 def path_matrix_lines(topo: Topology, width: int = 80) -> list[str]:
     """The GPU×NIC path matrix with its NIC legend and path-class legend (empty without GPUs or NICs)."""
+    from clusterdoctor.escape import shown
+
     if not topo.gpus or not topo.nics:
         return []
     nic_cols = {n.name: f"NIC{i}" for i, n in enumerate(topo.nics)}
@@ -87,7 +89,7 @@ def path_matrix_lines(topo: Topology, width: int = 80) -> list[str]:
     lines.append("NIC legend:")
     for n in topo.nics:
         node = n.numa_node if n.numa_node is not None else "unknown"
-        lines.append(f"  {nic_cols[n.name]}: {n.name} (NUMA node {node})")
+        lines.append(f"  {nic_cols[n.name]}: {shown(n.name)} (NUMA node {node})")
     lines.append("")
     lines.append("Legend:")
     key_w = max((len(k) for k in seen), default=3)
@@ -106,15 +108,17 @@ def path_matrix_lines(topo: Topology, width: int = 80) -> list[str]:
 
 def render_topology_text(topo: Topology, width: int = 80) -> str:
     """The whole ``numa topology`` text report (warnings are not included: they go to stderr)."""
+    from clusterdoctor.escape import shown
     from clusterdoctor.report.text import wrap
 
-    lines = wrap(
-        f"source: {topo.source} ({topo.source_kind})" + (f", host {topo.hostname}" if topo.hostname else ""),
+    lines = wrap(  # names, host names and models come from the source: shown safely
+        f"source: {shown(topo.source)} ({topo.source_kind})"
+        + (f", host {shown(topo.hostname)}" if topo.hostname else ""),
         width,
         rest="  ",
     )
     lines += wrap(
-        f"cpu: {topo.cpu.describe()} (from {topo.cpu.source})"
+        f"cpu: {shown(topo.cpu.describe())} (from {topo.cpu.source})"
         if topo.cpu
         else "cpu: not stated by the source",
         width,
@@ -142,8 +146,8 @@ def render_topology_text(topo: Topology, width: int = 80) -> str:
             node = d.numa_node if d.numa_node is not None else "unknown"
             via = f" (via {d.numa_source})" if d.numa_source not in ("source", "numa_node", "unknown") else ""
             lines += wrap(
-                f"{kind} {d.name}: pci {d.pci or 'unknown'}, NUMA node {node}{via}"
-                + (f", {d.model}" if d.model else ""),
+                f"{kind} {shown(d.name)}: pci {shown(d.pci or 'unknown')}, NUMA node {node}{via}"
+                + (f", {shown(d.model)}" if d.model else ""),
                 width,
                 rest="  ",
             )

@@ -55,6 +55,12 @@ COMM_ANNOTATION_RE = re.compile("^(" + "|".join(COMM_BACKENDS) + "):")
 COMM_RECORD_PREFIXES = ("record_param_comms", *(b + ":" for b in COMM_BACKENDS))
 # torch.utils.data.DataLoader's iterator wraps each __next__ in a record_function named so
 LOADER_ANNOTATION = "enumerate(DataLoader)#"
+# A profiler writes each ProfilerStep#N once; a copy (a crafted trace of one event repeated) is counted
+REPEATED_STEPS = "repeated ProfilerStep events (a step number seen before)"
+# Two GPU activities cannot start at the same time on one stream: an exact copy of the event before
+# (name, start, duration, stream, correlation) is counted, not kept
+REPEATED_GPU = "repeated GPU events (copies of the event before)"
+_MAX_STEP_NAMES = 4096  # names the bulk reader recognises copies of (a crafted trace repeats one)
 META_KEYS = ("schemaVersion", "distributedInfo", "baseTimeNanoseconds", "displayTimeUnit", "traceName")
 COLL_ARG_KEYS = {
     "Collective name": "collective",
@@ -78,7 +84,6 @@ _MAX_SPLITS = 16  # a refused run is halved at most this deep (2**16 pieces) bef
 _WS_RE = re.compile(r"[ \t\r\n]*")
 _SEP = re.compile(r"[ \t\r\n,]*")
 _NEXT_EVENT = re.compile(r'\{\s*"ph"\s*:')
-_INT_SUFFIX = re.compile(r"(\d+)\s*$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # What an analysis reads, by category of an "X" event; every other event is counted and skipped.
 KEPT_CATS = (GPU_CATS | LAUNCH_CATS | CPU_CATS) - SKIP_CATS
@@ -162,6 +167,10 @@ class _Builder:
         self.t = trace
         self.name_ids: dict[str, int] = {}
         self.cpu_ops = 0  # CPU operator intervals seen (kept only while the trace shows no GPU)
+        self.step_numbers: set[int] = set()  # ProfilerStep numbers kept (one window per step)
+        self.step_names: set[str] = set()  # and their names (the bulk reader skips exact copies)
+        # the last GPU event kept: (ts, (dur, stream, correlation, name id)), to count exact copies
+        self.last_gpu: tuple[float | None, tuple[Any, ...]] = (None, ())
         self.bulk = bulk  # decode runs of events with msgspec (kineto_bulk)
 
     def skip(self, what: str, n: int = 1) -> None:
@@ -221,24 +230,28 @@ class _Builder:
             return
         t = self.t
         if cat in GPU_CATS:
-            stream = args.get("stream")
-            if type(stream) is not int:
-                stream = None
+            stream = _i64(args.get("stream"))
             if cat == "cuda_sync" and (stream is None or stream < 0):
                 self.skip("device-wide cuda_sync events")
                 return
             if stream is None:
-                stream = tid if type(tid) is int else _int_suffix(tid)
+                stream = _i64(tid) if type(tid) is int else _int_suffix(tid)
                 if stream is None:
                     self.skip("GPU events without stream")
                     return
-            corr = args.get("correlation")
+            corr = _i64(args.get("correlation"))
+            nid = self.name_id(name)
+            key = (float(dur), stream, corr, nid)
+            if self.last_gpu == (float(ts), key) and t.kinds[nid] != COMM:
+                self.skip(REPEATED_GPU)
+                return
             idx = len(t.ts)
+            if t.kinds[nid] != COMM:
+                self.last_gpu = (float(ts), key)
             t.ts.append(float(ts))
             t.dur.append(float(dur))
             t.stream.append(stream)
-            t.corr.append(corr if type(corr) is int else -1)
-            nid = self.name_id(name)
+            t.corr.append(corr if corr is not None else -1)
             t.name_id.append(nid)
             if t.kinds[nid] == COMM:
                 meta = _coll_meta(args)
@@ -246,8 +259,8 @@ class _Builder:
                     t.coll_meta[idx] = meta
             return
         if cat in LAUNCH_CATS:
-            corr = args.get("correlation")
-            if type(corr) is int:
+            corr = _i64(args.get("correlation"))
+            if corr is not None:
                 t.launch_corr.append(corr)
                 t.launch_ts.append(float(ts))
             else:
@@ -257,10 +270,16 @@ class _Builder:
             step = _int_suffix(name)
             if step is None:
                 self.skip("ProfilerStep events without a number")
+            elif step in self.step_numbers:  # a profiler writes each step once: a copy keeps nothing
+                self.skip(REPEATED_STEPS)
             else:
+                self.step_numbers.add(step)
+                if len(self.step_names) < _MAX_STEP_NAMES:
+                    self.step_names.add(name)
                 t.steps.append((step, float(ts), float(ts) + float(dur)))
             return
-        tid_i = tid if type(tid) is int else -1
+        tid_i = _i64(tid)
+        tid_i = -1 if tid_i is None else tid_i
         if name == "record_param_comms" or COMM_ANNOTATION_RE.match(name):
             t.comm_records.append(CommRecord(name, float(ts), float(dur), tid_i, _coll_meta(args)))
             return
@@ -286,11 +305,25 @@ def _ph_label(ph: str) -> str:
     return f"{_PH_NAMES.get(ph, 'ph=' + ph)} events"
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1  # what the compact arrays hold
+
+
+def _i64(v: Any) -> int | None:
+    """An integer id (stream, correlation, thread) the arrays can hold, else None (2**63 in a
+    crafted trace is not an id: it would overflow the array)."""
+    return v if type(v) is int and _I64_MIN <= v <= _I64_MAX else None
+
+
 def _int_suffix(text: Any) -> int | None:
+    """The number a name ends in (``ProfilerStep#12``, ``stream 7``), at most 18 digits; found without
+    a regex, so that a name of a million digits followed by a letter costs one pass."""
     if not isinstance(text, str):
         return None
-    m = _INT_SUFFIX.search(text)
-    return int(m.group(1)) if m else None
+    t = text.rstrip()
+    digits = len(t) - len(t.rstrip("0123456789"))
+    if not 0 < digits <= 18:
+        return None
+    return int(t[len(t) - digits :])
 
 
 def _coll_meta(args: dict[str, Any]) -> dict[str, Any]:
@@ -460,8 +493,9 @@ def parse_kineto(
 class _RecordCount:
     """What a trace keeps, counted against the ``records`` budget at every buffer fill (about 1 MB of
     text): one per kept event (its array entries: 40 bytes), 16 per record holding a metadata dict (a
-    collective's arguments: 580 bytes measured for an NCCL kernel's ten), one per 64 characters of
-    kept names and one per skip reason. The default budget keeps a trace under about 0.5 GB."""
+    collective's arguments: 580 bytes measured for an NCCL kernel's ten), 6 per ProfilerStep window
+    (a tuple of three numbers and its set entry: about 240 bytes), one per 64 characters of kept
+    names and one per skip reason. The default budget keeps a trace under about 0.5 GB."""
 
     def __init__(self, trace: KinetoTrace, budget: Budget) -> None:
         self.t, self.budget = trace, budget
@@ -474,7 +508,7 @@ class _RecordCount:
             self.name_chars += len(n)
         self.names_seen = len(t.names)
         self.budget.set_records(
-            len(t.ts) + len(t.launch_corr) + len(t.cpu_ts) + len(t.steps) + len(t.skipped)
+            len(t.ts) + len(t.launch_corr) + len(t.cpu_ts) + 6 * len(t.steps) + len(t.skipped)
             + 16 * (len(t.coll_meta) + len(t.comm_records)) + self.name_chars // 64
         )  # fmt: skip
 

@@ -16,7 +16,7 @@ test checks that both paths give the same trace.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -29,6 +29,8 @@ from clusterdoctor.observe.comm.kineto import (
     KEPT_CATS,
     LAUNCH_CATS,
     MAX_EVENT_DURATION_US,
+    REPEATED_GPU,
+    REPEATED_STEPS,
     _ph_label,
 )
 
@@ -39,9 +41,14 @@ _COLL_FIELDS = tuple((f"c{i}", key) for i, key in enumerate(COLL_ARG_KEYS))
 _NO_RAW = msgspec.Raw()
 
 
+# the arrays hold 64-bit integers: a number outside them refuses the run (the event-by-event reader
+# then counts that event as malformed ids)
+_I64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+
+
 def _args_struct() -> type:
     """``args`` as a struct: ``stream``, ``correlation``, the collective keys, raw dims/types."""
-    fields: list[tuple[str, Any, Any]] = [("stream", int | None, None), ("correlation", int | None, None)]
+    fields: list[tuple[str, Any, Any]] = [("stream", _I64 | None, None), ("correlation", _I64 | None, None)]
     fields += [(attr, Any, msgspec.field(default=None, name=key)) for attr, key in _COLL_FIELDS]
     fields += [
         ("dims", msgspec.Raw, msgspec.field(default=_NO_RAW, name="Input Dims")),
@@ -59,7 +66,7 @@ class _Event(msgspec.Struct, gc=False):
     ph: str | None = None
     cat: str | None = None
     name: str | None = None
-    tid: int | str | None = None
+    tid: _I64 | str | None = None
     ts: float | None = None  # a JSON integer arrives as float, as the rules would convert it
     dur: float | None = None
     args: _Args | None = None  # type: ignore[valid-type]
@@ -124,6 +131,9 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
     by_ph: dict[str | None, int] = {}
     by_cat: dict[str | None, int] = {}
     cpu_ops = 0
+    repeated = repeated_gpu = 0
+    step_names = b.step_names
+    last_ts, last = b.last_gpu
     general = b.fields
     for e in events:
         ph = e.ph
@@ -136,6 +146,9 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
             continue
         name, ts, dur = e.name, e.ts, e.dur
         if name is not None and ts is not None and dur is not None and 0.0 <= dur <= max_dur:
+            if name in step_names and cat in CPU_CATS:  # a copy of a step kept before: counted only
+                repeated += 1
+                continue
             if cat == "cpu_op":
                 if not name.startswith(_SPECIAL_NAMES):
                     cpu_ops += 1
@@ -162,6 +175,10 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
                         nid = b.name_id(name)
                     if kinds[nid] != COMM:
                         corr = a.correlation
+                        if ts == last_ts and dur == last[0] and (a.stream, corr, nid) == last[1:]:
+                            repeated_gpu += 1  # a copy of the event before (same stream, same start)
+                            continue
+                        last_ts, last = ts, (dur, a.stream, corr, nid)
                         ts_append(ts)
                         dur_append(dur)
                         stream_append(a.stream)
@@ -172,9 +189,16 @@ def feed_run(buf: str, start: int, end: int, b: _Builder) -> bool:
         if cat in CPU_CATS and name is not None and not name.startswith(COMM_RECORD_PREFIXES):
             general(ph, cat, name, e.tid, ts, dur, {})
         else:
+            b.last_gpu = (last_ts, last)  # the rules see the same event before as this loop
             general(ph, cat, name, e.tid, ts, dur, args_dict(e.args))
+            last_ts, last = b.last_gpu
     t.events_read += len(events)
     b.cpu_ops += cpu_ops
+    b.last_gpu = (last_ts, last)
+    if repeated:
+        b.skip(REPEATED_STEPS, repeated)
+    if repeated_gpu:
+        b.skip(REPEATED_GPU, repeated_gpu)
     for ph, n in by_ph.items():
         b.skip(_ph_label(ph) if ph is not None else "events without ph", n)
     for cat, n in by_cat.items():

@@ -33,9 +33,14 @@ def parse_link_speed(text: str | None) -> float | None:
 
 
 def _read(p: Path) -> str | None:
+    """A small sysfs attribute: bounded, regular files only (not a crafted tree's link to /dev/zero
+    or out of the tree: :func:`clusterdoctor.observe.confine.confined`)."""
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.observe.limits import read_bounded
+
     try:
-        return p.read_text(errors="replace").strip()
-    except OSError:
+        return read_bounded(p, 1 << 16, prefix=True).decode("utf-8", errors="replace").strip()
+    except (OSError, InputError):
         return None
 
 

@@ -343,9 +343,20 @@ def _nvidia_driver_info(root: Path, bdf: str) -> dict[str, str]:
 def collect_sysfs_topology(root: str | os.PathLike[str] = "/") -> Topology:
     """Read the topology from a sysfs tree at ``root`` (``/`` for this machine).
 
-    Raises InputError when ``root`` has no ``sys/devices/system`` at all.
+    Raises InputError when ``root`` has no ``sys/devices/system`` at all. A tree from another machine
+    is read confined to ``root`` (:func:`clusterdoctor.observe.confine.confined`): a link out of it
+    (to ``/proc/self/environ``, say) is not read, and named in the warnings.
     """
+    from clusterdoctor.observe.confine import confined
+
     given = Path(root)
+    with confined("/" if given.resolve() == Path("/") else given) as escapes:
+        topo = _collect(given)
+    topo.warnings.extend(escapes)
+    return topo
+
+
+def _collect(given: Path) -> Topology:
     live = given.resolve() == Path("/")
     base = given if live else find_sysfs_root(given)
     if base is None or not (base / "sys" / "devices" / "system").is_dir():

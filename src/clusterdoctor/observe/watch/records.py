@@ -230,10 +230,10 @@ def parse_watch_lines(
                 out.links.append(LinkRecord(src, dst, nb, s, _num(obj, "t"), run=cur.run if cur else None))
             else:
                 continue  # other kinds (future versions): ignored
-        except (ValueError, TypeError, KeyError) as e:
-            bad += 1
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
+            bad += 1  # RecursionError: a line nested deeper than the JSON decoder follows
             if first_bad is None:
-                first_bad = f"{path}:{i}: {e}"
+                first_bad = f"{path}:{i}: " + ("nested too deep" if isinstance(e, RecursionError) else str(e))
     if bad:
         more = f" (and {bad - 1} more)" if bad > 1 else ""
         out.warnings.append(f"{first_bad}; line skipped{more}")
