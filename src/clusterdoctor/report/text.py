@@ -231,12 +231,12 @@ def render_text(
         for s in diag.skipped:
             by_reason.setdefault(s.reason, []).append(s.rule)
         for reason, rules in by_reason.items():
-            shown = (
+            ids = (
                 ", ".join(rules)
                 if len(rules) <= MAX_SKIPPED_IDS
                 else (f"{', '.join(rules[:6])} and {len(rules) - 6} more")
             )
-            out(wrap(f"{shown}: {rel(reason)}", width, first="   ", rest="      "))
+            out(wrap(f"{ids}: {rel(reason)}", width, first="   ", rest="      "))
     for w in diag.warnings:
         out(wrap(rel(w), width, first="warning: ", rest="   "), "yellow", len("warning:"))
     return buf.getvalue()
