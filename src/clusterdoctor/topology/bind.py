@@ -124,6 +124,8 @@ def exec_bound(rank: RankPlan, argv: Sequence[str], mem_mode: str = "preferred")
     env["CLUSTERDOCTOR_COMPUTE_CPUS"] = format_cpulist(rank.compute_cpus)
     env["CLUSTERDOCTOR_COMM_CPUS"] = format_cpulist(rank.comm_cpus)
     env["CLUSTERDOCTOR_NUMA_NODE"] = str(rank.numa_node)
+    # NCCL names its proxy threads only when asked: clusterdoctor.training.threads finds them by name
+    env.setdefault("NCCL_SET_THREAD_NAME", "1")
     env.setdefault("LOCAL_RANK", str(rank.local_rank))
     for w in result.warnings:
         os.write(2, f"clusterdoctor: warning: {w}\n".encode())
