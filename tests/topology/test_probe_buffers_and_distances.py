@@ -43,3 +43,17 @@ def test_page_nodes_reports_untouched_pages_and_touched_ones():
     touched = page_nodes(t.data_ptr(), t.numel())
     assert touched and all(n >= 0 for n in touched)
     assert set(touched) <= set(_nodes() or [0])
+
+
+def test_a_distance_matrix_with_zero_on_the_diagonal_is_flagged():
+    from clusterdoctor.topology.build import parse_topology_bytes
+
+    text = (
+        "available: 2 nodes (0-1)\nnode 0 cpus: 0 1\nnode 0 size: 1000 MB\nnode 0 free: 500 MB\n"
+        "node 1 cpus: 2 3\nnode 1 size: 1000 MB\nnode 1 free: 500 MB\nnode distances:\n"
+        "node   0   1\n  0:   0  21\n  1:  21   0\n"
+    )
+    topo = parse_topology_bytes(text.encode(), "numactl.txt")
+    assert sum("to itself is 0" in w for w in topo.warnings) == 2
+    ok = parse_topology_bytes(text.replace(":   0  21", ":  10  21").replace("21   0", "21  10").encode())
+    assert not ok.distance_warnings()
