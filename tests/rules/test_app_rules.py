@@ -122,3 +122,19 @@ def test_lag_without_consumers_is_not_this_rule():
     obs = Observations()
     obs.put("kafka_lag", [KafkaLagSnapshot("x", None, [PartitionLag("g", "t", 0, 50000)])])
     assert list(app.kafka_lag_with_consumers_up.fn(obs)) == []
+
+
+def test_kafka_describe_files_without_a_group_are_judged_apart_never_pooled():
+    """Two `--describe --group X` outputs (no GROUP column) of different groups, read as a folder: each is
+    judged, the 1,094,273-message lag of one is not lost behind the other (issue 23)."""
+    from clusterdoctor import diagnosis
+    from clusterdoctor.testing import fixture_path
+
+    lagging = fixture_path("ctrl/app/kafka/kafka_consumer_groups_describe_lagging_apache_kafka_docs.txt")
+    small = fixture_path("ctrl/app/kafka/kafka_consumer_groups_describe_my_topic_apache_kafka_docs.txt")
+    obs = diagnosis.new_observations(lambda: 0.0)
+    diagnosis.load_sources(obs, [lagging, small])
+    found = [f for f in diagnosis.run(obs, []).findings if f.rule == "APP005"]
+    big = [f for f in found if "1094273" in f.summary]
+    assert big and "topic1, topic2, topic3" in big[0].summary
+    assert found[0] is big[0]  # the larger lag ranks first

@@ -7,6 +7,7 @@ Inputs: ``flink_checkpoints`` (:mod:`clusterdoctor.observe.app.flink`), ``kafka_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
@@ -282,9 +283,18 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
     """
     snaps = obs.get("kafka_lag") or []
     groups: dict[str, list] = {}
+    unnamed: dict[str, str] = {}  # key -> the topics it covers, for the subject
     for s in snaps:
         for g in s.groups() or [None]:
-            groups.setdefault(g or "", []).append(s)
+            if g:
+                groups.setdefault(g, []).append(s)
+                continue
+            # `--describe` of one group prints no GROUP column: files of unnamed groups are told apart by
+            # the partitions they cover (the same partitions: two readings of one group), never pooled
+            parts = sorted({(p.topic, p.partition) for p in s.partitions if p.group is None})
+            key = "\0unnamed:" + ",".join(f"{t}[{n}]" for t, n in parts)
+            unnamed[key] = ", ".join(sorted({t for t, _ in parts}))
+            groups.setdefault(key, []).append(s)
         for cid, n in s.member_partitions.items():
             if n == 0:
                 yield kafka_lag_with_consumers_up.finding(
@@ -297,10 +307,11 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
     for g, ss in groups.items():
         timed = sorted((s for s in ss if s.time is not None), key=lambda s: s.time)
         latest = timed[-1] if timed else ss[-1]
-        gname = g or None
+        gname = None if g in unnamed else g
+        label = f"unnamed group ({unnamed[g]})" if g in unnamed else f"group {g}"
         lag = latest.total_lag(gname)
         active = latest.active_consumers(gname)
-        members = latest.members.get(g, 0)
+        members = latest.members.get(g, 0) if gname else 0
         up = len(active) or members
         if not up:
             continue
@@ -311,7 +322,7 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
             if growth <= 0 or dt <= 0:
                 continue
             yield kafka_lag_with_consumers_up.finding(
-                f"group {g or '(unnamed)'}: lag grew by {growth} messages in {dt:.0f} s ({growth / dt:.3g}/s) to {lag} "
+                f"{label}: lag grew by {growth} messages in {dt:.0f} s ({growth / dt:.3g}/s) to {lag} "
                 f"while {up} consumer(s) were up.",
                 evidence=[
                     Evidence("lag growth", growth, 0, "messages", latest.source, latest.time),
@@ -320,7 +331,7 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
                 ],
                 severity=Severity.CRITICAL,
                 confidence=0.85,
-                subject=g or f"unnamed group in {latest.source}",
+                subject=g if g not in unnamed else f"{label} in {latest.source}",
             )
             continue
         if lag < LAG_HIGH.value:
@@ -343,10 +354,12 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
             for p in parts[:3]
         ]
         yield kafka_lag_with_consumers_up.finding(
-            f"group {g or '(unnamed)'}: lag {lag} messages while {up} consumer(s) are up; one reading only, "
+            f"{label}: lag {lag} messages while {up} consumer(s) are up; one reading only, "
             "so whether it grows is unknown — take a second reading.",
             evidence=ev,
             severity=Severity.WARNING,
             confidence=0.6,
-            subject=g or f"unnamed group in {latest.source}",
+            # the larger lag first: +1 per decade above the threshold, at most +3
+            score=float(Severity.WARNING) * 0.6 + min(3.0, math.log10(lag / LAG_HIGH.value)),
+            subject=g if g not in unnamed else f"{label} in {latest.source}",
         )
