@@ -10,8 +10,8 @@ import re
 
 from clusterdoctor import diagnosis
 from clusterdoctor.analyze.pcie_traffic import gen_gbps, shared_paths
-from clusterdoctor.testing import fixture_path
 from clusterdoctor.topology.build import load_topology
+from tests.conftest import shared_fixture as fixture_path
 
 L40S = "gpu/dcgm-exporter_l40s_upcloud_595.58.03_prof-fields-healthy.prom"
 DGX = "numa/nvidia-smi-topo-m_dgx-a100_epyc-nps4_8gpu-12nic.txt"

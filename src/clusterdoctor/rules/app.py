@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.etcd_log import utc
-from clusterdoctor.rules.registry import Observations, register_input, rule
+from clusterdoctor.rules.registry import Observations, register_derived, register_input, rule
 
 register_input(
     "flink_checkpoints", "no Flink checkpoint statistics (GET /jobs/<id>/checkpoints or job metrics JSON)"
@@ -20,6 +21,24 @@ register_input(
 register_input(
     "kafka_lag", "no Kafka consumer lag (kafka-consumer-groups --describe or kafka_exporter metrics)"
 )
+
+
+def _flink_jobs(obs: Observations) -> tuple[Any, str | None]:
+    """One record per job: the checkpoints, metrics and details files of a job joined (observe.app.flink)."""
+    from clusterdoctor.observe.app.flink import join_jobs
+
+    parts = obs.get("flink_checkpoints") or []
+    return (join_jobs(list(parts)) or None), (None if parts else INPUT_FLINK)
+
+
+def _jobs(obs: Observations) -> list[Any]:
+    """The joined jobs (derived once per diagnosis; joined here when a caller ran a rule alone)."""
+    jobs = obs.get("flink_jobs")
+    return jobs if jobs is not None else (_flink_jobs(obs)[0] or [])
+
+
+INPUT_FLINK = "no Flink checkpoint statistics (GET /jobs/<id>/checkpoints or job metrics JSON)"
+register_derived("flink_jobs", _flink_jobs, INPUT_FLINK)
 
 ALIGNMENT_SHARE = Threshold(
     "flink_alignment_share",
@@ -73,10 +92,10 @@ def flink_alignment_dominates(obs: Observations) -> Iterator[Finding]:
     slow network (RDMA/TCP congestion) or a slow sink shows up here first.
     **Fix**: remove the backpressure (scale the slow operator, fix the sink, the network), or enable
     unaligned checkpoints (`execution.checkpointing.unaligned: true`) / buffer debloating.
-    **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints` (end_to_end_duration) and the task
-    metrics `checkpointStartDelayNanos`, `backPressuredTimeMsPerSecond`.
+    **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints` (end_to_end_duration) and
+    `curl -s '<jobmanager>:8081/jobs/<id>/vertices/<vertex>/subtasks/metrics?get=checkpointStartDelayNanos,backPressuredTimeMsPerSecond'`
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         e2e = fc.end_to_end_ms
         waits = {
             k: v
@@ -89,13 +108,21 @@ def flink_alignment_dominates(obs: Observations) -> Iterator[Finding]:
         share = worst / e2e
         if share <= ALIGNMENT_SHARE.value:
             continue
+        where = f" (checkpoint {fc.checkpoint_id}" if fc.checkpoint_id is not None else " ("
+        where += f", subtask {fc.slow_subtask} waited longest)" if fc.slow_subtask is not None else ")"
+        where = "" if where == " ()" else where
+        src = fc.wait_source or fc.source
+        ev = [
+            Evidence(f"checkpoint {name}", round(worst, 3), unit="ms", source=src),
+            Evidence("checkpoint end-to-end duration", round(e2e, 3), unit="ms", source=src),
+            Evidence(f"{name} share", round(share, 3), ALIGNMENT_SHARE.value, source=src),
+        ]
+        if len(fc.parts) > 1:
+            ev.append(Evidence(f"joined from {len(fc.parts)} files of the job", ", ".join(fc.parts[:6])))
         yield flink_alignment_dominates.finding(
-            f"{fc.job_id or fc.source}: {name} {worst:.0f} ms of a {e2e:.0f} ms checkpoint ({share:.0%}).",
-            evidence=[
-                Evidence(f"checkpoint {name}", round(worst, 3), unit="ms", source=fc.source),
-                Evidence("checkpoint end-to-end duration", round(e2e, 3), unit="ms", source=fc.source),
-                Evidence(f"{name} share", round(share, 3), ALIGNMENT_SHARE.value, source=fc.source),
-            ],
+            f"{fc.job_name or fc.job_id or fc.source}: {name} {worst:.0f} ms of a {e2e:.0f} ms checkpoint "
+            f"({share:.0%}){where}.",
+            evidence=ev,
             severity=Severity.CRITICAL if share > 0.9 else Severity.WARNING,
             confidence=0.75,
             subject=fc.job_id or fc.source,
@@ -122,7 +149,7 @@ def flink_checkpoint_failures(obs: Observations) -> Iterator[Finding]:
     leadership loss fix the control plane (see the etcd findings). Raise the timeout only as a stop-gap.
     **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints | jq '.counts, .latest.failed'`.
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         if fc.failed <= 0 or fc.total <= 0:
             continue
         share = fc.failed / fc.total
@@ -192,7 +219,7 @@ def checkpoint_after_control_plane(obs: Observations) -> Iterator[Finding]:
     ]
     if not cp_events:
         return
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         fails = [c for c in fc.history if c.status.upper() == "FAILED"]
         if fc.latest_failed is not None:
             fails.append(fc.latest_failed)
@@ -249,7 +276,7 @@ def flink_checkpointing_disabled(obs: Observations) -> Iterator[Finding]:
     **Fix**: set `execution.checkpointing.interval` (and a timeout), unless the job is stateless by design.
     **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints/config | jq .interval`.
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         if fc.interval_ms is None and fc.total == 0 and "interval" not in fc.metrics and fc.counts:
             state = f" (job state {fc.job_state})" if fc.job_state else ""
             yield flink_checkpointing_disabled.finding(
