@@ -23,15 +23,10 @@ class Progress:
         verb: str,
         stream: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        quiet_s: float = 2.0,
-        every_s: float = 5.0,
     ) -> None:
         self.verb = verb
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock
-        self.quiet_s = quiet_s
-        self.every_s = every_s
-        self.start = clock()
         self.last = -1e9
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.drawn = False
