@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto
+.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,8 @@ run: $(STAMP_RUN)
 	@$(BIN)/clusterdoctor diagnose; rc=$$?; [ $$rc -le 1 ]
 
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 
 # Two passes: the parallel-safe tests on $(JOBS) workers, then the ones that measure real time or inject
 # real faults alone (marker `serial`, tests/conftest.py). `make test JOBS=1` runs both one test at a time.
@@ -50,6 +50,12 @@ test-clock: $(STAMP_TEST)
 
 bench: $(STAMP_TEST)
 	for f in bench/[!_]*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Every GPU-dependent check in one run (tools/gpu_check.py: nvidia-smi captures parsed, NVML live, the
+# NUMA latency probe, the fail-slow probe and sync hooks on CUDA with one injected fault), <= ~8 min on
+# one GPU; results and raw captures in out/gpu-check-<time>/. Without a GPU it says so and exits 0.
+gpu-check: $(STAMP_TEST)
+	$(BIN)/python tools/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

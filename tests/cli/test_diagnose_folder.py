@@ -172,7 +172,7 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_progress_rewrites_a_line_on_a_terminal_and_stays_quiet_in_a_short_pipe_run(monkeypatch):
+def test_progress_rewrites_a_line_on_a_terminal_and_prints_nothing_to_a_pipe(monkeypatch):
     monkeypatch.setenv("COLUMNS", "40")
     t = [0.0]
     tty = _Tty()
@@ -189,12 +189,10 @@ def test_progress_rewrites_a_line_on_a_terminal_and_stays_quiet_in_a_short_pipe_
     p(0, 100, "a")
     t[0] = 1.0
     p(50, 100, "b")
-    assert pipe.getvalue() == ""  # a short run prints nothing
-    t[0] = 3.0
-    p(60, 100, "c")
-    t[0] = 4.0
-    p(70, 100, "d")  # within every_s of the last line
-    assert pipe.getvalue() == "clusterdoctor: reading 60/100 files (3 s)\n"
+    t[0] = 300.0
+    p(60, 100, "c")  # however long it takes: stderr of a pipe holds errors only
+    p.close()
+    assert pipe.getvalue() == ""
 
 
 def test_progress_goes_to_stderr_never_into_the_report(tmp_path):

@@ -92,6 +92,9 @@ def test_check_exit_codes_with_real_processes(sleeper, tmp_path):
     suite = ET.parse(junit).getroot()
     assert suite.get("failures") == "1"
     assert (archive / "numa-audit.json").is_file()
+    # --from X archives X, not this machine's /sys
+    assert (archive / "topology-from" / Path(xml).name).read_bytes() == Path(xml).read_bytes()
+    assert not (archive / "sys-devices-system-node").exists()
     # the worst process decides: unbound (2) and misplaced (3) together give 3
     assert run_cli("numa", "check", "--from", xml, "--pid", str(spans), "--pid", str(wrong)).code == 3
 

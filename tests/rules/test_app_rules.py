@@ -122,3 +122,58 @@ def test_lag_without_consumers_is_not_this_rule():
     obs = Observations()
     obs.put("kafka_lag", [KafkaLagSnapshot("x", None, [PartitionLag("g", "t", 0, 50000)])])
     assert list(app.kafka_lag_with_consumers_up.fn(obs)) == []
+
+
+def test_kafka_describe_files_without_a_group_are_judged_apart_never_pooled():
+    """Two `--describe --group X` outputs (no GROUP column) of different groups, read as a folder: each is
+    judged, the 1,094,273-message lag of one is not lost behind the other (issue 23)."""
+    from clusterdoctor import diagnosis
+    from tests.conftest import shared_fixture
+
+    lagging = shared_fixture("ctrl/app/kafka/kafka_consumer_groups_describe_lagging_apache_kafka_docs.txt")
+    small = shared_fixture("ctrl/app/kafka/kafka_consumer_groups_describe_my_topic_apache_kafka_docs.txt")
+    obs = diagnosis.new_observations(lambda: 0.0)
+    diagnosis.load_sources(obs, [lagging, small])
+    found = [f for f in diagnosis.run(obs, []).findings if f.rule == "APP005"]
+    big = [f for f in found if "1094273" in f.summary]
+    assert big and "topic1, topic2, topic3" in big[0].summary
+    assert found[0] is big[0]  # the larger lag ranks first
+
+
+# A real Flink 2.3 job under backpressure, captured here with PyFlink (tests/data/app/flink_backpressure_pyflink)
+FLINK_BP = (
+    __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "app" / "flink_backpressure_pyflink"
+)
+
+
+def _diagnose(*names):
+    from clusterdoctor import diagnosis
+
+    obs = diagnosis.new_observations(lambda: 0.0)
+    refs = diagnosis.load_sources(obs, [FLINK_BP / n for n in names])
+    return diagnosis.run(obs, refs)
+
+
+def test_job_and_subtask_metrics_in_separate_files_are_joined_for_app001():
+    d = _diagnose("job-metrics.json", "vertex1-subtask-metrics.json")
+    (f,) = [x for x in d.findings if x.rule == "APP001"]
+    assert "start delay 26847 ms of a 26853 ms checkpoint" in f.summary
+    assert any("joined from 2 files" in e.description for e in f.evidence)
+
+
+def test_checkpoint_details_name_the_subtask_that_waited():
+    d = _diagnose("vertex1-checkpoint-4-details.json")
+    (f,) = [x for x in d.findings if x.rule == "APP001"]
+    assert "checkpoint 4, subtask 0 waited longest" in f.summary
+    assert not d.warnings
+
+
+def test_the_whole_real_capture_is_read_and_its_cause_leads():
+    d = _diagnose(*sorted(p.name for p in FLINK_BP.glob("*.json")))
+    assert d.findings[0].rule == "APP001"
+    assert d.findings[0].subject == "de1f880de42605bd56e743ce6f922a53"  # the job, from job.json
+    assert [w for w in d.warnings if "not used" in w] == [
+        f"not used: {FLINK_BP / 'vertex0-subtask-metrics.json'}: unrecognised input: not a topology dump, "
+        "sysfs tarball, clusterdoctor bundle, metrics dump, log, etcdctl output, NCCL log, nccl-tests output, "
+        "trace or GPU tool output"
+    ]  # `[]`: the source vertex has none of the metrics asked for

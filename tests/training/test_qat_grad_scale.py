@@ -78,30 +78,56 @@ def test_attach_scales_learnable_fake_quantize_grads():
     assert already.scaled == [] and "already" in already.skipped["0"]
 
 
-@given(st.floats(1e-6, 1e6), st.floats(1e-6, 1e6), st.floats(1, 10))
-def test_scale_ratio_factor_is_clipped_ratio(a, w, c):
-    f = gs.scale_ratio_factor(a, w, c)
-    assert 1 / c - 1e-12 <= f <= c + 1e-12
-    if 1 / c <= a / w <= c:
-        assert f == pytest.approx(a / w)
+@given(
+    st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=32),
+    st.floats(1e-4, 1e2),
+    st.floats(1e-4, 1e2),
+    st.floats(0.01, 10),
+)
+def test_rescaled_weight_gradient_is_ratio_times_gradient_then_clipped(g, a, w, c):
+    grad = torch.tensor(g, dtype=torch.float64)
+    ratio = gs.scale_ratio(torch.tensor(a), torch.tensor(w), grad)
+    out = gs.rescale_weight_grad(grad, ratio, c)
+    assert float(out.abs().max()) <= c + 1e-12  # the clip bounds the rescaled gradient
+    expect = (grad * (a / w)).clamp(-c, c)
+    assert torch.allclose(out, expect, rtol=1e-5, atol=1e-9)
 
 
-def test_scale_ratio_default_clip_and_undefined():
-    assert gs.scale_ratio_factor(10.0, 1.0) == gs.DEFAULT_GRAD_CLIP_MAX == 2.0
-    assert gs.scale_ratio_factor(1.0, 10.0) == 0.5
-    assert gs.scale_ratio_factor(0.0, 1.0) == 1.0
+def test_scale_ratio_is_per_output_channel_and_one_where_undefined():
+    weight = torch.ones(3, 4)
+    r = gs.scale_ratio(torch.tensor(0.2), torch.tensor([0.1, 0.0, float("nan")]), weight)
+    assert r.shape == (3, 1)
+    assert r.reshape(-1).tolist() == pytest.approx([2.0, 1.0, 1.0])
+    with pytest.raises(ValueError):
+        gs.scale_ratio(torch.tensor([0.1, 0.2]), torch.tensor(0.1), weight)
+    with pytest.raises(ValueError):
+        gs.rescale_weight_grad(weight, r, 0.0)
 
 
-def test_attach_scale_ratio_rescaling_multiplies_weight_scale_grad():
-    aq = torch.nn.Module()
-    aq.register_buffer("scale", torch.tensor(0.3))
-    wq = gs.LSQFakeQuantize(bits=8)
-    wq(torch.randn(16))
-    att = gs.attach_scale_ratio_rescaling([("fc", aq, wq)], grad_clip_max=2.0)
-    (wq.scale * 1.0).backward()
-    expect = gs.scale_ratio_factor(0.3, float(wq.scale.detach()), 2.0)
-    assert float(wq.scale.grad) == pytest.approx(expect)
-    assert att.factors["fc"] == pytest.approx(expect)
+def test_attached_rescaling_changes_the_weight_gradient_of_a_quantized_layer():
+    from clusterdoctor.training.qat import quantize_model
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    x = torch.randn(32, 8)
+    plain, hooked = quantize_model(base), quantize_model(base)
+    for m in (plain, hooked):
+        m(x)  # observers set the scales
+    att = gs.attach_weight_grad_rescaling(hooked, grad_clip_max=0.05)
+    assert att.scaled == ["0"] and not att.skipped
+    plain(x).pow(2).sum().backward()
+    hooked(x).pow(2).sum().backward()
+    layer = hooked[0]
+    ratio = gs.scale_ratio(layer.input_quantizer.scale, layer.weight_quantizer.scale, layer.weight)
+    expect = (plain[0].weight.grad * ratio).clamp(-0.05, 0.05)
+    assert torch.allclose(layer.weight.grad, expect, atol=1e-7)
+    assert att.norms_before["0"] == pytest.approx(float(plain[0].weight.grad.norm()), rel=1e-5)
+    assert att.norms_after["0"] == pytest.approx(float(expect.norm()), rel=1e-5)
+    assert 0.0 <= att.clipped_share["0"] <= 1.0
+    assert plain[0].bias.grad is not None and torch.equal(plain[0].bias.grad, layer.bias.grad)  # only weights
+    att.remove()
+    skipped = gs.attach_weight_grad_rescaling(quantize_model(base, act=None))  # weights only: no ratio
+    assert skipped.scaled == [] and "scale" in skipped.skipped["0"]
 
 
 def test_scale_sync_without_process_group_does_nothing_and_says_so():
@@ -156,3 +182,28 @@ def test_scale_sync_gloo_two_ranks_every_5_steps():
     assert logs[0][4][1:] == pytest.approx(logs[1][4][1:])
     assert logs[0][4][3] == pytest.approx(0.15)  # mean of 0.1 and 0.2
     assert logs[0][4][2] == pytest.approx(4.0)  # FP8 amax: max over ranks
+
+
+def test_qat_finetune_with_and_without_rescaling_and_hooks_removed_after():
+    from clusterdoctor.training.qat import qat_finetune, quantize_model
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+    base = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    plain, hooked = quantize_model(base), quantize_model(base)
+    a = qat_finetune(plain, x, y, epochs=2, lr=1e-3, batch=16)
+    b = qat_finetune(hooked, x, y, epochs=2, lr=1e-3, batch=16, rescale=True, grad_clip_max=2.0)
+    assert a["steps"] == b["steps"] == 8
+    assert "ratio_mean" not in a and b["ratio_mean"] > 0 and b["layers"] == ["0", "2"]
+    assert b["grad_norm_mean"] != pytest.approx(a["grad_norm_mean"])
+    from clusterdoctor.training.qat.fakequant import set_observers
+
+    ref = quantize_model(base)
+    ref.load_state_dict(hooked.state_dict())
+    for m in (hooked, ref):
+        set_observers(m, False)
+        m.zero_grad()
+        m(x).sum().backward()  # the rescaling hooks are gone: gradients are the plain ones again
+    assert torch.allclose(hooked[0].weight.grad, ref[0].weight.grad)
+    with pytest.raises(ValueError):
+        qat_finetune(plain, x, y, epochs=1, lr=0.0)

@@ -208,7 +208,10 @@ def exec_(
 
     No numactl binary needed. Where the memory policy is refused (containers without CAP_SYS_NICE) a
     warning is printed and only CPUs are bound. The command sees CLUSTERDOCTOR_COMPUTE_CPUS,
-    CLUSTERDOCTOR_COMM_CPUS and CLUSTERDOCTOR_NUMA_NODE in its environment.
+    CLUSTERDOCTOR_COMM_CPUS and CLUSTERDOCTOR_NUMA_NODE in its environment (and NCCL_SET_THREAD_NAME=1
+    unless set): inside the job, clusterdoctor.training.threads.bind_comm_threads(watch=True) after
+    init_process_group moves the NCCL/gloo threads to the communication CPUs and the rest to the
+    compute CPUs.
     """
     from clusterdoctor.topology.bind import MEM_MODES, exec_bound
     from clusterdoctor.topology.plan import make_plan

@@ -45,7 +45,7 @@ def run_check(
         selection = "no process uses a GPU or RDMA NIC"
     result = check.decide(topo, placements, expect_nodes, selection)
     if result.code != check.OK and archive is not None:
-        result.archived_to = check.archive_evidence(result, archive, sysfs_root or "/")
+        result.archived_to = check.archive_evidence(result, archive, sysfs_root or "/", from_file=from_file)
     if junit is not None:
         from clusterdoctor.report.junit import render_junit_cases
 

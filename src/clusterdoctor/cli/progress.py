@@ -1,8 +1,9 @@
 """Progress of long work on stderr (never on stdout, never in a report).
 
 On a terminal one line is rewritten in place (``reading 12/340 etcd-m0.log``) and cleared at the
-end. Elsewhere (a CI log, a pipe) nothing is printed for work that ends within ``quiet_s``; longer
-work prints one line every ``every_s`` seconds, so a log shows that it is alive without noise.
+end. Elsewhere (a CI log, a pipe, a script capturing stderr) nothing is printed at all: what such a
+reader gets on stderr is the one-line error, if there is one, and nothing before it — also when the
+machine is slow.
 """
 
 from __future__ import annotations
@@ -24,15 +25,10 @@ class Progress:
         verb: str,
         stream: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        quiet_s: float = 2.0,
-        every_s: float = 5.0,
     ) -> None:
         self.verb = verb
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock
-        self.quiet_s = quiet_s
-        self.every_s = every_s
-        self.start = clock()
         self.last = -1e9
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.drawn = False
@@ -56,11 +52,7 @@ class Progress:
             self.drawn = True
             self.last = now
             return
-        if now - self.start < self.quiet_s or now - self.last < self.every_s or not total:
-            return
-        self.stream.write(f"clusterdoctor: {self.verb} {done}/{total} files ({now - self.start:.0f} s)\n")
-        self.stream.flush()
-        self.last = now
+        # not a terminal: no progress (see the module docstring)
 
     def close(self) -> None:
         if self.tty and self.drawn:

@@ -7,11 +7,13 @@ Inputs: ``flink_checkpoints`` (:mod:`clusterdoctor.observe.app.flink`), ``kafka_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from typing import Any
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.etcd_log import utc
-from clusterdoctor.rules.registry import Observations, register_input, rule
+from clusterdoctor.rules.registry import Observations, register_derived, register_input, rule
 
 register_input(
     "flink_checkpoints", "no Flink checkpoint statistics (GET /jobs/<id>/checkpoints or job metrics JSON)"
@@ -19,6 +21,24 @@ register_input(
 register_input(
     "kafka_lag", "no Kafka consumer lag (kafka-consumer-groups --describe or kafka_exporter metrics)"
 )
+
+
+def _flink_jobs(obs: Observations) -> tuple[Any, str | None]:
+    """One record per job: the checkpoints, metrics and details files of a job joined (observe.app.flink)."""
+    from clusterdoctor.observe.app.flink import join_jobs
+
+    parts = obs.get("flink_checkpoints") or []
+    return (join_jobs(list(parts)) or None), (None if parts else INPUT_FLINK)
+
+
+def _jobs(obs: Observations) -> list[Any]:
+    """The joined jobs (derived once per diagnosis; joined here when a caller ran a rule alone)."""
+    jobs = obs.get("flink_jobs")
+    return jobs if jobs is not None else (_flink_jobs(obs)[0] or [])
+
+
+INPUT_FLINK = "no Flink checkpoint statistics (GET /jobs/<id>/checkpoints or job metrics JSON)"
+register_derived("flink_jobs", _flink_jobs, INPUT_FLINK)
 
 ALIGNMENT_SHARE = Threshold(
     "flink_alignment_share",
@@ -72,10 +92,10 @@ def flink_alignment_dominates(obs: Observations) -> Iterator[Finding]:
     slow network (RDMA/TCP congestion) or a slow sink shows up here first.
     **Fix**: remove the backpressure (scale the slow operator, fix the sink, the network), or enable
     unaligned checkpoints (`execution.checkpointing.unaligned: true`) / buffer debloating.
-    **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints` (end_to_end_duration) and the task
-    metrics `checkpointStartDelayNanos`, `backPressuredTimeMsPerSecond`.
+    **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints` (end_to_end_duration) and
+    `curl -s '<jobmanager>:8081/jobs/<id>/vertices/<vertex>/subtasks/metrics?get=checkpointStartDelayNanos,backPressuredTimeMsPerSecond'`
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         e2e = fc.end_to_end_ms
         waits = {
             k: v
@@ -88,13 +108,21 @@ def flink_alignment_dominates(obs: Observations) -> Iterator[Finding]:
         share = worst / e2e
         if share <= ALIGNMENT_SHARE.value:
             continue
+        where = f" (checkpoint {fc.checkpoint_id}" if fc.checkpoint_id is not None else " ("
+        where += f", subtask {fc.slow_subtask} waited longest)" if fc.slow_subtask is not None else ")"
+        where = "" if where == " ()" else where
+        src = fc.wait_source or fc.source
+        ev = [
+            Evidence(f"checkpoint {name}", round(worst, 3), unit="ms", source=src),
+            Evidence("checkpoint end-to-end duration", round(e2e, 3), unit="ms", source=src),
+            Evidence(f"{name} share", round(share, 3), ALIGNMENT_SHARE.value, source=src),
+        ]
+        if len(fc.parts) > 1:
+            ev.append(Evidence(f"joined from {len(fc.parts)} files of the job", ", ".join(fc.parts[:6])))
         yield flink_alignment_dominates.finding(
-            f"{fc.job_id or fc.source}: {name} {worst:.0f} ms of a {e2e:.0f} ms checkpoint ({share:.0%}).",
-            evidence=[
-                Evidence(f"checkpoint {name}", round(worst, 3), unit="ms", source=fc.source),
-                Evidence("checkpoint end-to-end duration", round(e2e, 3), unit="ms", source=fc.source),
-                Evidence(f"{name} share", round(share, 3), ALIGNMENT_SHARE.value, source=fc.source),
-            ],
+            f"{fc.job_name or fc.job_id or fc.source}: {name} {worst:.0f} ms of a {e2e:.0f} ms checkpoint "
+            f"({share:.0%}){where}.",
+            evidence=ev,
             severity=Severity.CRITICAL if share > 0.9 else Severity.WARNING,
             confidence=0.75,
             subject=fc.job_id or fc.source,
@@ -121,7 +149,7 @@ def flink_checkpoint_failures(obs: Observations) -> Iterator[Finding]:
     leadership loss fix the control plane (see the etcd findings). Raise the timeout only as a stop-gap.
     **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints | jq '.counts, .latest.failed'`.
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         if fc.failed <= 0 or fc.total <= 0:
             continue
         share = fc.failed / fc.total
@@ -191,7 +219,7 @@ def checkpoint_after_control_plane(obs: Observations) -> Iterator[Finding]:
     ]
     if not cp_events:
         return
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         fails = [c for c in fc.history if c.status.upper() == "FAILED"]
         if fc.latest_failed is not None:
             fails.append(fc.latest_failed)
@@ -248,7 +276,7 @@ def flink_checkpointing_disabled(obs: Observations) -> Iterator[Finding]:
     **Fix**: set `execution.checkpointing.interval` (and a timeout), unless the job is stateless by design.
     **Verify**: `curl -s <jobmanager>:8081/jobs/<id>/checkpoints/config | jq .interval`.
     """
-    for fc in obs.get("flink_checkpoints") or []:
+    for fc in _jobs(obs):
         if fc.interval_ms is None and fc.total == 0 and "interval" not in fc.metrics and fc.counts:
             state = f" (job state {fc.job_state})" if fc.job_state else ""
             yield flink_checkpointing_disabled.finding(
@@ -282,9 +310,18 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
     """
     snaps = obs.get("kafka_lag") or []
     groups: dict[str, list] = {}
+    unnamed: dict[str, str] = {}  # key -> the topics it covers, for the subject
     for s in snaps:
         for g in s.groups() or [None]:
-            groups.setdefault(g or "", []).append(s)
+            if g:
+                groups.setdefault(g, []).append(s)
+                continue
+            # `--describe` of one group prints no GROUP column: files of unnamed groups are told apart by
+            # the partitions they cover (the same partitions: two readings of one group), never pooled
+            parts = sorted({(p.topic, p.partition) for p in s.partitions if p.group is None})
+            key = "\0unnamed:" + ",".join(f"{t}[{n}]" for t, n in parts)
+            unnamed[key] = ", ".join(sorted({t for t, _ in parts}))
+            groups.setdefault(key, []).append(s)
         for cid, n in s.member_partitions.items():
             if n == 0:
                 yield kafka_lag_with_consumers_up.finding(
@@ -297,10 +334,11 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
     for g, ss in groups.items():
         timed = sorted((s for s in ss if s.time is not None), key=lambda s: s.time)
         latest = timed[-1] if timed else ss[-1]
-        gname = g or None
+        gname = None if g in unnamed else g
+        label = f"unnamed group ({unnamed[g]})" if g in unnamed else f"group {g}"
         lag = latest.total_lag(gname)
         active = latest.active_consumers(gname)
-        members = latest.members.get(g, 0)
+        members = latest.members.get(g, 0) if gname else 0
         up = len(active) or members
         if not up:
             continue
@@ -311,7 +349,7 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
             if growth <= 0 or dt <= 0:
                 continue
             yield kafka_lag_with_consumers_up.finding(
-                f"group {g or '(unnamed)'}: lag grew by {growth} messages in {dt:.0f} s ({growth / dt:.3g}/s) to {lag} "
+                f"{label}: lag grew by {growth} messages in {dt:.0f} s ({growth / dt:.3g}/s) to {lag} "
                 f"while {up} consumer(s) were up.",
                 evidence=[
                     Evidence("lag growth", growth, 0, "messages", latest.source, latest.time),
@@ -320,7 +358,7 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
                 ],
                 severity=Severity.CRITICAL,
                 confidence=0.85,
-                subject=g or f"unnamed group in {latest.source}",
+                subject=g if g not in unnamed else f"{label} in {latest.source}",
             )
             continue
         if lag < LAG_HIGH.value:
@@ -343,10 +381,12 @@ def kafka_lag_with_consumers_up(obs: Observations) -> Iterator[Finding]:
             for p in parts[:3]
         ]
         yield kafka_lag_with_consumers_up.finding(
-            f"group {g or '(unnamed)'}: lag {lag} messages while {up} consumer(s) are up; one reading only, "
+            f"{label}: lag {lag} messages while {up} consumer(s) are up; one reading only, "
             "so whether it grows is unknown — take a second reading.",
             evidence=ev,
             severity=Severity.WARNING,
             confidence=0.6,
-            subject=g or f"unnamed group in {latest.source}",
+            # the larger lag first: +1 per decade above the threshold, at most +3
+            score=float(Severity.WARNING) * 0.6 + min(3.0, math.log10(lag / LAG_HIGH.value)),
+            subject=g if g not in unnamed else f"{label} in {latest.source}",
         )

@@ -335,7 +335,7 @@ def scheduler_latency_tail(obs: Observations) -> Iterable[Finding]:
     `scheduler_framework_extension_point_duration_seconds` for the slow plugin; give the scheduler
     CPU; reduce `percentageOfNodesToScore` on large clusters; fix apiserver/etcd latency first when
     binding is slow.
-    **Verify**: `kubectl get --raw /metrics | grep scheduler_scheduling_attempt_duration_seconds` (on the scheduler: `curl -sk https://127.0.0.1:10259/metrics`) and `kubectl get pods -A --field-selector=status.phase=Pending`
+    **Verify**: on the control-plane node, the scheduler's own endpoint (the API server's /metrics has no scheduler series): `curl -sk -H "Authorization: Bearer $(kubectl create token default)" https://127.0.0.1:10259/metrics | grep scheduler_scheduling_attempt_duration_seconds` and `kubectl get pods -A --field-selector=status.phase=Pending`
     """
     w: MetricWindow = obs.get("scheduler_metrics")
     checks = []

@@ -24,6 +24,7 @@ from clusterdoctor.rules.alerts import Alert
 RULE_MODULES = (
     "clusterdoctor.rules.numa",
     "clusterdoctor.rules.pcie",
+    "clusterdoctor.rules.pcie_contention",
     "clusterdoctor.rules.etcd",
     "clusterdoctor.rules.control_plane",
     "clusterdoctor.rules.etcd_log",

@@ -29,6 +29,9 @@ MPOL_INTERLEAVE = 3
 # set_mempolicy syscall numbers per architecture (arch/*/syscalls tables).
 SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261, "s390x": 270, "i686": 276}
 
+# move_pages syscall numbers (query mode: nodes=NULL reports the node each page is on)
+SYS_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301, "s390x": 310, "i686": 317}
+
 MEM_MODES = {"preferred": MPOL_PREFERRED, "bind": MPOL_BIND, "interleave": MPOL_INTERLEAVE, "none": None}
 
 
@@ -57,6 +60,30 @@ def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def page_nodes(address: int, length: int, samples: int = 8) -> list[int]:
+    """The NUMA node of ``samples`` pages spread over ``[address, address + length)`` of this process,
+    as the kernel reports it (``move_pages(2)`` with no target nodes: a query, nothing moves). A page
+    not yet touched reads as a negative errno (-ENOENT); OSError when the call itself fails."""
+    nr = SYS_MOVE_PAGES.get(platform.machine())
+    if nr is None:
+        raise OSError(errno.ENOSYS, f"move_pages syscall number unknown on {platform.machine()}")
+    page = os.sysconf("SC_PAGE_SIZE")
+    first, last = address - address % page, address + max(length, 1) - 1
+    npages = (last - first) // page + 1
+    n = max(1, min(samples, npages))
+    addrs = (ctypes.c_void_p * n)(*[first + (i * (npages - 1) // max(1, n - 1)) * page for i in range(n)])
+    status = (ctypes.c_int * n)()
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    rc = libc.syscall(
+        ctypes.c_long(nr), ctypes.c_int(0), ctypes.c_ulong(n), addrs, None, status, ctypes.c_int(0)
+    )
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return list(status)
 
 
 def apply_plan(rank: RankPlan, mem_mode: str = "preferred", *, pid: int = 0) -> BindResult:
@@ -97,6 +124,8 @@ def exec_bound(rank: RankPlan, argv: Sequence[str], mem_mode: str = "preferred")
     env["CLUSTERDOCTOR_COMPUTE_CPUS"] = format_cpulist(rank.compute_cpus)
     env["CLUSTERDOCTOR_COMM_CPUS"] = format_cpulist(rank.comm_cpus)
     env["CLUSTERDOCTOR_NUMA_NODE"] = str(rank.numa_node)
+    # NCCL names its proxy threads only when asked: clusterdoctor.training.threads finds them by name
+    env.setdefault("NCCL_SET_THREAD_NAME", "1")
     env.setdefault("LOCAL_RANK", str(rank.local_rank))
     for w in result.warnings:
         os.write(2, f"clusterdoctor: warning: {w}\n".encode())

@@ -47,7 +47,15 @@ def from_sysfs(root: str | os.PathLike[str] = "/") -> Topology:
     """This machine's topology (``root="/"``) or that of a sysfs tree at ``root``."""
     from clusterdoctor.observe.node.sysfs import collect_sysfs_topology
 
-    return collect_sysfs_topology(root)
+    return _checked(collect_sysfs_topology(root))
+
+
+def _checked(topo: Topology) -> Topology:
+    """The topology with the warnings of its distance matrix (an impossible SLIT) added once."""
+    for w in topo.distance_warnings():
+        if w not in topo.warnings:
+            topo.warnings.append(w)
+    return topo
 
 
 def _parser_for(head: bytes) -> tuple[Callable[..., Topology], str] | None:
@@ -109,7 +117,7 @@ def parse_topology_bytes(data: bytes, path: str | None = None) -> Topology:
         raise InputError(f"unrecognised topology format; {EXPECTED}", path)
     parse, _label = found
     try:
-        return parse(data, path)
+        return _checked(parse(data, path))
     except InputError as e:
         raise (e.with_path(path) if path else e) from None
 

@@ -135,10 +135,24 @@ def decide(
     return CheckResult(code, msg, n, verdicts, placements)
 
 
-def archive_evidence(result: CheckResult, dest: Path, sysfs_root: str = "/") -> str:
-    """Save a copy of sys/devices/system/node (regular files only) and the audit JSON into ``dest``."""
+def archive_evidence(
+    result: CheckResult, dest: Path, sysfs_root: str = "/", from_file: str | None = None
+) -> str:
+    """Save the evidence the check judged into ``dest``: the audit JSON and a copy of the topology it
+    read — sys/devices/system/node (regular files only) of the sysfs root, or, with ``--from``, the
+    dump itself (a file is copied as it is; a sysfs tree or tarball's node folder like a live one)."""
     dest.mkdir(parents=True, exist_ok=True)
-    src = Path(sysfs_root) / "sys" / "devices" / "system" / "node"
+    if from_file is not None:
+        fp = Path(from_file)
+        if fp.is_dir():
+            sysfs_root = str(fp)
+        elif fp.is_file():
+            from clusterdoctor.observe.limits import read_input
+
+            (dest / "topology-from").mkdir(exist_ok=True)
+            (dest / "topology-from" / fp.name).write_bytes(read_input(fp))
+            sysfs_root = None  # this machine's /sys is not what was judged
+    src = Path(sysfs_root or "/nonexistent") / "sys" / "devices" / "system" / "node"
     out = dest / "sys-devices-system-node"
     if src.is_dir():
         for dirpath, dirnames, filenames in os.walk(src, followlinks=False):

@@ -40,6 +40,10 @@ def path_rank(kind: str) -> int:
         return len(PATH_ORDER)
 
 
+# ACPI SLIT: a node's distance to itself (include/linux/topology.h LOCAL_DISTANCE)
+LOCAL_DISTANCE = 10
+
+
 @dataclass
 class NumaNode:
     """One NUMA node: its CPUs (may be empty: CXL/memory-only) and memory (None if not stated)."""
@@ -179,6 +183,29 @@ class Topology:
             n = self.node_of_cpu(c)
             if n is not None:
                 out.add(n)
+        return out
+
+    def distance_warnings(self) -> list[str]:
+        """What is wrong with the node distance matrix by the ACPI SLIT rules the Linux kernel applies
+        (``drivers/acpi/numa/srat.c`` ``slit_valid``: a node's distance to itself is 10, to any other
+        node more than 10); a table that breaks them is rejected by the kernel, which then uses 10/20."""
+        if not self.distances:
+            return []
+        ids = [n.id for n in self.nodes]
+        out: list[str] = []
+        for i, row in enumerate(self.distances):
+            for j, d in enumerate(row):
+                a, b = (ids[i] if i < len(ids) else i), (ids[j] if j < len(ids) else j)
+                if i == j and d != LOCAL_DISTANCE:
+                    out.append(
+                        f"distance of node {a} to itself is {d}, not {LOCAL_DISTANCE} (ACPI SLIT): not a "
+                        "table a kernel accepts (it would use 10/20 instead)"
+                    )
+                elif i != j and d <= LOCAL_DISTANCE:
+                    out.append(
+                        f"distance from node {a} to node {b} is {d}, not more than {LOCAL_DISTANCE} (ACPI "
+                        "SLIT): not a table a kernel accepts (it would use 10/20 instead)"
+                    )
         return out
 
     def distance(self, a: int, b: int) -> int | None:

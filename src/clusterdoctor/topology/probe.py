@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import platform
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterdoctor.topology.model import Topology
@@ -29,7 +30,6 @@ def run_probe(
         return cannot_run("torch is not installed (pip install 'clusterdoctor[training]'); nothing measured")
     if not torch.cuda.is_available():
         return cannot_run("no CUDA GPU is available to torch on this machine; nothing measured")
-    from clusterdoctor.topology.bind import MPOL_BIND, MPOL_DEFAULT, set_mempolicy
     from clusterdoctor.topology.cpu import read_cpuinfo
 
     nodes = [n.id for n in topo.nodes if n.memory_bytes is None or n.memory_bytes > 0] or [None]
@@ -61,24 +61,20 @@ def run_probe(
         }
         device = torch.device("cuda", i)
         gpu_buf = torch.empty(size_bytes, dtype=torch.uint8, device=device)
-        for node in nodes:
-            placed = False
-            if node is not None:
+        buffers = node_buffers(torch, nodes, size_bytes, result["warnings"])
+        try:
+            for b in buffers:
+                _register(torch, b.tensor)
                 try:
-                    set_mempolicy(MPOL_BIND, [node])
-                    placed = True
-                except OSError as e:
-                    result["warnings"].append(f"cannot place host buffer on node {node}: {e.strerror}")
-            try:
-                host = torch.empty(size_bytes, dtype=torch.uint8).pin_memory()
-                host.fill_(1)
-            finally:
-                if placed:
-                    set_mempolicy(MPOL_DEFAULT, [])
-            stats = _measure(torch, host, gpu_buf, device, repeats, small_iters)
-            stats["placed"] = placed
-            entry["per_node"][str(node)] = stats
-            del host
+                    stats = _measure(torch, b.tensor, gpu_buf, device, repeats, small_iters)
+                finally:
+                    _unregister(torch, b.tensor)
+                stats["placed"] = b.placed
+                stats["page_nodes"] = b.page_nodes
+                stats["address"] = hex(b.tensor.data_ptr())
+                entry["per_node"][str(b.node)] = stats
+        finally:
+            del buffers
         local = entry["per_node"].get(str(entry["numa_node"])) if entry["numa_node"] is not None else None
         others = [v for k, v in entry["per_node"].items() if k != str(entry["numa_node"])]
         if local:
@@ -96,6 +92,67 @@ def run_probe(
         del gpu_buf
         torch.cuda.empty_cache()
     return result
+
+
+@dataclass
+class HostBuffer:
+    """A host buffer meant for one NUMA node, and where the kernel says its pages are."""
+
+    node: int | None
+    tensor: Any
+    placed: bool  # the memory policy was applied while its pages were first touched
+    page_nodes: list[int] = field(default_factory=list)  # sampled pages' nodes (move_pages query)
+
+
+def node_buffers(
+    torch: Any, nodes: list[int | None], size_bytes: int, warnings: list[str]
+) -> list[HostBuffer]:
+    """One pageable host buffer per node, all alive at once (so no allocator can hand one node's pages
+    to the next), each first touched under ``MPOL_BIND`` to its node, then checked with ``move_pages``.
+
+    Pinned memory from torch (``pin_memory()``) comes from its caching host allocator, which hands a
+    freed block back to the next request of that size: every "remote" buffer would then be the first
+    node's. Here the pages are placed by first touch and pinned afterwards in place
+    (``cudaHostRegister``, :func:`_register`), which keeps them where they are."""
+    from clusterdoctor.topology.bind import MPOL_BIND, MPOL_DEFAULT, page_nodes, set_mempolicy
+
+    out: list[HostBuffer] = []
+    for node in nodes:
+        placed = False
+        if node is not None:
+            try:
+                set_mempolicy(MPOL_BIND, [node])
+                placed = True
+            except OSError as e:
+                warnings.append(f"cannot place host buffer on node {node}: {e.strerror}")
+        try:
+            t = torch.empty(size_bytes, dtype=torch.uint8)
+            t.fill_(1)  # first touch: the pages are allocated now, under the policy
+        finally:
+            if placed:
+                set_mempolicy(MPOL_DEFAULT, [])
+        try:
+            where = page_nodes(t.data_ptr(), size_bytes)
+        except OSError as e:
+            where = []
+            warnings.append(f"cannot check where node {node}'s buffer lies: {e.strerror}")
+        if node is not None and where and any(w != node for w in where):
+            warnings.append(
+                f"host buffer for node {node} lies on node(s) {sorted(set(where))}: not measured as local"
+            )
+        out.append(HostBuffer(node, t, placed, where))
+    return out
+
+
+def _register(torch: Any, t: Any) -> None:
+    """Pin a host tensor in place (``cudaHostRegister``: its pages stay on their node)."""
+    rc = torch.cuda.cudart().cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0)
+    if int(rc) != 0:
+        raise RuntimeError(f"cudaHostRegister failed ({rc})")
+
+
+def _unregister(torch: Any, t: Any) -> None:
+    torch.cuda.cudart().cudaHostUnregister(t.data_ptr())
 
 
 def _measure(

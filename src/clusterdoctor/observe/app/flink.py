@@ -9,8 +9,17 @@ Reads, by content:
 * ``GET /jobs/:jobid/metrics?get=…`` and subtask metrics (``[{"id":…,"value":"…"}]``; values are
   strings): ``lastCheckpointDuration``, ``numberOfFailedCheckpoints``, ``checkpointAlignmentTime``,
   ``checkpointStartDelayNanos`` …;
+* aggregated subtask metrics (``GET /jobs/:jid/vertices/:vid/subtasks/metrics?get=…``:
+  ``[{"id", "min", "max", "avg", "sum", "skew"}]``): the max over subtasks is kept;
 * per-task checkpoint details (``/checkpoints/details/:id/subtasks/:vertexid``) whose ``summary``
-  carries ``alignment.duration``, ``start_delay`` and ``end_to_end_duration``.
+  carries ``alignment.duration``, ``start_delay`` and ``end_to_end_duration``, and whose ``subtasks``
+  say which subtask waited (``slow_subtask``);
+* the job itself (``GET /jobs/:jid``): its id, name, state and vertex names.
+
+A job's statistics usually come in several files (the checkpoints, the job's metrics, each slow
+vertex's subtask metrics or details): :func:`join_jobs` merges the parts of one job, so a rule judges
+the start delay of one file against the checkpoint duration of another. Real captures of all of these,
+from a Flink 2.3 job under backpressure: ``tests/data/app/flink_backpressure_pyflink``.
 
 Durations are milliseconds as Flink writes them; timestamps are converted to epoch seconds.
 """
@@ -25,7 +34,7 @@ from typing import Any
 
 from clusterdoctor.errors import InputError
 
-__all__ = ["Checkpoint", "FlinkCheckpoints", "load_flink", "parse_flink", "sniff_flink"]
+__all__ = ["Checkpoint", "FlinkCheckpoints", "join_jobs", "load_flink", "parse_flink", "sniff_flink"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,12 @@ class FlinkCheckpoints:
     alignment_ms: float | None = None
     start_delay_ms: float | None = None
     end_to_end_ms: float | None = None
+    checkpoint_id: int | None = None  # the checkpoint the details / wait times are of, when stated
+    slow_subtask: int | None = None  # the subtask whose barrier waited longest (details)
+    job_name: str | None = None
+    vertices: dict[str, str] = field(default_factory=dict)  # vertex id -> name (GET /jobs/:jid)
+    parts: list[str] = field(default_factory=list)  # the files joined into this job (join_jobs)
+    wait_source: str | None = None  # the file that shows the longest alignment / start delay
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -148,6 +163,19 @@ def _apply_config(fc: FlinkCheckpoints, d: dict[str, Any]) -> None:
 
 
 def _apply_task_details(fc: FlinkCheckpoints, d: dict[str, Any]) -> None:
+    cid = _num(d.get("id"))
+    fc.checkpoint_id = int(cid) if cid is not None else None
+    subs = [x for x in d.get("subtasks") or [] if isinstance(x, dict)]
+    waits = [
+        (max(_num(x.get("start_delay")) or 0.0, _num((x.get("alignment") or {}).get("duration")) or 0.0), x)
+        for x in subs
+        if isinstance(x.get("alignment", {}), dict)
+    ]
+    if waits:
+        worst, sub = max(waits, key=lambda w: w[0])
+        idx = _num(sub.get("index"))
+        if worst > 0 and idx is not None:
+            fc.slow_subtask = int(idx)
     summ = d.get("summary") or {}
     al = (summ.get("alignment") or {}).get("duration") if isinstance(summ.get("alignment"), dict) else None
     if isinstance(al, dict):
@@ -167,7 +195,8 @@ def _apply_metrics(fc: FlinkCheckpoints, items: list[Any]) -> None:
     for it in items:
         if not isinstance(it, dict) or "id" not in it:
             continue
-        n = _num(it.get("value"))
+        # [{id, value}] (job/task metrics) or the aggregated [{id, min, max, avg, sum, skew}]: the max
+        n = _num(it.get("value")) if "value" in it else _num(it.get("max"))
         if n is None:
             continue
         key = str(it["id"])
@@ -175,7 +204,7 @@ def _apply_metrics(fc: FlinkCheckpoints, items: list[Any]) -> None:
         short = key.rsplit(".", 1)[-1]
         if short in _METRIC_NS:
             setattr(fc, _METRIC_NS[short], n / 1e6)  # both gauges are nanoseconds
-    if "lastCheckpointDuration" in fc.metrics and fc.end_to_end_ms is None:
+    if fc.metrics.get("lastCheckpointDuration", -1) > 0 and fc.end_to_end_ms is None:  # -1: none yet
         fc.end_to_end_ms = fc.metrics["lastCheckpointDuration"]
     if "numberOfFailedCheckpoints" in fc.metrics:
         fc.counts.setdefault("failed", int(fc.metrics["numberOfFailedCheckpoints"]))
@@ -216,9 +245,21 @@ def parse_flink(data: str | bytes, path: str | None = None) -> FlinkCheckpoints:
             raise InputError("Flink archive without a /checkpoints entry", path)
         return fc
     if isinstance(v, list):
-        if not any(isinstance(x, dict) and "id" in x and "value" in x for x in v):
-            raise InputError("JSON list is not Flink REST metrics ([{id, value}])", path)
+        if not v and path is not None:  # a metrics query for metrics the vertex does not have
+            fc.warnings.append("empty metrics list (the vertex reports none of the metrics asked for)")
+            return fc
+        if not any(isinstance(x, dict) and "id" in x and ("value" in x or "max" in x) for x in v):
+            raise InputError(
+                "JSON list is not Flink REST metrics ([{id, value}] or [{id, min, max, ...}])", path
+            )
         _apply_metrics(fc, v)
+        return fc
+    if isinstance(v, dict) and isinstance(v.get("jid"), str) and isinstance(v.get("vertices"), list):
+        fc.job_id, fc.job_name = v["jid"], str(v.get("name") or "") or None
+        fc.job_state = str(v.get("state") or "") or None
+        fc.vertices = {
+            str(x["id"]): str(x.get("name", "")) for x in v["vertices"] if isinstance(x, dict) and "id" in x
+        }
         return fc
     if isinstance(v, dict):
         if "counts" in v and ("history" in v or "summary" in v):
@@ -244,9 +285,83 @@ def sniff_flink(head: bytes, name: str = "") -> bool:
         return True
     if h.startswith(b'{"archive"') and b"/checkpoints" in h:
         return True
-    if h.startswith(b"[") and b'"id"' in h and b'"value"' in h:
-        return any(k in h for k in (b"Checkpoint", b"checkpoint", b"numRecords", b"isBackPressured"))
+    if h.startswith(b"[") and b'"id"' in h and (b'"value"' in h or (b'"max"' in h and b'"skew"' in h)):
+        return any(
+            k in h
+            for k in (b"Checkpoint", b"checkpoint", b"numRecords", b"isBackPressured", b"BackPressured")
+        )
+    if h.startswith(b"{") and b'"summary"' in h and (b'"start_delay"' in h or b'"alignment"' in h):
+        return b'"end_to_end_duration"' in h  # checkpoint details of one task (subtasks/:vertexid)
+    if h.startswith(b"{") and b'"jid"' in h and b'"vertices"' in h and b'"timestamps"' in h:
+        return True  # GET /jobs/:jid
+    if h.startswith(b"{") and b'"interval"' in h and b'"timeout"' in h and b'"mode"' in h:
+        return b'"max_concurrent"' in h or b'"externalization"' in h  # GET /jobs/:jid/checkpoints/config
     return False
+
+
+def join_jobs(parts: list[FlinkCheckpoints]) -> list[FlinkCheckpoints]:
+    """The parts of each job merged into one :class:`FlinkCheckpoints` per job.
+
+    Parts that name their job (a ``/checkpoints`` archive, ``GET /jobs/:jid``) group by it; parts that
+    cannot (metrics, checkpoint details) join the one job there is, or, when no part names one, each
+    other. With several named jobs, the unnamed parts cannot be placed: they stay on their own, with
+    a warning. Within a job the worst (largest) alignment and start delay are kept, and the checkpoint
+    duration is taken, in this order, from the details of the checkpoint the wait belongs to, the
+    job's ``lastCheckpointDuration`` or the history's average."""
+    named: dict[str, list[FlinkCheckpoints]] = {}
+    unnamed: list[FlinkCheckpoints] = []
+    for p in parts:
+        (named.setdefault(p.job_id, []) if p.job_id else unnamed).append(p)
+    if len(named) > 1 and unnamed:
+        for u in unnamed:
+            u.warnings.append(
+                f"cannot tell which of {len(named)} jobs this file belongs to ({', '.join(sorted(named))}): judged alone"
+            )
+        return [_merge(ps) for ps in named.values()] + unnamed
+    if len(named) == 1:
+        (only,) = named.values()
+        return [_merge([*only, *unnamed])]
+    if named:
+        return [_merge(ps) for ps in named.values()]
+    return [_merge(unnamed)] if unnamed else []
+
+
+def _merge(ps: list[FlinkCheckpoints]) -> FlinkCheckpoints:
+    if len(ps) == 1:
+        ps[0].parts = [ps[0].source]
+        return ps[0]
+    base = next((p for p in ps if p.counts and (p.history or p.summary)), ps[0])
+    out = FlinkCheckpoints(source=base.source, job_id=next((p.job_id for p in ps if p.job_id), None))
+    for p in ps:
+        out.job_state = out.job_state or p.job_state
+        out.job_name = out.job_name or p.job_name
+        out.vertices.update(p.vertices)
+        for k, n in p.counts.items():
+            out.counts[k] = max(out.counts.get(k, n), n)
+        for k, blk in p.summary.items():
+            out.summary.setdefault(k, blk)
+        if len(p.history) > len(out.history):
+            out.history = p.history
+        out.latest_failed = out.latest_failed or p.latest_failed
+        out.interval_ms = out.interval_ms if out.interval_ms is not None else p.interval_ms
+        out.timeout_ms = out.timeout_ms if out.timeout_ms is not None else p.timeout_ms
+        out.metrics.update(p.metrics)
+        out.warnings.extend(p.warnings)
+        out.parts.append(p.source)
+    waits = [p for p in ps if (p.alignment_ms or 0) > 0 or (p.start_delay_ms or 0) > 0]
+    if waits:
+        worst = max(waits, key=lambda p: max(p.alignment_ms or 0, p.start_delay_ms or 0))
+        out.alignment_ms = max((p.alignment_ms for p in ps if p.alignment_ms is not None), default=None)
+        out.start_delay_ms = max((p.start_delay_ms for p in ps if p.start_delay_ms is not None), default=None)
+        out.slow_subtask, out.checkpoint_id = worst.slow_subtask, worst.checkpoint_id
+        out.wait_source = worst.source  # the wait's evidence points at the file that shows it
+        if worst.end_to_end_ms is not None and worst.checkpoint_id is not None:
+            out.end_to_end_ms = worst.end_to_end_ms  # the same checkpoint's duration
+    if out.end_to_end_ms is None:
+        last = out.metrics.get("lastCheckpointDuration")
+        e2e = next((p.end_to_end_ms for p in ps if p.end_to_end_ms is not None), None)
+        out.end_to_end_ms = last if last is not None and last > 0 else e2e
+    return out
 
 
 def load_flink(path: str | Path) -> dict[str, Any]:

@@ -21,6 +21,8 @@ _EXPORTS = {
     "scan_precision": "clusterdoctor.training.qat.mixed",
     "LSQFakeQuantize": "clusterdoctor.training.qat.grad_scale",
     "ScaleSync": "clusterdoctor.training.qat.grad_scale",
+    "attach_weight_grad_rescaling": "clusterdoctor.training.qat.grad_scale",
+    "qat_finetune": "clusterdoctor.training.qat.finetune",
     "compare_precisions": "clusterdoctor.training.qat.precision",
     "PrecisionTriggers": "clusterdoctor.training.qat.precision",
     "load_state": "clusterdoctor.training.qat.state",

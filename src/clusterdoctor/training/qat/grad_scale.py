@@ -6,10 +6,13 @@
   matches the weights'. torchao's range learning applies no such factor (reference §1);
   :func:`attach_lsq_grad_scaling` adds it to any quantizer with a learnable ``scale`` parameter,
   and :class:`LSQFakeQuantize` is an LSQ quantizer with it built in.
-* **Scale-ratio rescaling**: the gradient of a layer's weight step size is multiplied by the ratio
-  of its activation step size to its weight step size, clipped to [1/grad_clip_max, grad_clip_max]
-  (default 2.0), so the two step sizes of a layer move at comparable relative rates and a badly
-  mismatched pair cannot blow up an update (:func:`scale_ratio_factor`, :func:`attach_scale_ratio_rescaling`).
+* **Weight-gradient rescaling** (the design's "gradient rescale"): a fake-quantized layer's weight
+  gradient is multiplied by the ratio of its activation step size to its weight step size (per output
+  channel when weights are quantized per channel) and the *rescaled gradient* is clipped elementwise to
+  ``±grad_clip_max`` (default 2.0) (:func:`attach_weight_grad_rescaling`). It is wired into the QAT
+  fine-tune path (``qat_finetune(rescale=True)``, :mod:`clusterdoctor.training.qat.finetune`) and measured
+  by ``bench/qat_rescale.py``
+  with and without it: accuracy and gradient norms (bench/RESULTS-qat.md).
 * **Scale synchronisation** across data-parallel ranks every N steps (default 5): step sizes and
   zero points are averaged, FP8 amax values and observer ranges take the max/min over ranks
   (TE's ``reduce_amax`` takes the max across the group, reference §3) (:class:`ScaleSync`).
@@ -150,45 +153,88 @@ def attach_lsq_grad_scaling(model: nn.Module, activation: Callable[[str], bool] 
     return out
 
 
-def scale_ratio_factor(
-    act_scale: float, weight_scale: float, grad_clip_max: float = DEFAULT_GRAD_CLIP_MAX
-) -> float:
-    """``s_act / s_weight`` clipped to [1/grad_clip_max, grad_clip_max]; 1 when undefined."""
-    if grad_clip_max < 1:
-        raise ValueError(f"grad_clip_max must be >= 1, got {grad_clip_max}")
-    if not (math.isfinite(act_scale) and math.isfinite(weight_scale)) or act_scale <= 0 or weight_scale <= 0:
-        return 1.0
-    return min(max(act_scale / weight_scale, 1.0 / grad_clip_max), grad_clip_max)
+def scale_ratio(
+    act_scale: torch.Tensor, weight_scale: torch.Tensor, weight: torch.Tensor, ch_axis: int = 0
+) -> torch.Tensor:
+    """``s_act / s_weight`` shaped to broadcast over ``weight`` (per output channel when the weight
+    quantizer is per-channel); 1 wherever a scale is zero, negative, NaN or infinite."""
+    a = act_scale.detach().reshape(-1).to(weight.dtype)
+    w = weight_scale.detach().reshape(-1).to(weight.dtype)
+    if a.numel() != 1:
+        raise ValueError("the activation scale must be per-tensor")
+    ratio = a / w
+    ok = torch.isfinite(ratio) & (ratio > 0) & (w > 0) & torch.isfinite(w)
+    ratio = torch.where(ok, ratio, torch.ones_like(ratio))
+    if ratio.numel() == 1:
+        return ratio.reshape(())
+    if ratio.numel() != weight.shape[ch_axis]:
+        raise ValueError(f"{ratio.numel()} weight scales for {weight.shape[ch_axis]} channels")
+    shape = [1] * weight.dim()
+    shape[ch_axis] = ratio.numel()
+    return ratio.reshape(shape)
 
 
-def attach_scale_ratio_rescaling(
-    pairs: list[tuple[str, nn.Module, nn.Module]], grad_clip_max: float = DEFAULT_GRAD_CLIP_MAX
-) -> Attached:
-    """Rescale each weight quantizer's step-size gradient by its layer's clipped act/weight scale ratio.
+def rescale_weight_grad(
+    grad: torch.Tensor, ratio: torch.Tensor, grad_clip_max: float = DEFAULT_GRAD_CLIP_MAX
+) -> torch.Tensor:
+    """The weight gradient times the layer's activation/weight scale ratio, then clipped elementwise to
+    ``[-grad_clip_max, grad_clip_max]`` (the clip bounds the *rescaled gradient*, as
+    ``torch.nn.utils.clip_grad_value_`` does, not the ratio)."""
+    if not grad_clip_max > 0:
+        raise ValueError(f"grad_clip_max must be > 0, got {grad_clip_max}")
+    return (grad * ratio).clamp(-grad_clip_max, grad_clip_max)
 
-    ``pairs`` are (layer name, activation quantizer, weight quantizer); both quantizers need a
-    per-tensor ``scale`` (the weight one a learnable Parameter). The ratio is read at backward time.
-    """
-    out = Attached()
-    for layer, aq, wq in pairs:
-        ws = getattr(wq, "scale", None)
-        as_ = getattr(aq, "scale", None)
-        if not isinstance(ws, nn.Parameter) or not isinstance(as_, torch.Tensor):
-            out.skipped[layer] = "needs a learnable weight scale and an activation scale"
+
+@dataclass
+class Rescaled(Attached):
+    """:class:`Attached` plus what the rescaling did on the last backward pass, per layer: the mean
+    ratio, the gradient norm before and after, and the share of elements the clip cut."""
+
+    norms_before: dict[str, float] = field(default_factory=dict)
+    norms_after: dict[str, float] = field(default_factory=dict)
+    clipped_share: dict[str, float] = field(default_factory=dict)
+
+
+def attach_weight_grad_rescaling(model: nn.Module, grad_clip_max: float = DEFAULT_GRAD_CLIP_MAX) -> Rescaled:
+    """On every fake-quantized layer (``input_quantizer`` and ``weight_quantizer`` with scales), multiply
+    the **weight gradient** by ``s_act / s_weight`` (per output channel for a per-channel weight
+    quantizer) and clip the rescaled gradient to ``±grad_clip_max`` (:func:`rescale_weight_grad`).
+    Scales are read at backward time, so observers may keep moving. Layers without both scales are
+    listed in ``skipped`` with the reason (an unquantized input, a quantizer without a scale)."""
+    if not grad_clip_max > 0:
+        raise ValueError(f"grad_clip_max must be > 0, got {grad_clip_max}")
+    out = Rescaled()
+    for name, layer in model.named_modules():
+        aq, wq = getattr(layer, "input_quantizer", None), getattr(layer, "weight_quantizer", None)
+        weight = getattr(layer, "weight", None)
+        if aq is None and wq is None:
             continue
-        if ws.numel() != 1 or as_.numel() != 1:
-            out.skipped[layer] = "per-channel scales: ratio undefined"
+        a_s, w_s = getattr(aq, "scale", None), getattr(wq, "scale", None)
+        if (
+            not isinstance(weight, nn.Parameter)
+            or not isinstance(a_s, torch.Tensor)
+            or not isinstance(w_s, torch.Tensor)
+        ):
+            out.skipped[name] = "needs an activation scale and a weight scale (integer fake quantizers)"
             continue
+        if a_s.numel() != 1:
+            out.skipped[name] = "per-channel activation scale: ratio undefined"
+            continue
+        ch_axis = int(getattr(wq, "ch_axis", 0) or 0)
 
         def on_grad(
-            g: torch.Tensor, _a: torch.Tensor = as_, _w: nn.Parameter = ws, _l: str = layer
+            g: torch.Tensor, _aq: nn.Module = aq, _wq: nn.Module = wq, _n: str = name, _ax: int = ch_axis
         ) -> torch.Tensor:
-            f = scale_ratio_factor(float(_a.detach()), float(_w.detach()), grad_clip_max)
-            out.factors[_l] = f
-            return g * f
+            r = scale_ratio(_aq.scale, _wq.scale, g, _ax)
+            new = rescale_weight_grad(g, r, grad_clip_max)
+            out.factors[_n] = float(r.mean())
+            out.norms_before[_n] = float(g.norm())
+            out.norms_after[_n] = float(new.norm())
+            out.clipped_share[_n] = float(((g * r).abs() > grad_clip_max).float().mean())
+            return new
 
-        out.handles.append(ws.register_hook(on_grad))
-        out.scaled.append(layer)
+        out.handles.append(weight.register_hook(on_grad))
+        out.scaled.append(name)
     return out
 
 
