@@ -93,6 +93,9 @@ LOADERS: list[Loader] = [
         "load_limits_text",
     ),
     Loader("disk usage or quota", "clusterdoctor.observe.storage.usage", "sniff_usage", "load_usage"),
+    # per-QP rdma output (statistic qp show, res show qp -j) before the RDMA counter reader, which would
+    # take a QP counter line for a port's counters
+    Loader("per-QP RDMA output", "clusterdoctor.observe.network.rdma_qp", "sniff_rdma_qp", "load_rdma_qp"),
     # logs and app data before metrics: the exposition sniffer also accepts some plain counter text
     Loader(
         "log, RDMA/NIC counters or application data",

@@ -31,6 +31,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.zones",
     "clusterdoctor.rules.kubelet",
     "clusterdoctor.rules.rdma",
+    "clusterdoctor.rules.rdma_qp",
     "clusterdoctor.rules.rdma_ports",
     "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
