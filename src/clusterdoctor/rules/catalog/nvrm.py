@@ -166,7 +166,7 @@ MESSAGES: tuple[Message, ...] = (
         name="nvidia-module-insert-failed",
         title="modprobe cannot load the nvidia kernel module",
         pattern=(
-            r"modprobe: (?:ERROR|FATAL): (?:could not insert '(?P<mod>nvidia[\w-]{0,16})': (?P<why>[^\n]{1,120})"
+            r"modprobe: (?:ERROR|FATAL): (?:could not insert '(?P<mod>nvidia(?!_peermem)[\w-]{0,16})': (?P<why>[^\n]{1,120})"
             r"|Module (?P<mod2>nvidia[\w-]{0,16}) not found in directory (?P<dir>\S{1,200}))"
         ),
         trigger="modprobe: ",
