@@ -16,7 +16,16 @@ slowdowns, not simulated ones. Needs root (cgroups, network namespaces) and the 
   - :class:`SlowLink`: ``tbf`` rate limit on both ends of one rank's veth (a NIC that trained slow);
   - :class:`SlowLoader`: cgroup CPU quota on one rank's data-loader worker process;
   - :class:`Periodic`: any of these switched on for ``on_s`` and off for ``off_s``;
-  - :class:`JobWide`: one CPU quota on every rank together (the whole job slower).
+  - :class:`JobWide`: one CPU quota on every rank together (the whole job slower);
+  - :class:`Neighbour`: a real CPU-burning neighbour (Debian's ``stress-ng``) in one rank's CPU cgroup
+    (a noisy co-tenant inside its container's limit);
+  - :class:`Imbalance`: one rank does ``factor`` times the work per batch from step 1 (data skew);
+  - :class:`Several`: several faults at once (two stragglers);
+  - :class:`Gradual`: a CPU quota on one rank that tightens step by step (a slow degradation);
+  - :class:`SlowLink` with ``qdisc="htb"``: an ``htb`` rate class instead of ``tbf``;
+  - :class:`Checkpoint`: one rank writes and fsyncs a checkpoint every few steps (real storage I/O);
+  - :class:`Background`: a load generator (``stress-ng``) on the whole machine, for the loaded
+    condition of the bench (not a fault: the detector must stay quiet under it).
 
 Every fault is undone by ``stop()`` and, whatever happens, by :meth:`Lab.close`.
 """
@@ -247,11 +256,13 @@ class StopCont(Fault):
 
 @dataclass
 class SlowLink(Fault):
-    """tbf on both ends of one rank's veth (its egress and its ingress)."""
+    """``tbf`` (or with ``qdisc="htb"`` an ``htb`` class) on both ends of one rank's veth (its egress
+    and its ingress)."""
 
     rank: int
     rate: str = "400mbit"
     burst: str = "32kb"
+    qdisc: str = "tbf"
     kind = "communication"
 
     def start(self, lab: Lab) -> None:
@@ -259,8 +270,14 @@ class SlowLink(Fault):
             raise RuntimeError("SlowLink needs a lab with network namespaces")
         self.lab = lab
         for ns, dev in lab.link_ends(self.rank):
-            _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-                 "rate", self.rate, "burst", self.burst, "latency", "500ms")  # fmt: skip
+            tc = ("ip", "netns", "exec", ns, "tc")
+            if self.qdisc == "htb":
+                _run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+                _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+                     "rate", self.rate, "ceil", self.rate, "burst", self.burst)  # fmt: skip
+            else:
+                _run(*tc, "qdisc", "replace", "dev", dev, "root", "tbf",
+                     "rate", self.rate, "burst", self.burst, "latency", "500ms")  # fmt: skip
 
     def stop(self) -> None:
         if hasattr(self, "lab"):
@@ -268,7 +285,7 @@ class SlowLink(Fault):
                 _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "rate": self.rate}
+        return {**super().describe(), "rate": self.rate, "qdisc": self.qdisc}
 
 
 @dataclass
@@ -305,6 +322,236 @@ class Periodic(Fault):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "inner": self.inner.describe(), "on_s": self.on_s, "off_s": self.off_s}
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _stress_ng(*args: str, cpus: set[int] | None = None) -> subprocess.Popen:
+    """Debian's stress-ng in a session of its own (ended by :func:`_end_session`)."""
+    exe = shutil.which("stress-ng")
+    if exe is None:
+        raise RuntimeError("stress-ng not installed (apt-get install stress-ng)")
+    cmd = [exe, *args, "--quiet"]
+    if cpus:
+        cmd = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *cmd]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _end_session(p: subprocess.Popen | None) -> None:
+    if p is None or p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)  # the session we started: stress-ng and its workers
+        p.wait(5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+
+
+@dataclass
+class Neighbour(_Throttle):
+    """A real CPU-burning neighbour in the rank's container: the rank and ``workers`` stress-ng CPU
+    workers share one cgroup limited to ``fraction`` of a CPU (a pod whose sidecar or co-located
+    process burns the CPU its limit allows; the rank gets what the neighbour leaves)."""
+
+    rank: int
+    workers: int = 2
+    fraction: float = 0.6
+    kind = "compute"
+
+    def start(self, lab: Lab) -> None:
+        self._throttle(lab, f"neighbour-r{self.rank}", [lab.pid(self.rank)])
+        self.proc = _stress_ng("--cpu", str(self.workers), "--cpu-method", "matrixprod")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # its workers join the rank's cgroup as they start
+            kids = _session_pids(self.proc.pid)
+            if len(kids) > self.workers:
+                break
+            time.sleep(0.02)
+        for pid in _session_pids(self.proc.pid):
+            try:
+                self.cg.add(pid)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        if hasattr(self, "proc"):
+            _end_session(self.proc)
+        super().stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "workers": self.workers}
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Processes of session ``sid`` (stress-ng and the workers it forked)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.getsid(int(d)) == sid:
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+class WorkerFault(Fault):
+    """A fault the training processes act out themselves (from :meth:`config`, given to every rank in the
+    episode's configuration): more work on one rank, checkpoint writes. ``from_start``: in force from
+    step 1 (the lab records the episode's start as the injection)."""
+
+    from_start = False
+
+    def config(self) -> dict[str, Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def start(self, lab: Lab) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+@dataclass
+class Imbalance(WorkerFault):
+    """Rank ``rank`` does ``factor`` times the work per batch from step 1 (its batch repeated): data or
+    work skew, a rank slow from birth with no healthy past of its own."""
+
+    rank: int
+    factor: int = 2
+    kind = "compute"
+    from_start = True
+
+    def config(self) -> dict[str, Any]:
+        return {"imbalance": {"rank": self.rank, "factor": self.factor}}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "factor": self.factor}
+
+
+@dataclass
+class Checkpoint(WorkerFault):
+    """Rank ``rank`` writes ``mb`` MiB and fsyncs it every ``every`` steps from step ``after`` on (into
+    ``dir``, default the episode's folder): real storage I/O inside the training loop."""
+
+    rank: int
+    every: int = 10
+    mb: int = 32
+    after: int = 25
+    dir: str | None = None
+    kind = "storage"
+
+    def config(self) -> dict[str, Any]:
+        return {"ckpt": {"rank": self.rank, "every": self.every, "mb": self.mb, "after": self.after,
+                         "dir": self.dir}}  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "every": self.every, "mb": self.mb}
+
+
+@dataclass
+class Several(Fault):
+    """Several faults at once (two stragglers); ``ranks`` lists their ranks."""
+
+    faults: list[Fault]
+    kind = "compute"
+
+    @property
+    def rank(self) -> int | None:  # type: ignore[override]
+        return self.faults[0].rank if self.faults else None
+
+    @property
+    def ranks(self) -> list[int]:
+        return [f.rank for f in self.faults if f.rank is not None]
+
+    def start(self, lab: Lab) -> None:
+        self.started: list[Fault] = []
+        for f in self.faults:
+            f.start(lab)
+            self.started.append(f)
+
+    def stop(self) -> None:
+        for f in getattr(self, "started", []):
+            f.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "ranks": self.ranks, "inner": [f.describe() for f in self.faults]}
+
+
+@dataclass
+class Gradual(_Throttle):
+    """One rank's CPU quota tightened from ``start_fraction`` to ``end_fraction`` over ``ramp_s``
+    seconds (a slow degradation: a fan failing, a neighbour growing)."""
+
+    rank: int
+    start_fraction: float = 0.9
+    end_fraction: float = 0.15
+    ramp_s: float = 3.0
+    kind = "compute"
+
+    @property
+    def fraction(self) -> float:  # type: ignore[override]
+        return self.start_fraction
+
+    def start(self, lab: Lab) -> None:
+        self._throttle(lab, f"gradual-r{self.rank}", [lab.pid(self.rank)])
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._ramp, daemon=True)
+        self.thread.start()
+
+    def _ramp(self) -> None:
+        t0 = time.monotonic()
+        while not self.halt.is_set():
+            x = min(1.0, (time.monotonic() - t0) / max(self.ramp_s, 1e-3))
+            try:
+                self.cg.limit(self.start_fraction + (self.end_fraction - self.start_fraction) * x)
+            except OSError:
+                return
+            if x >= 1.0:
+                return
+            _sleep_unless(self.halt, 0.1)
+
+    def stop(self) -> None:
+        if hasattr(self, "halt"):
+            self.halt.set()
+            self.thread.join(5)
+        super().stop()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "start_fraction": self.start_fraction,
+                "end_fraction": self.end_fraction, "ramp_s": self.ramp_s}  # fmt: skip
+
+
+class Background:
+    """A background load generator on the whole machine (the bench's loaded condition): ``workers``
+    stress-ng CPU workers at ``load`` percent each, unpinned, plus one I/O worker with ``io``."""
+
+    def __init__(self, workers: int = 2, load: int = 50, io: bool = False) -> None:
+        self.workers, self.load, self.io = workers, load, io
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Background:
+        args = ["--cpu", str(self.workers), "--cpu-load", str(self.load), "--cpu-method", "matrixprod"]
+        if self.io:
+            args += ["--hdd", "1", "--hdd-bytes", "64m"]
+        self.proc = _stress_ng(*args)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _end_session(self.proc)
+        self.proc = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"workers": self.workers, "load": self.load, "io": self.io}
 
 
 @dataclass
@@ -391,6 +638,12 @@ class Lab:
         d.mkdir(parents=True, exist_ok=True)
         cfg = {"steps": steps, "every": every, "job": f"lab-{self.tag}-e{k}", "dir": str(d), "port": port}
         cfg.update(extra or {})
+        for wf in _worker_faults(fault):
+            got = wf.config()
+            if "ckpt" in got:
+                got["ckpt"] = {**got["ckpt"], "dir": got["ckpt"].get("dir") or str(d / "ckpt")}
+                got["ckpt"]["after"] = max(int(got["ckpt"]["after"]), onset_step)
+            cfg.update(got)
         tmp = self.lab_dir / f".go-{k}"
         tmp.write_text(json.dumps(cfg))
         tmp.replace(self.lab_dir / f"go-{k}")
@@ -400,6 +653,9 @@ class Lab:
         injected_at = None
         injected_step = None
         error = None
+        # a fault the ranks act out from step 1 (more work on one rank) is in force from the start
+        if isinstance(fault, WorkerFault) and fault.from_start:
+            injected_at, injected_step = t_start, 0
         try:
             while not done.exists():
                 if not self.alive():
@@ -417,7 +673,7 @@ class Lab:
                         injected_step = s
                 time.sleep(0.02)
         finally:
-            if fault is not None and injected_at is not None:
+            if fault is not None and fault in self._faults:
                 fault.stop()
                 self._faults.remove(fault)
         med = None
@@ -522,6 +778,14 @@ class Lab:
         self._ns.clear()
 
 
+def _worker_faults(fault: Fault | None) -> list[WorkerFault]:
+    if isinstance(fault, WorkerFault):
+        return [fault]
+    if isinstance(fault, Several):
+        return [f for f in fault.faults if isinstance(f, WorkerFault)]
+    return []
+
+
 def _sleep_unless(halt: threading.Event, seconds: float) -> None:
     """Sleep ``seconds`` in short naps, returning early once ``halt`` is set (no timed lock wait)."""
     end = time.monotonic() + seconds
@@ -533,7 +797,7 @@ def _remove_cgroups(tag: str) -> None:
     try:
         names = [n for n in os.listdir(CGROUP_CPU) if n.startswith(tag)]
     except OSError:
-        return
+        names = []
     for n in names:
         cg = _Cgroup.__new__(_Cgroup)
         cg.path, cg.pids = os.path.join(CGROUP_CPU, n), []
