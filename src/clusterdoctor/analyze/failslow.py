@@ -202,6 +202,10 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
                 onset = 0  # late from step 1 (more work than its peers): the warm-up steps show it too
             ep = straggler_episode(tb, sig, int(row), onset, alarm, end, p, cand, rest_top)
             if ep is not None:
+                # an alarm needs min_steps of evidence: it is raised once the episode has lasted that long
+                need = min(S - 1, ep.onset_col + p.min_steps - 1)
+                if ep.detect_col < need:
+                    ep.detect_col, ep.detect_step, ep.detect_t = need, step_at(tb, need), time_at(sig, need)
                 out.append(ep)
             if end is None:
                 break

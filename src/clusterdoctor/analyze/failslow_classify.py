@@ -28,6 +28,9 @@ from clusterdoctor.analyze.failslow_table import (
 __all__ = ["job_episode", "level", "localise_link", "straggler_episode"]
 
 
+# clusterdoctor default (bench/failslow.py: the first detector required 30%): a straggler's lateness explains
+# at least half the job's step growth (a rank slow from step 1: the growth is ~0 and it always does)
+EXPLAINS = 0.5
 MAX_TOGETHER = 8  # ranks late at the same time that can each be named a straggler (more: the job's)
 
 
@@ -61,6 +64,12 @@ def straggler_episode(
     W0 = sig.W0
     R = sig.late.shape[0]
     mine = sig.late[row, P]
+    if float(np.median(mine)) < 0.5 * p.min_lateness * W0:
+        return None  # not even half the bar against the median rank (cheap test first)
+    cand = np.arange(R) if candidates is None else np.asarray(candidates)
+    # against the peers that are not late themselves: with two stragglers among four ranks the median
+    # rank is half a straggler, and each straggler would look half as late as it is
+    mine = _late_vs_healthy(tb, sig, row, cand, P, mine)
     d_late = float(np.median(mine))
     if d_late < p.min_lateness * W0:
         return None
@@ -70,7 +79,6 @@ def straggler_episode(
     last_share = float(np.mean(sig.last_row[P] == row)) if sig.last_row is not None else 1.0
     if last_share < p.min_last_share / MAX_TOGETHER:
         return None  # seldom the last even with as many ranks late together as are ever named (cheap)
-    cand = np.arange(R) if candidates is None else np.asarray(candidates)
     med = np.median(sig.late[cand, P], axis=1)
     me = int(np.nonzero(cand == row)[0][0])
     together = [int(cand[i]) for i in range(len(cand)) if i != me and med[i] >= 0.5 * d_late]
@@ -86,6 +94,8 @@ def straggler_episode(
         return None
     also = [tb.ranks[i] for i in together]
     Wp = float(np.median(sig.W[P]))
+    if d_late < EXPLAINS * (Wp - W0):
+        return None  # the job slowed far more than the others waited for it: a job-wide cause
     # how much slower the job is than it would be without waiting for this rank (a rank slow from step
     # 1 has no faster past: the job's own baseline already holds its lateness)
     factor = max(Wp / W0, Wp / max(Wp - d_late, 1e-9))
@@ -152,6 +162,27 @@ def straggler_episode(
         detail=detail,
         why=why,
     )
+
+
+def _late_vs_healthy(
+    tb: StepTable, sig: Signals, row: int, cand: np.ndarray, P: slice, late: np.ndarray
+) -> np.ndarray:
+    """Rank ``row``'s lateness over ``P`` against the median of the ranks whose own CUSUM never alarmed
+    (the healthy peers), where there are two or more of them; else ``late`` (against the median rank)."""
+    R = sig.late.shape[0]
+    if R - len(cand) < 2 or len(cand) < 2:
+        return late
+    healthy = np.ones(R, dtype=bool)
+    healthy[cand] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        own_ref = np.nanmedian(tb.own[healthy, P], axis=0)
+        wait_ref = np.nanmedian(tb.wait[healthy, P], axis=0)
+        out = np.fmax(tb.own[row, P] - own_ref, wait_ref - tb.wait[row, P])
+        if tb.stall is not None and tb.stall.size:
+            out = np.fmax(out, tb.stall[row, P] - np.nanmedian(tb.stall[healthy, P], axis=0))
+    out = np.where(np.isnan(out), late, out)
+    return np.fmax(out, late)
 
 
 def _io(tb: StepTable, sig: Signals, row: int, P: slice) -> tuple[float, float]:
@@ -347,9 +378,12 @@ def localise_link(
 
 def level(ep: Episode, columns: int, p: Params) -> str:
     """info, warning or critical from what ``ep`` cost the job: a recovered transient (shorter than
-    ``p.transient_steps``) is info; a periodic slowdown by the share of the job's time it takes; an
-    ongoing slowdown of ``p.critical_factor`` or more is critical."""
+    ``p.transient_steps``) is info, and so is one begun fewer than ``p.min_steps`` steps before the
+    end of the data (too little evidence yet); a periodic slowdown by the share of the job's time it
+    takes; an ongoing slowdown of ``p.critical_factor`` or more is critical."""
     span = (ep.end_col if ep.end_col is not None else columns) - ep.onset_col
+    if ep.end_col is None and span < p.min_steps and ep.recurrences <= 1:
+        return "info"  # begun in the last few steps: too little evidence yet (live: it grows)
     if ep.kind in ("periodic", "storage") and ep.recurrences > 1:
         share = ep.steps_lost / max(1.0, span + ep.steps_lost)
         if share < p.info_lost_share:

@@ -183,6 +183,16 @@ IO_SPIKE_BYTES = Threshold(
     "/proc/self/io counters) while its peers did not; a training step that only logs writes a few KiB",
     "storage I/O in a spike step that makes it a storage spike",
 )
+IO_SPIKE_MIN = Threshold(
+    "failslow_io_spike_min",
+    0.2,
+    "x baseline step",
+    "clusterdoctor default: in a step in which the rank moved failslow_io_spike_bytes of storage, the "
+    "others waiting a fifth of a step for it is a storage spike (the I/O counters corroborate what the "
+    "lateness alone could not tell from noise; a 32 MiB checkpoint fsynced on the bench machine kept the "
+    "others waiting 0.3-1 step)",
+    "lateness in a step with the rank's own storage I/O that counts as a storage spike",
+)
 COMM_LOCAL_MIN_FACTOR = Threshold(
     "failslow_comm_local_min_factor",
     1.2,
@@ -246,6 +256,7 @@ THRESHOLDS = (
     SPIKE_MIN_EVENTS,
     SPIKE_CV,
     IO_SPIKE_BYTES,
+    IO_SPIKE_MIN,
     COMM_LOCAL_MIN_FACTOR,
     TRANSIENT_STEPS,
     CRITICAL_FACTOR,
@@ -282,6 +293,7 @@ class Params:
     spike_min_events: int = int(SPIKE_MIN_EVENTS.value)
     spike_cv: float = float(SPIKE_CV.value)
     io_spike_bytes: float = float(IO_SPIKE_BYTES.value)
+    io_spike_min: float = float(IO_SPIKE_MIN.value)
     comm_local_min_factor: float = float(COMM_LOCAL_MIN_FACTOR.value)
     transient_steps: int = int(TRANSIENT_STEPS.value)
     critical_factor: float = float(CRITICAL_FACTOR.value)

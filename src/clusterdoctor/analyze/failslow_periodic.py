@@ -42,7 +42,7 @@ def spike_episodes(
     thr = max(p.spike_min * W0, noise)
     # a step in which the rank moved storage (and its peers did not) needs less to count: the I/O
     # counters corroborate it (a checkpoint's fsync keeps the others waiting a fraction of a step)
-    thr_io = max(p.min_lateness * W0, noise)
+    thr_io = max(p.io_spike_min * W0, noise)
     io_rows = _io_heavy(tb, sig, p)
     out = []
     for row in range(R):
