@@ -401,7 +401,9 @@ class Judge:
 
 
 def _clean_group(rec: dict) -> int:
-    return int(rec["id"].rsplit("-c", 1)[1].split("-")[0]) % len(TYPES)
+    import re
+
+    return int(re.search(r"-c(\d+)-clean$", rec["id"]).group(1)) % len(TYPES)  # type: ignore[union-attr]
 
 
 def fit(judge_: Judge, recs: list[dict], rounds: int = 1):
