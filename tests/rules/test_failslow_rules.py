@@ -103,3 +103,15 @@ def test_traces_the_straggler_explains_are_folded_into_its_finding():
     assert not [f for f in findings if f.rule in ("COMM006", "COMM007")]
     folded = [e.description for e in findings[0].evidence if e.description.startswith("explains COMM006")]
     assert len(folded) == 4
+
+
+def test_diagnose_given_two_jobs_probe_files_judges_one_and_says_so():
+    from clusterdoctor import diagnosis
+    from clusterdoctor.rules.registry import run_rules
+
+    obs = diagnosis.new_observations(clock=lambda: 1.8e9)
+    diagnosis.load_sources(obs, [DATA / "quota-rank2", DATA / "clean"])
+    findings, _skipped, _ran = run_rules(obs)
+    warns = obs.get("warnings_list")
+    assert any("fail-slow probe files of 2 jobs" in w for w in warns), warns
+    assert len([f for f in findings if f.layer == "failslow"]) <= 1

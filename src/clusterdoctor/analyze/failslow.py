@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from clusterdoctor.analyze.failslow_classify import job_episode, level, straggler_episode
+from clusterdoctor.analyze.failslow_classify import healthy_reference, job_episode, level, straggler_episode
 from clusterdoctor.analyze.failslow_params import DEFAULTS, Params
 from clusterdoctor.analyze.failslow_periodic import merge_periodic, periodic_by_acf, spike_episodes
 from clusterdoctor.analyze.failslow_table import (
@@ -188,6 +188,7 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
     rest = np.ones(y.shape[0], dtype=bool)
     rest[cand] = False
     rest_top = sig.late[rest].max(axis=0) if rest.any() else None
+    ref = healthy_reference(tb, sig, cand)
     for row in cand:
         x = y[row]
         col = first
@@ -200,7 +201,7 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
             onset = _refine_onset(x, onset, alarm)
             if onset <= first + 1 and first > 0 and float(np.median(x[:first])) > k:
                 onset = 0  # late from step 1 (more work than its peers): the warm-up steps show it too
-            ep = straggler_episode(tb, sig, int(row), onset, alarm, end, p, cand, rest_top)
+            ep = straggler_episode(tb, sig, int(row), onset, alarm, end, p, cand, rest_top, ref)
             if ep is not None:
                 # an alarm needs min_steps of evidence: it is raised once the episode has lasted that long
                 need = min(S - 1, ep.onset_col + p.min_steps - 1)
