@@ -42,6 +42,7 @@ def _fault_types():
     """type -> (make(rank), expected class, steps): each a real fault from outside the training code
     (or, for imbalance and ckpt, acted out by the training loop itself)."""
     from clusterdoctor.training import faultlab as fl
+    from clusterdoctor.training import faultlab_faults as ff
 
     return {
         "quota": (lambda r: fl.CpuQuota(r, 0.15), "compute", STEPS),
@@ -51,16 +52,16 @@ def _fault_types():
         "loader": (lambda r: fl.SlowLoader(r, 0.02), "data", STEPS),
         "periodic": (lambda r: fl.Periodic(fl.CpuQuota(r, 0.15), 1.0, 1.0), "periodic", 200),
         "job": (lambda r: fl.JobWide(0.5), "job", STEPS),
-        "neighbour": (lambda r: fl.Neighbour(r, 2, 0.6), "compute", STEPS),
-        "imbalance": (lambda r: fl.Imbalance(r, 4), "compute", STEPS),
+        "neighbour": (lambda r: ff.Neighbour(r, 2, 0.6), "compute", STEPS),
+        "imbalance": (lambda r: ff.Imbalance(r, 4), "compute", STEPS),
         "two": (
-            lambda r: fl.Several([fl.CpuQuota(r, 0.15), fl.CpuQuota((r + 2) % 4, 0.15)]),
+            lambda r: ff.Several([fl.CpuQuota(r, 0.15), fl.CpuQuota((r + 2) % 4, 0.15)]),
             "compute",
             STEPS,
         ),
-        "gradual": (lambda r: fl.Gradual(r, 0.4, 0.05, 2.0), "compute", 100),
+        "gradual": (lambda r: ff.Gradual(r, 0.4, 0.05, 2.0), "compute", 100),
         "shortstop": (lambda r: fl.StopCont(r, 0.3, 1.7), "periodic", 240),
-        "ckpt": (lambda r: fl.Checkpoint(r, 10, 32), "storage", 80),
+        "ckpt": (lambda r: ff.Checkpoint(r, 10, 32), "storage", 80),
     }
 
 
@@ -224,7 +225,8 @@ def _wait_for_quiet(max_load: float, max_wait_s: float) -> float:
 
 
 def part_runs(minutes: float, only: str | None, cond: str, quiet_load: float, wait_s: float) -> None:
-    from clusterdoctor.training.faultlab import Background, Lab, lab_available
+    from clusterdoctor.training.faultlab import Lab, lab_available
+    from clusterdoctor.training.faultlab_faults import Background
 
     why = lab_available(netns=True)
     if why:

@@ -799,7 +799,7 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
 
 def _straggler(obs: Observations) -> Any:
     """The fail-slow straggler (or slow collective) of the same traces, when the detector found one."""
-    from clusterdoctor.rules.failslow import straggler_explains
+    from clusterdoctor.rules.failslow_input import straggler_explains
 
     return straggler_explains(obs)
 
