@@ -120,4 +120,29 @@ def test_any_table_never_raises(ranks, steps, vals):
     tb = StepTable(list(range(ranks)), np.arange(steps), *pick)
     res = detect(tb)
     for e in res.episodes:
-        assert e.kind in ("compute", "data", "communication", "job", "periodic")
+        assert e.kind in ("compute", "data", "storage", "communication", "job", "periodic")
+        assert e.level in ("info", "warning", "critical")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sets(st.integers(0, 3), max_size=2),
+    st.integers(0, 40),
+    st.lists(st.integers(1, 70), max_size=30),
+    st.integers(0, 20),
+)
+def test_missing_data_never_invents_a_straggler(missing_ranks, joined_late_at, dropped, ends_early):
+    """A clean run's files with whole ranks missing, one rank that joined late, steps lost here and
+    there and a rank whose last steps never arrived: warnings and a best-effort answer, never an alarm."""
+    wf = load_watch_dir(str(DATA / "clean"))
+    drop = set(dropped)
+    steps = [
+        r
+        for r in wf.steps
+        if r.rank not in missing_ranks
+        and not (r.rank == 1 and r.step < joined_late_at)
+        and not (r.rank == 2 and r.step in drop)
+        and not (r.rank == 0 and r.step > 70 - ends_early)
+    ]
+    res = detect(table_from_records(steps, wf.identities, wf.links, wf.warnings))
+    assert [e for e in res.episodes if e.level != "info"] == []

@@ -31,6 +31,11 @@ def test_comm_analyze_names_the_straggler(cli):
     f = _first(doc)
     assert f["rule"] == "FS001" and f["subject"].startswith("rank 1")
     assert doc["failslow"]["ranks"] == 4 and doc["failslow"]["episodes"][0]["onset_step"] >= 15
+    # the straggler is the first finding; the ranks that waited for it (COMM006, one each) and "arrives
+    # last" (COMM007) are evidence of it, not causes listed before it
+    assert doc["findings"][0]["rule"] == "FS001"
+    assert not [x for x in doc["findings"] if x["rule"] in ("COMM006", "COMM007")]
+    assert any(e["description"].startswith("explains COMM006") for e in doc["findings"][0]["evidence"])
 
 
 def test_parallel_processes_read_the_same_records():

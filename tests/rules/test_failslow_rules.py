@@ -36,7 +36,7 @@ def test_each_fault_one_finding_with_its_facts():
         if "host=" in text:  # a rank's finding: gloo ranks on this machine's CPU, not a GPU called "cpu"
             assert "device=CPU (no GPU)" in text and "GPU=" not in text
         assert f.fix and f.verify and 0 < f.confidence <= 1
-        assert set(ran) == {"FS001", "FS002", "FS003", "FS004", "FS005", "FS006"}
+        assert set(ran) == {"FS001", "FS002", "FS003", "FS004", "FS005", "FS006", "FS007"}
         # the join to GPU health is not checked without GPU data, and says so
         assert [(s.rule, "no GPU health source" in s.reason) for s in skipped] == [("GPU019", True)]
 
@@ -73,3 +73,45 @@ def test_a_rank_frozen_inside_the_collective_is_named_by_its_own_stall():
     assert ev["others wait for it, per step"] < 10  # lateness alone could not name it
     assert "stops inside the collectives" in findings[0].summary
     assert int(str(ev["onset (change point in step time)"]).split()[1]) >= 25
+
+
+def test_diagnose_reads_probe_files_and_runs_the_fail_slow_rules(tmp_path):
+    """`diagnose DIR` on a folder of probe files: each file is detected as a probe file and the ranks'
+    files become one step table (the derived "watch" input), judged by FS001-FS007."""
+    from clusterdoctor import diagnosis
+    from clusterdoctor.rules.registry import run_rules
+
+    obs = diagnosis.new_observations(clock=lambda: 1.8e9)
+    refs = diagnosis.load_sources(obs, [DATA / "quota-rank2"])
+    assert {r.kind for r in refs} == {f"fail-slow probe file (rank {r})" for r in range(4)}
+    findings, _skipped, ran = run_rules(obs)
+    assert "FS001" in ran and [f.rule for f in findings if f.layer == "failslow"] == ["FS001"]
+    assert findings[0].subject == "rank 2, host vm"
+
+
+def test_traces_the_straggler_explains_are_folded_into_its_finding():
+    """Kineto traces of a job whose rank 1 was SIGSTOPped: the waiting ranks' exposed communication
+    (COMM006, one per victim) is evidence of the straggler's FS001, not four causes of their own."""
+    from clusterdoctor import diagnosis
+    from clusterdoctor.rules.registry import run_rules
+
+    obs = diagnosis.new_observations(clock=lambda: 1.8e9)
+    diagnosis.load_sources(obs, [DATA / "traces-stopcont-rank1"])
+    findings, _skipped, ran = run_rules(obs)
+    assert {"FS001", "COMM006"} <= set(ran)
+    assert [(f.rule, f.subject) for f in findings][:1] == [("FS001", "rank 1")]
+    assert not [f for f in findings if f.rule in ("COMM006", "COMM007")]
+    folded = [e.description for e in findings[0].evidence if e.description.startswith("explains COMM006")]
+    assert len(folded) == 4
+
+
+def test_diagnose_given_two_jobs_probe_files_judges_one_and_says_so():
+    from clusterdoctor import diagnosis
+    from clusterdoctor.rules.registry import run_rules
+
+    obs = diagnosis.new_observations(clock=lambda: 1.8e9)
+    diagnosis.load_sources(obs, [DATA / "quota-rank2", DATA / "clean"])
+    findings, _skipped, _ran = run_rules(obs)
+    warns = obs.get("warnings_list")
+    assert any("fail-slow probe files of 2 jobs" in w for w in warns), warns
+    assert len([f for f in findings if f.layer == "failslow"]) <= 1

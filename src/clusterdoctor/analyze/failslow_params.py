@@ -121,6 +121,120 @@ FROZEN_SHARE = Threshold(
     "share of the job's step growth that one rank's own process stall must explain to name it",
 )
 
+NOISE_Z = Threshold(
+    "failslow_noise_z",
+    3.0,
+    "robust sd",
+    "clusterdoctor default: a CUSUM allowance of at least 3 robust standard deviations of the signal "
+    "(1.4826 x the median absolute deviation; Hampel's identifier, Hampel 1974) so that a busy host's "
+    "noise never accumulates; chosen by bench/failslow.py's leave-one-fault-type-out search",
+    "allowance, in robust standard deviations of the job's own noise, below which nothing accumulates",
+)
+PERSISTENCE = Threshold(
+    "failslow_persistence",
+    0.5,
+    "share of steps",
+    "clusterdoctor default: a straggler is late in half the steps of its episode or more (a CPU quota with "
+    "a 100 ms period freezes a rank in every other step; a few late steps among many on time is "
+    "contention that passed, not a slow rank)",
+    "share of an episode's steps in which the rank must be late (half its median lateness or more)",
+)
+MIN_LAST_SHARE = Threshold(
+    "failslow_min_last_share",
+    0.3,
+    "share of steps",
+    "clusterdoctor default: the rank the others wait for is the last to be ready in 30% of the steps or "
+    "more, shared with the ranks late at the same time (two stragglers: 15% each); among 10,000 ranks a "
+    "rank that is late only by chance is almost never the last (C4, HPCA'25: the last rank to arrive at "
+    "the sync point is the suspect)",
+    "share of an episode's steps in which the rank must be the last to be ready",
+)
+SPIKE_MIN = Threshold(
+    "failslow_spike_min",
+    1.0,
+    "x baseline step",
+    "clusterdoctor default, chosen by bench/failslow.py's leave-one-fault-type-out search: one rank "
+    "keeping the others waiting a whole step or more in a single step is a spike (a 300 ms stop or a "
+    "checkpoint's fsync); the scheduler of a busy shared host delays one rank by a fraction of a step",
+    "one rank's lateness in one step, as a multiple of the baseline step, that counts as a spike",
+)
+SPIKE_MIN_EVENTS = Threshold(
+    "failslow_spike_min_events",
+    4,
+    "spikes",
+    "clusterdoctor default: four spikes at a regular spacing (three gaps that agree) make a period; "
+    "two or three could be chance on a shared host",
+    "spikes of one rank at a regular spacing needed to report them as one periodic slowdown",
+)
+SPIKE_CV = Threshold(
+    "failslow_spike_cv",
+    0.3,
+    "coefficient of variation",
+    "clusterdoctor default: the gaps between a timer's recurrences vary by less than 30% (a checkpoint "
+    "every N steps, a cron job every T seconds); random contention's gaps vary about as much as they "
+    "are long (coefficient of variation ~1, exponential waiting times)",
+    "largest coefficient of variation of the gaps (in steps or in seconds) between spikes of a period",
+)
+IO_SPIKE_BYTES = Threshold(
+    "failslow_io_spike_bytes",
+    1 << 20,
+    "bytes",
+    "clusterdoctor default: a step in which the rank read or wrote 1 MiB or more of storage (the probe's "
+    "/proc/self/io counters) while its peers did not; a training step that only logs writes a few KiB",
+    "storage I/O in a spike step that makes it a storage spike",
+)
+IO_SPIKE_MIN = Threshold(
+    "failslow_io_spike_min",
+    0.2,
+    "x baseline step",
+    "clusterdoctor default: in a step in which the rank moved failslow_io_spike_bytes of storage, the "
+    "others waiting a fifth of a step for it is a storage spike (the I/O counters corroborate what the "
+    "lateness alone could not tell from noise; a 32 MiB checkpoint fsynced on the bench machine kept the "
+    "others waiting 0.3-1 step)",
+    "lateness in a step with the rank's own storage I/O that counts as a storage spike",
+)
+COMM_LOCAL_MIN_FACTOR = Threshold(
+    "failslow_comm_local_min_factor",
+    1.2,
+    "x",
+    "clusterdoctor default: a collective slowdown the probe's link tests localise to one rank is reported "
+    "from the same 1.2x as a straggler (the link test, not the size of the slowdown, tells it apart from "
+    "other tenants); without a localisation it needs failslow_job_min_factor",
+    "smallest collective slowdown reported when the link tests name a rank",
+)
+TRANSIENT_STEPS = Threshold(
+    "failslow_transient_steps",
+    30,
+    "steps",
+    "clusterdoctor default: contention that lasted less than 30 steps and recovered cost the job a few "
+    "steps; it is reported as info (shared hosts have such bursts; Greyhound, ATC'25, counts only "
+    "fail-slows that persist)",
+    "a recovered episode shorter than this is info, whatever its factor",
+)
+CRITICAL_FACTOR = Threshold(
+    "failslow_critical_factor",
+    1.5,
+    "x",
+    "clusterdoctor default: a job running 1.5x slower or worse, still going, loses a third of its "
+    "GPU-hours (Greyhound, ATC'25: fail-slows delay jobs 1.34x on average)",
+    "slowdown of an ongoing episode that makes it critical",
+)
+CRITICAL_LOST_SHARE = Threshold(
+    "failslow_critical_lost_share",
+    0.2,
+    "share of steps",
+    "clusterdoctor default: a periodic slowdown that costs a fifth of the job's time since it began",
+    "share of the job's time lost to a periodic slowdown that makes it critical",
+)
+INFO_LOST_SHARE = Threshold(
+    "failslow_info_lost_share",
+    0.03,
+    "share of steps",
+    "clusterdoctor default: a periodic slowdown costing under 3% of the job's time is within run-to-run "
+    "noise (MegaScale, NSDI'24) and is info",
+    "share of the job's time lost below which a periodic slowdown is info",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -135,6 +249,19 @@ THRESHOLDS = (
     PERIODIC_MIN_EPISODES,
     SLOW_LINK_RATIO,
     FROZEN_SHARE,
+    NOISE_Z,
+    PERSISTENCE,
+    MIN_LAST_SHARE,
+    SPIKE_MIN,
+    SPIKE_MIN_EVENTS,
+    SPIKE_CV,
+    IO_SPIKE_BYTES,
+    IO_SPIKE_MIN,
+    COMM_LOCAL_MIN_FACTOR,
+    TRANSIENT_STEPS,
+    CRITICAL_FACTOR,
+    CRITICAL_LOST_SHARE,
+    INFO_LOST_SHARE,
 )
 
 
@@ -159,6 +286,25 @@ class Params:
     periodic_min: int = int(PERIODIC_MIN_EPISODES.value)
     slow_link_ratio: float = float(SLOW_LINK_RATIO.value)
     frozen_share: float = float(FROZEN_SHARE.value)
+    noise_z: float = float(NOISE_Z.value)
+    persistence: float = float(PERSISTENCE.value)
+    min_last_share: float = float(MIN_LAST_SHARE.value)
+    spike_min: float = float(SPIKE_MIN.value)
+    spike_min_events: int = int(SPIKE_MIN_EVENTS.value)
+    spike_cv: float = float(SPIKE_CV.value)
+    io_spike_bytes: float = float(IO_SPIKE_BYTES.value)
+    io_spike_min: float = float(IO_SPIKE_MIN.value)
+    comm_local_min_factor: float = float(COMM_LOCAL_MIN_FACTOR.value)
+    transient_steps: int = int(TRANSIENT_STEPS.value)
+    critical_factor: float = float(CRITICAL_FACTOR.value)
+    critical_lost_share: float = float(CRITICAL_LOST_SHARE.value)
+    info_lost_share: float = float(INFO_LOST_SHARE.value)
+
+    def replace(self, **kw: float) -> Params:
+        """A copy with some knobs changed (the bench's threshold search)."""
+        import dataclasses
+
+        return dataclasses.replace(self, **kw)  # type: ignore[arg-type]
 
 
 DEFAULTS = Params()

@@ -83,7 +83,12 @@ def analyze(
     fs_findings, fs_section = failslow_report(
         data, paths, workers, ray or ray_address is not None, ray_address
     )
-    findings = sorted([*findings, *fs_findings], key=lambda f: (-f.score, f.rule, f.subject or ""))
+    from clusterdoctor.rules.registry import fold_symptoms
+
+    # the waiting ranks' findings (COMM006, COMM007) are symptoms of the straggler: folded into it
+    findings = sorted(
+        fold_symptoms([*findings, *fs_findings]), key=lambda f: (-f.score, f.rule, f.subject or "")
+    )
     report = build_report(data, analysis, findings, skipped, obs)
     report["inputs"] = [str(p) for p in paths]
     report["failslow"] = fs_section

@@ -23,12 +23,7 @@ def failslow_report(
     """(findings, section of the comm report). ``workers``/``use_ray``: read ``paths`` again in parallel
     (only step records travel back); else use the traces ``data`` already holds."""
     from clusterdoctor.analyze.failslow import table_from_records
-    from clusterdoctor.observe.watch.traces import (
-        fr_collectives,
-        join_step_sources,
-        load_step_records,
-        steps_from_kineto,
-    )
+    from clusterdoctor.observe.watch.traces import load_step_records, steps_from_loaded
     from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
     from clusterdoctor.rules.registry import Observations
 
@@ -37,19 +32,7 @@ def failslow_report(
             paths, workers=workers or None, ray_address=ray_address, use_ray=use_ray
         )
     else:
-        got: list[Any] = []
-        for tr in data.get("kineto", []):
-            r, i, w = steps_from_kineto(tr)
-            got.append((str(tr.path), r, i, w))
-        from clusterdoctor.observe.comm.flight_recorder import FrDump
-        from clusterdoctor.observe.watch.records import RankIdentity
-
-        for fr in data.get("flight_recorder", []):
-            if isinstance(fr, FrDump):
-                log, w = fr_collectives(fr)
-                ident = RankIdentity(job="flight-recorder", rank=log.rank, run=fr.path) if log else None
-                got.append((fr.path, log if log is not None else [], ident, w))
-        steps, ids, warns = join_step_sources(got)
+        steps, ids, warns = steps_from_loaded(data.get("kineto", []), data.get("flight_recorder", []))
     section: dict[str, Any] = {"ranks": len(ids), "steps": 0, "episodes": [], "silent": [], "warnings": warns}
     if len(ids) < 2 or not steps:
         section["warnings"] = [

@@ -24,7 +24,9 @@ def watch(
     ),
     since: str = typer.Option("15m", "--since", help="With --prometheus: how far back (90s, 30m, 2h)."),
     step: float = typer.Option(
-        None, "--step", help="With --prometheus: query step in seconds (default since/600, >= 2)."
+        None,
+        "--step",
+        help="With --prometheus: query step in seconds (default since/600, >= 2 and >= the probes' scrape interval).",
     ),
     follow: bool = typer.Option(
         False, "--follow", help="With --from: keep reading the files as they grow, and refresh."

@@ -55,6 +55,13 @@ LOADERS: list[Loader] = [
     ),
     Loader("topology dump", "clusterdoctor.observe.detect", "_sniff_topology", "_load_topology"),
     Loader("numa probe result", "clusterdoctor.topology.probe", "sniff_probe", "load_probe"),
+    # the fail-slow probe's JSON lines (watch-rank<N>.jsonl), before the comm loader's JSON traces
+    Loader(
+        "fail-slow probe file",
+        "clusterdoctor.observe.watch.records",
+        "sniff_watch_file",
+        "load_watch_observations",
+    ),
     Loader(
         "communication input", "clusterdoctor.observe.comm.sources", "sniff_comm", "load_comm_observations"
     ),
@@ -376,7 +383,7 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
 
 # Inputs whose known messages are not looked for beside their own parser: containers and binary or
 # structured formats that hold no program's log lines.
-_NO_MESSAGE_SCAN = ("topology", "kineto", "flight_recorder", "ncu", "probe", "metrics")
+_NO_MESSAGE_SCAN = ("topology", "kineto", "flight_recorder", "ncu", "probe", "metrics", "watch_files")
 
 
 def _add_messages(p: Path, head: bytes, out: dict[str, Any], origin: list[int] | None) -> None:

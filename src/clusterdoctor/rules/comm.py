@@ -447,6 +447,7 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
     `clusterdoctor comm analyze TRACE_DIR`; exposed communication should drop.
     """
     a = comm_analysis(obs)
+    cause = _straggler(obs)
     for rb in a.ranks:
         if rb.span_us <= 0 or rb.comm_us <= 0:
             continue
@@ -459,7 +460,7 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
         if rb.truncated:
             sev = min(sev, Severity.WARNING)
             partial = f" From a partial input: the trace is truncated ({rb.events_read} events read)."
-        yield exposed_comm.finding(
+        f = exposed_comm.finding(
             f"{who}: {pct:.1f}% of the traced {rb.device.upper()} time is communication that no compute "
             f"hides ({rb.exposed_comm_us / 1000:.1f} ms of {rb.span_us / 1000:.1f} ms; overlap "
             f"{rb.comm_comp_overlap_pct:.1f}% of communication).{partial}",
@@ -482,6 +483,22 @@ def exposed_comm(obs: Observations) -> Iterator[Finding]:
             subject=who,
             confidence=0.6 if rb.truncated else 0.85,
         )
+        yield _symptom_of(cause, f)
+
+
+def _straggler(obs: Observations) -> Any:
+    """The fail-slow straggler (or slow collective) of the same traces, when the detector found one."""
+    from clusterdoctor.rules.failslow_input import straggler_explains
+
+    return straggler_explains(obs)
+
+
+def _symptom_of(cause: Any, f: Finding) -> Finding:
+    """A finding that the fail-slow cause explains (the others waited for the straggler) is its symptom:
+    folded into that finding's evidence (registry.fold_symptoms), not a cause of its own."""
+    if cause is not None:
+        f.role = "symptom"
+    return f
 
 
 def _trace_subject(rank: int | None, path: str, compared: bool = True) -> str:
@@ -515,12 +532,13 @@ def straggler(obs: Observations) -> Iterator[Finding]:
     `clusterdoctor comm analyze TRACE_DIR`.
     """
     a = comm_analysis(obs)
+    cause = _straggler(obs)
     for s in a.stragglers[:1]:
         if s.matched < 3 or s.late_count / s.matched < float(STRAGGLER_SHARE.value):
             continue
         if s.mean_late_us < float(STRAGGLER_MIN_LATE.value):
             continue
-        yield straggler.finding(
+        f = straggler.finding(
             f"rank {s.rank} started last in {s.late_count} of {s.matched} matched collectives, "
             f"{s.mean_late_us / 1000:.2f} ms after the first rank on average."
             + (" From a partial input: a trace of this job is truncated." if s.partial else ""),
@@ -535,6 +553,7 @@ def straggler(obs: Observations) -> Iterator[Finding]:
             subject=f"rank {s.rank}",
             confidence=0.5 if s.partial else 0.7,
         )
+        yield _symptom_of(cause, f)
 
 
 # -- control plane and hangs -----------------------------------------------------------------------

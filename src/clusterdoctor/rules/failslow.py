@@ -34,13 +34,11 @@ from clusterdoctor.analyze.failslow_params import (
 )
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example
-from clusterdoctor.rules.registry import Observations, register_input, rule
+from clusterdoctor.rules.failslow_input import failslow_analysis, straggler_explains
+from clusterdoctor.rules.registry import Observations, rule
 
-register_input(
-    "watch",
-    "no fail-slow probe data (clusterdoctor watch --from DIR / --prometheus URL, or per-rank traces "
-    "with ProfilerStep annotations; install the probe with clusterdoctor.training.watch)",
-)
+__all__ = ["FS001_ALERTS", "FS006_ALERTS", "failslow_analysis", "failslow_rules", "run_failslow_rules",
+           "straggler_explains"]  # fmt: skip
 
 STRAGGLER_FOR = Threshold(
     "failslow_alert_for",
@@ -136,23 +134,6 @@ FS006_ALERTS = (
 )
 
 
-def failslow_analysis(obs: Observations) -> Any:
-    """The detector's result for ``obs["watch"]``, computed once per Observations."""
-    cached = obs.get("_failslow")
-    if cached is not None:
-        return cached
-    from clusterdoctor.analyze.failslow import DEFAULTS, detect
-
-    res = detect(
-        obs.get("watch"),
-        obs.get("watch_params") or DEFAULTS,
-        now=obs.get("now"),
-        live=bool(obs.get("watch_live")),
-    )
-    obs.put("_failslow", res)
-    return res
-
-
 def _when(t: float | None) -> str:
     if t is None:
         return "an unknown time"
@@ -238,9 +219,13 @@ def _steps(n: int) -> str:
 
 
 def _severity(ep: Any) -> Severity:
-    return (
-        Severity.CRITICAL if ep.factor >= 1.5 or ep.end_col is None and ep.factor >= 1.3 else Severity.WARNING
-    )
+    """From what the episode cost the job (the detector's level: a recovered transient is info)."""
+    return Severity.parse(getattr(ep, "level", "warning") or "warning")
+
+
+def _why(ep: Any, src: str) -> list[Evidence]:
+    """Why this rank (or link, or the whole job) and not its peers."""
+    return [Evidence("why this one and not its peers", ep.why, source=src)] if getattr(ep, "why", "") else []
 
 
 def _episodes(obs: Observations, kind: str) -> list[Any]:
@@ -339,6 +324,10 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
     )
     if ep.kind == "data":
         what = "its data loader kept it waiting"
+    elif ep.kind == "storage":
+        what = (
+            f"its own storage I/O ({d.get('io_bytes_per_step', 0) / (1 << 20):.1f} MiB a step) kept it busy"
+        )
     elif stall >= 0.5 * d["lateness_s"]:
         what = f"its process did not run for {stall * 1000:.1f} ms a step (CPU-throttled or frozen)"
         if gpu:
@@ -354,14 +343,22 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         )
     else:
         waits = f"the other ranks wait {d['lateness_s'] * 1000:.1f} ms a step for it"
-    summary = (
-        f"{_subject(where)} became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}): "
-        f"{what}; {waits}. The job lost {ep.steps_lost:.1f} steps so far."
+    became = (
+        f"makes the job {ep.factor:.2f}x slower from its first step"
+        if ep.onset_col == 0
+        else f"became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step})"
     )
-    ev = _where_evidence(where, src) + [
-        Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
-        Evidence("how often it was the last rank", d.get("consistency"), source=src),
-    ]
+    summary = f"{_subject(where)} {became}: {what}; {waits}. The job lost {ep.steps_lost:.1f} steps so far."
+    if ep.end_col is not None:
+        summary += f" It recovered at step {ep.detail.get('end_step', '?')}."
+    ev = (
+        _where_evidence(where, src)
+        + _why(ep, src)
+        + [
+            Evidence("others wait for it, per step", round(d["lateness_s"] * 1000, 2), unit="ms", source=src),
+            Evidence("how often it was the last rank", d.get("consistency"), source=src),
+        ]
+    )
     if stall > 0:
         ev.append(
             Evidence("its process stalls grew by", round(stall * 1000, 2), unit="ms a step", source=src)
@@ -423,9 +420,15 @@ def communication_straggler(obs: Observations) -> Iterator[Finding]:
             f"Collectives became {ep.factor:.2f}x slower at {_when(ep.onset_t)} (step {ep.onset_step}); every "
             f"rank arrives on time. Localised: {d.get('localised', 'no per-link data')} ({at})."
         )
-        ev = _where_evidence(where, src) + [
-            Evidence("collective time grew by", round(d["collective_s"] * 1000, 2), unit="ms", source=src),
-        ]
+        ev = (
+            _where_evidence(where, src)
+            + _why(ep, src)
+            + [
+                Evidence(
+                    "collective time grew by", round(d["collective_s"] * 1000, 2), unit="ms", source=src
+                ),
+            ]
+        )
         if ep.link is not None:
             ev.append(Evidence("slowest link (src -> dst rank)", f"{ep.link[0]} -> {ep.link[1]}", source=src))
         if d.get("link_scores"):
@@ -483,6 +486,59 @@ def data_loader_straggler(obs: Observations) -> Iterator[Finding]:
 
 
 @rule(
+    id="FS007",
+    name="storage-straggler",
+    layer="failslow",
+    title="One rank's storage I/O keeps the job waiting",
+    requires=("watch",),
+    thresholds=THRESHOLDS,
+    severity=Severity.WARNING,
+)
+def storage_straggler(obs: Observations) -> Iterator[Finding]:
+    """One rank reads or writes storage in some steps (a checkpoint, a log or trace flush, a dataset
+    shard) and the other ranks wait for it in those steps.
+
+    **Symptom**: spikes in the job's step time at a regular spacing (every N steps), each one rank late;
+    the probe's I/O counters (/proc/self/io) show that rank moving megabytes of storage in those steps
+    while its peers do not.
+    **Why**: a synchronous checkpoint (``torch.save`` + fsync) on the training thread, or a slow disk or
+    network filesystem under one rank's checkpoint shard; every other rank waits at the next collective.
+    **Fix**: checkpoint asynchronously (``torch.distributed.checkpoint.async_save``, or a background
+    thread that writes a CPU copy), spread shards over ranks, or write to faster local storage and copy
+    it out later; check that rank's disk (``iostat -x 1``) for a failing or saturated device.
+    **Verify**: `iostat -x 1` on the host during a checkpoint, then
+    `clusterdoctor watch --from <dir> --once` shows no storage finding.
+    """
+    table = obs.get("watch")
+    src = _source(obs)
+    for ep in _episodes(obs, "storage"):
+        where = _where(obs, ep.rank)
+        d = ep.detail
+        if ep.recurrences > 1:
+            period = f"{ep.period_s:.1f} s" if ep.period_s else f"{ep.period_steps:.0f} steps"
+            summary = (
+                f"{_subject(where)}: every {period} ({ep.recurrences} times since step {ep.onset_step}) "
+                f"its storage I/O keeps the others waiting {d.get('spike_s', 0) * 1000:.0f} ms; "
+                f"{ep.steps_lost:.1f} steps lost."
+            )
+        else:
+            summary = (
+                f"{_subject(where)} makes the job {ep.factor:.2f}x slower since step {ep.onset_step}: "
+                f"it moves {d.get('io_bytes_per_step', 0) / (1 << 20):.1f} MiB of storage a step and the others "
+                f"wait {d['lateness_s'] * 1000:.1f} ms a step for it."
+            )
+        ev = (
+            _where_evidence(where, src)
+            + _why(ep, src)
+            + [Evidence("steps with storage I/O among its spikes", d.get("io_spikes"), source=src)]
+            + _common_evidence(ep, table, src)
+        )
+        yield storage_straggler.finding(
+            summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject=_subject(where)
+        )
+
+
+@rule(
     id="FS004",
     name="whole-job-slowdown",
     layer="failslow",
@@ -510,17 +566,23 @@ def whole_job_slowdown(obs: Observations) -> Iterator[Finding]:
             f"(step {ep.onset_step}); no rank is late and the collectives did not slow. The job lost "
             f"{ep.steps_lost:.1f} steps."
         )
-        ev = [
-            Evidence(
-                "own work of the median rank grew by",
-                round(d["common_own_s"] * 1000, 2),
-                unit="ms",
-                source=src,
-            ),
-            Evidence(
-                "process stalls of the median rank grew by", round(d["common_stall_s"] * 1000, 2), unit="ms"
-            ),
-        ] + _common_evidence(ep, table, src)
+        ev = (
+            _why(ep, src)
+            + [
+                Evidence(
+                    "own work of the median rank grew by",
+                    round(d["common_own_s"] * 1000, 2),
+                    unit="ms",
+                    source=src,
+                ),
+                Evidence(
+                    "process stalls of the median rank grew by",
+                    round(d["common_stall_s"] * 1000, 2),
+                    unit="ms",
+                ),
+            ]
+            + _common_evidence(ep, table, src)
+        )
         yield whole_job_slowdown.finding(
             summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject="job"
         )
@@ -560,6 +622,7 @@ def periodic_slowdown(obs: Observations) -> Iterator[Finding]:
         )
         ev = (
             _where_evidence(where, src)
+            + _why(ep, src)
             + [
                 Evidence("period", period, source=src),
                 Evidence("recurrences", ep.recurrences, int(PERIODIC_MIN_EPISODES.value), source=src),
@@ -645,7 +708,7 @@ def rank_silent(obs: Observations) -> Iterator[Finding]:
 
 
 def failslow_rules() -> list[Any]:
-    """FS001-FS006 and GPU019 (a sick GPU as the cause of a straggler; skipped without GPU data)."""
+    """FS001-FS007 and GPU019 (a sick GPU as the cause of a straggler; skipped without GPU data)."""
     from clusterdoctor.rules.registry import load_all
 
     return [r for r in load_all() if r.layer == "failslow" or r.id == "GPU019"]

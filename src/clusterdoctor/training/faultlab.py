@@ -16,7 +16,18 @@ slowdowns, not simulated ones. Needs root (cgroups, network namespaces) and the 
   - :class:`SlowLink`: ``tbf`` rate limit on both ends of one rank's veth (a NIC that trained slow);
   - :class:`SlowLoader`: cgroup CPU quota on one rank's data-loader worker process;
   - :class:`Periodic`: any of these switched on for ``on_s`` and off for ``off_s``;
-  - :class:`JobWide`: one CPU quota on every rank together (the whole job slower).
+  - :class:`JobWide`: one CPU quota on every rank together (the whole job slower);
+  and in :mod:`clusterdoctor.training.faultlab_faults`:
+
+  - :class:`Neighbour`: a real CPU-burning neighbour (Debian's ``stress-ng``) in one rank's CPU cgroup
+    (a noisy co-tenant inside its container's limit);
+  - :class:`Imbalance`: one rank does ``factor`` times the work per batch from step 1 (data skew);
+  - :class:`Several`: several faults at once (two stragglers);
+  - :class:`Gradual`: a CPU quota on one rank that tightens step by step (a slow degradation);
+  - :class:`SlowLink` with ``qdisc="htb"``: an ``htb`` rate class instead of ``tbf``;
+  - :class:`Checkpoint`: one rank writes and fsyncs a checkpoint every few steps (real storage I/O);
+  - :class:`Background`: a load generator (``stress-ng``) on the whole machine, for the loaded
+    condition of the bench (not a fault: the detector must stay quiet under it).
 
 Every fault is undone by ``stop()`` and, whatever happens, by :meth:`Lab.close`.
 """
@@ -247,11 +258,13 @@ class StopCont(Fault):
 
 @dataclass
 class SlowLink(Fault):
-    """tbf on both ends of one rank's veth (its egress and its ingress)."""
+    """``tbf`` (or with ``qdisc="htb"`` an ``htb`` class) on both ends of one rank's veth (its egress
+    and its ingress)."""
 
     rank: int
     rate: str = "400mbit"
     burst: str = "32kb"
+    qdisc: str = "tbf"
     kind = "communication"
 
     def start(self, lab: Lab) -> None:
@@ -259,8 +272,14 @@ class SlowLink(Fault):
             raise RuntimeError("SlowLink needs a lab with network namespaces")
         self.lab = lab
         for ns, dev in lab.link_ends(self.rank):
-            _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-                 "rate", self.rate, "burst", self.burst, "latency", "500ms")  # fmt: skip
+            tc = ("ip", "netns", "exec", ns, "tc")
+            if self.qdisc == "htb":
+                _run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+                _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+                     "rate", self.rate, "ceil", self.rate, "burst", self.burst)  # fmt: skip
+            else:
+                _run(*tc, "qdisc", "replace", "dev", dev, "root", "tbf",
+                     "rate", self.rate, "burst", self.burst, "latency", "500ms")  # fmt: skip
 
     def stop(self) -> None:
         if hasattr(self, "lab"):
@@ -268,7 +287,7 @@ class SlowLink(Fault):
                 _run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "rate": self.rate}
+        return {**super().describe(), "rate": self.rate, "qdisc": self.qdisc}
 
 
 @dataclass
@@ -391,6 +410,12 @@ class Lab:
         d.mkdir(parents=True, exist_ok=True)
         cfg = {"steps": steps, "every": every, "job": f"lab-{self.tag}-e{k}", "dir": str(d), "port": port}
         cfg.update(extra or {})
+        for wf in _worker_faults(fault):
+            got = wf.config()
+            if "ckpt" in got:
+                got["ckpt"] = {**got["ckpt"], "dir": got["ckpt"].get("dir") or str(d / "ckpt")}
+                got["ckpt"]["after"] = max(int(got["ckpt"]["after"]), onset_step)
+            cfg.update(got)
         tmp = self.lab_dir / f".go-{k}"
         tmp.write_text(json.dumps(cfg))
         tmp.replace(self.lab_dir / f"go-{k}")
@@ -400,6 +425,9 @@ class Lab:
         injected_at = None
         injected_step = None
         error = None
+        # a fault the ranks act out from step 1 (more work on one rank) is in force from the start
+        if fault is not None and getattr(fault, "from_start", False):
+            injected_at, injected_step = t_start, 0
         try:
             while not done.exists():
                 if not self.alive():
@@ -417,7 +445,7 @@ class Lab:
                         injected_step = s
                 time.sleep(0.02)
         finally:
-            if fault is not None and injected_at is not None:
+            if fault is not None and fault in self._faults:
                 fault.stop()
                 self._faults.remove(fault)
         med = None
@@ -522,6 +550,16 @@ class Lab:
         self._ns.clear()
 
 
+def _worker_faults(fault: Fault | None) -> list[Any]:
+    """The faults the ranks act out themselves (a ``config()``: faultlab_faults.WorkerFault), alone or
+    inside a :class:`~clusterdoctor.training.faultlab_faults.Several`."""
+    if fault is None:
+        return []
+    if callable(getattr(fault, "config", None)):
+        return [fault]
+    return [f for f in getattr(fault, "faults", []) if callable(getattr(f, "config", None))]
+
+
 def _sleep_unless(halt: threading.Event, seconds: float) -> None:
     """Sleep ``seconds`` in short naps, returning early once ``halt`` is set (no timed lock wait)."""
     end = time.monotonic() + seconds
@@ -533,7 +571,7 @@ def _remove_cgroups(tag: str) -> None:
     try:
         names = [n for n in os.listdir(CGROUP_CPU) if n.startswith(tag)]
     except OSError:
-        return
+        names = []
     for n in names:
         cg = _Cgroup.__new__(_Cgroup)
         cg.path, cg.pids = os.path.join(CGROUP_CPU, n), []

@@ -159,12 +159,21 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
         # a schedule (record every step) is what makes the profiler write ProfilerStep#N annotations
         prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=10**6))
         prof.__enter__()
+    me = dist.get_rank()
+    imb = cfg.get("imbalance") or {}
+    factor = int(imb.get("factor", 1)) if imb.get("rank") == me else 1
+    ckpt = cfg.get("ckpt") or {}
+    ckpt_mine = ckpt.get("rank") == me
     t0 = time.perf_counter()
     for i, (x, y) in enumerate(it):
+        if factor > 1:  # more work per batch on this rank (the same batch repeated)
+            x, y = torch.cat([x] * factor), torch.cat([y] * factor)
         loss = lossf(ddp(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if ckpt_mine and i + 1 >= int(ckpt["after"]) and (i + 1) % int(ckpt["every"]) == 0:
+            _checkpoint(ckpt, model, i + 1)
         if w is not None:
             w.step()
         if prof is not None:
@@ -183,6 +192,21 @@ def _episode(cfg: dict, batches, torch, dist, DDP, watch) -> list[float]:
     if cfg.get("fr_dir"):  # this rank's Flight Recorder buffer (TORCH_FR_BUFFER_SIZE set at start)
         _dump_flight_recorder(cfg["fr_dir"], dist.get_rank())
     return walls
+
+
+def _checkpoint(ckpt: dict, model, step: int) -> None:
+    """Write ``mb`` MiB (the model's weights, repeated) and fsync it: a real checkpoint's I/O."""
+    os.makedirs(ckpt["dir"], exist_ok=True)
+    blob = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+    need = int(ckpt["mb"]) << 20
+    path = os.path.join(ckpt["dir"], f"ckpt-{step % 2}.bin")
+    with open(path, "wb") as f:
+        n = 0
+        while n < need:
+            f.write(blob[: need - n])
+            n += min(len(blob), need - n)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _wrap(kind: str, model, torch, DDP):

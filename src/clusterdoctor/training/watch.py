@@ -237,6 +237,7 @@ class Watch:
         self._serve(port, bind)
         self._heart: _Heartbeat | None = _Heartbeat() if heartbeat else None
         self._stall_mark = 0.0
+        self._io = _IoCounter()
         self._exchanger: _Exchanger | None = None
         if exchange and self.world_size > 1:
             self._exchanger = _Exchanger(self, exchange_timeout, link_every, link_bytes)
@@ -268,6 +269,7 @@ class Watch:
         if self._heart is not None:
             acc = self._heart.stalled
             stall, self._stall_mark = min(wall, acc - self._stall_mark), acc
+        io = self._io.delta()
         self._clk = _StepClock(now)
         t = self._clock()
         self.step_index += 1
@@ -283,7 +285,7 @@ class Watch:
             self.recent.append((wall, own, coll, wait, data, stall))
             self.last_t = t
         if self._writer is not None:
-            self._writer.step(self.step_index, t, wall, own, coll, wait, data, stall)
+            self._writer.step(self.step_index, t, wall, own, coll, wait, data, stall, io)
         if self._exchanger is not None and self.step_index % self.every == 0:
             self._exchanger.offer(self.step_index, t)
 
@@ -613,6 +615,39 @@ def _slowest(pic: dict[int, dict[str, float]]) -> tuple[int, float]:
     return slow, max(0.0, owns[slow] - med_own) / med_wall
 
 
+class _IoCounter:
+    """Bytes this process read from and wrote to storage since the last call (``read_bytes`` +
+    ``write_bytes`` of /proc/self/io: storage only, not sockets; a write counts when it dirties the page
+    cache). None where the kernel has no I/O accounting (or not Linux): the field is then left out."""
+
+    PATH = "/proc/self/io"
+
+    def __init__(self) -> None:
+        self.last = self._read()
+
+    def _read(self) -> int | None:
+        try:
+            with open(self.PATH, "rb") as f:
+                text = f.read()
+        except OSError:
+            return None
+        n = 0
+        for line in text.splitlines():
+            if line.startswith((b"read_bytes:", b"write_bytes:")):
+                n += int(line.split()[1])
+        return n
+
+    def delta(self) -> int | None:
+        if self.last is None:
+            return None
+        now = self._read()
+        if now is None:
+            self.last = None
+            return None
+        d, self.last = max(0, now - self.last), now
+        return d
+
+
 class _Heartbeat:
     """A thread that sleeps ``interval`` seconds at a time and adds up how late it wakes beyond
     ``tolerance``: time the whole process was not running (SIGSTOP, cgroup CPU throttling, a host
@@ -825,10 +860,12 @@ class _JsonlWriter:
         wait: float,
         data: float,
         stall: float,
+        io: int | None = None,
     ) -> None:
+        extra = f',"io":{io}' if io is not None else ""
         self.buf.append(
             f'{{"kind":"step","step":{step},"t":{t:.6f},"wall":{wall:.6f},"own":{own:.6f},'
-            f'"coll":{coll:.6f},"wait":{wait:.6f},"data":{data:.6f},"stall":{stall:.6f}}}\n'
+            f'"coll":{coll:.6f},"wait":{wait:.6f},"data":{data:.6f},"stall":{stall:.6f}{extra}}}\n'
         )
         if len(self.buf) >= self.watch.every:
             self.flush()

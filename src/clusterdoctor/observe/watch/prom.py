@@ -1,6 +1,8 @@
 """The probe's series read back from Prometheus (``clusterdoctor watch --prometheus URL``).
 
-One ``query_range`` per counter gives, for each rank and each query step, the mean per training
+The query step and the ``increase`` window follow the probes' scrape interval, read from the spacing
+of their samples (:func:`scrape_interval`): a window shorter than the interval holds one sample and
+``increase`` returns nothing. One ``query_range`` per counter gives, for each rank and each query step, the mean per training
 step of wall time, own work, collective time and wait, data wait and stall (``increase`` of the
 ``*_seconds_total`` counter over the step divided by the ``increase`` of ``steps_total``; counter
 resets of restarted ranks are handled by ``increase``). Columns are query steps, so the detector's
@@ -46,6 +48,40 @@ def _selector(job: str | None) -> str:
     return f'{{job="{esc}"}}'
 
 
+# Prometheus' increase() needs two samples in its window; a window of 2 scrape intervals always holds
+# two (Prometheus docs, "rate()": the range should be at least 2x the scrape interval; Grafana's
+# $__rate_interval is max(4 x scrape interval, step + scrape interval)).
+WINDOW_SCRAPES = 2.0
+MIN_STEP_S = 2.0  # the query step never below 2 s (the probe's own metrics refresh at most that often)
+
+
+def scrape_interval(client: Any, sel: str, end: float, since: float) -> float | None:
+    """The probes' scrape interval, from the spacing of the samples of ``steps_total`` in the last
+    ``min(since, 10m)`` (the median over ranks of each rank's median gap); None when Prometheus holds
+    fewer than two samples of any rank (no probe series)."""
+    import statistics
+
+    look = min(max(since, 60.0), 600.0)
+    gaps = []
+    for s in client.query(f"{STEPS}{sel}[{look:g}s]", end):
+        ts = [t for t, _v in s.points]
+        d = [b - a for a, b in zip(ts, ts[1:]) if b > a]
+        if d:
+            gaps.append(statistics.median(d))
+    return statistics.median(gaps) if gaps else None
+
+
+def query_windows(since: float, step: float | None, interval: float | None) -> tuple[float, float]:
+    """(query step, increase() window) in seconds: the step as asked (default since/600), never finer
+    than the scrape interval (a finer step repeats the same samples); the window the step or
+    WINDOW_SCRAPES scrape intervals, whichever is longer."""
+    st = float(step) if step else max(MIN_STEP_S, since / 600)
+    if interval:
+        st = max(st, interval)
+        return st, max(st, WINDOW_SCRAPES * interval)
+    return st, max(st, MIN_STEP_S)
+
+
 def load_watch_prometheus(
     url: str, job: str | None = None, since: float = 900.0, step: float | None = None, timeout: float = 10.0
 ) -> tuple[dict[str, Any], float]:
@@ -58,14 +94,15 @@ def load_watch_prometheus(
     client = PromClient(url, timeout=timeout)
     end = client.server_time()
     start = end - since
-    st = float(step) if step else max(2.0, since / 600)
-    win = f"{max(st, 2.0):g}s"
     sel = _selector(job)
-    steps_series = client.query_range(f"increase({STEPS}{sel}[{win}])", start, end, st)
-    if not steps_series and job:
+    interval = scrape_interval(client, sel, end, since)
+    if interval is None and job:
         # scraped without honor_labels: the training job's name is in exported_job
         sel = sel.replace("job=", "exported_job=", 1)
-        steps_series = client.query_range(f"increase({STEPS}{sel}[{win}])", start, end, st)
+        interval = scrape_interval(client, sel, end, since)
+    st, window = query_windows(since, step, interval)
+    win = f"{window:g}s"
+    steps_series = client.query_range(f"increase({STEPS}{sel}[{win}])", start, end, st) if interval else []
     if not steps_series:
         what = f" for job {job!r}" if job else ""
         raise InputError(f"no fail-slow probe series ({STEPS}){what} in the last {since:g} s", url)

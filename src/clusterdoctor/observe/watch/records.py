@@ -7,7 +7,7 @@ follow, one JSON object a line::
     {"kind": "start", "v": 1, "job": "llm", "rank": 3, "local_rank": 3, "world_size": 8,
      "host": "gpu-a12", "gpu": "0", "nic": "eth0", "run": "4711-1718000000.1", "t": 1718000000.1}
     {"kind": "step", "step": 17, "t": 1718000012.52, "wall": 0.051, "own": 0.031,
-     "coll": 0.016, "wait": 0.004, "data": 0.001, "stall": 0.0}
+     "coll": 0.016, "wait": 0.004, "data": 0.001, "stall": 0.0, "io": 0}
     {"kind": "link", "src": 2, "dst": 3, "bytes": 65536, "s": 0.0007, "t": 1718000013.0}
 
 ``t`` is the wall clock (seconds since the epoch) at the end of the step; the durations are
@@ -18,7 +18,8 @@ When the probe times collectives through ``torch.distributed`` calls (FSDP, plai
 collectives are spread through the step, ``own`` is the step's time outside collectives and
 ``coll`` = ``wait`` the time inside them (the union of their spans);
 ``data`` time blocked in the wrapped data loader, ``stall`` time the process did not run when it
-should have (a heartbeat thread woke late: frozen or CPU-throttled). A ``link`` line is a timed transfer of ``bytes``
+should have (a heartbeat thread woke late: frozen or CPU-throttled), ``io`` (optional) bytes the process
+read from or wrote to storage in the step (/proc/self/io ``read_bytes`` + ``write_bytes``). A ``link`` line is a timed transfer of ``bytes``
 from rank ``src`` received by ``dst`` (the probe's link test).
 
 :func:`parse_watch_lines` is pure (text in, records and warnings out) and never raises for bad
@@ -42,8 +43,10 @@ __all__ = [
     "StepRecord",
     "WatchFileReader",
     "WatchFiles",
+    "load_watch_observations",
     "parse_watch_lines",
     "sniff_watch",
+    "sniff_watch_file",
 ]
 
 FORMAT_VERSION = 1
@@ -79,6 +82,7 @@ class StepRecord:
     data: float = 0.0
     stall: float = 0.0
     run: str | None = None
+    io: float | None = None  # storage bytes read + written in the step (None: not recorded)
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,10 @@ def parse_watch_lines(
                 vals = [_num(obj, k, 0.0) for k in ("coll", "wait", "data", "stall")]
                 if own is None or own < 0 or any(v is None or v < 0 for v in vals):
                     raise ValueError("negative duration")
-                out.steps.append(StepRecord(cur.rank, step, t, wall, own, *vals, run=cur.run))  # type: ignore[arg-type]
+                io = _num(obj, "io")
+                if io is not None and io < 0:
+                    raise ValueError("negative io")
+                out.steps.append(StepRecord(cur.rank, step, t, wall, own, *vals, run=cur.run, io=io))  # type: ignore[arg-type]
             elif kind == "link":
                 src, dst, nb = obj.get("src"), obj.get("dst"), obj.get("bytes")
                 if not all(isinstance(x, int) and not isinstance(x, bool) for x in (src, dst, nb)):
@@ -250,6 +257,37 @@ def sniff_watch(head: bytes, name: str = "") -> bool:
             line = line.split(b"]:", 1)[1].strip()
         return line.startswith(b"{") and b'"kind"' in line and (b'"start"' in line or b'"step"' in line)
     return bool(FILE_RE.search(os.path.basename(name)))
+
+
+def sniff_watch_file(head: bytes, name: str = "") -> bool:
+    """Strictly a probe file (for ``diagnose``, which sees every kind of file): its first non-empty line
+    is a JSON object whose ``kind`` is ``start`` or ``step``."""
+    for raw in head.splitlines()[:5]:
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(b"[rank") and b"]:" in line[:16]:
+            line = line.split(b"]:", 1)[1].strip()
+        if not line.startswith(b'{"kind":'):
+            return False
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and obj.get("kind") in ("start", "step")
+    return False
+
+
+def load_watch_observations(path: Any) -> dict[str, Any]:
+    """``diagnose``'s loader: one probe file as ``{"watch_files": [WatchFiles]}`` (the rules join the
+    ranks' files into one step table)."""
+    got = load_watch_dir(os.fspath(path))
+    ranks = sorted({s.rank for s in got.steps})
+    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"{len(ranks)} ranks"
+    out: dict[str, Any] = {"watch_files": [got], "described_as": f"fail-slow probe file ({who})"}
+    if got.warnings:
+        out["warnings"] = list(got.warnings)
+    return out
 
 
 class WatchFileReader:

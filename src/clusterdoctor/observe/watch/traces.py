@@ -33,6 +33,7 @@ __all__ = [
     "join_step_sources",
     "load_step_records",
     "steps_from_flight_recorder",
+    "steps_from_loaded",
     "steps_from_kineto",
 ]
 
@@ -438,6 +439,25 @@ def join_step_sources(
             steps, ids, w = steps_from_flight_recorder(list(fr_logs.values()))
             warns.extend(w)
     return steps, ids, warns
+
+
+def steps_from_loaded(
+    kineto: Iterable[Any] = (), flight_recorder: Iterable[Any] = ()
+) -> tuple[list[StepRecord], dict[int, list[RankIdentity]], list[str]]:
+    """Step records of traces and Flight Recorder dumps already loaded (``diagnose``, ``comm analyze``):
+    what :func:`join_step_sources` makes of them."""
+    from clusterdoctor.observe.comm.flight_recorder import FrDump
+
+    got: list[Any] = []
+    for tr in kineto:
+        r, i, w = steps_from_kineto(tr)
+        got.append((str(tr.path), r, i, w))
+    for fr in flight_recorder:
+        if isinstance(fr, FrDump):
+            log, w = fr_collectives(fr)
+            ident = RankIdentity(job="flight-recorder", rank=log.rank, run=fr.path) if log else None
+            got.append((fr.path, log if log is not None else [], ident, w))
+    return join_step_sources(got)
 
 
 def _with_ray(files: list[str], address: str | None, workers: int | None, on_done: Any) -> list[Any]:
