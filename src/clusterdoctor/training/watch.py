@@ -35,7 +35,7 @@ time out in the background thread, which warns once and stops exchanging.
 
 Outputs, per rank (:mod:`clusterdoctor.training.watch_out`): Prometheus metrics on
 ``port + local_rank``, bound to 127.0.0.1 unless ``bind=``/``$CLUSTERDOCTOR_WATCH_BIND`` says
-otherwise (``0.0.0.0`` for a scrape of the pod's IP), bounded threads and read deadlines (labels
+otherwise (``0.0.0.0`` for a scrape of the pod's IP), on :mod:`clusterdoctor.serve.http` (labels
 job, rank, local_rank, host, gpu; see :data:`METRICS`) and, with ``jsonl_dir``, JSON lines in
 ``<jsonl_dir>/watch-rank<R>.jsonl`` (format: :mod:`clusterdoctor.observe.watch.records`),
 rotated at ``jsonl_max_bytes``. Memory is bounded (a fixed window of recent steps). A port in use
@@ -62,7 +62,6 @@ from typing import Any
 from clusterdoctor.training.watch_out import (
     BIND_ENV,
     METRICS,
-    MetricsServer,
     WatchWarning,
     _JsonlWriter,
     _labels,
@@ -195,7 +194,7 @@ class Watch:
             self._tap_collectives()
         self._writer = _JsonlWriter.open(self, jsonl_dir, jsonl_max_bytes)
         self.port: int | None = None
-        self._server: MetricsServer | None = None
+        self._server: Any = None
         self._serve(port, bind or os.environ.get(BIND_ENV) or "127.0.0.1")
         self._heart: _Heartbeat | None = _Heartbeat() if heartbeat else None
         self._stall_mark = 0.0

@@ -2,10 +2,11 @@
 JSON-lines file, each safe in a hostile place (issue 25).
 
 - **Metrics server.** Binds ``127.0.0.1`` unless told otherwise (``bind=`` or
-  ``$CLUSTERDOCTOR_WATCH_BIND``, e.g. ``0.0.0.0`` for Prometheus to scrape the pod); at most
-  :data:`MAX_THREADS` requests at once (a connection past that is closed at once: the next scrape
-  comes); each read of a request times out after :data:`READ_TIMEOUT` s and a whole connection is
-  cut at :data:`CONNECTION_DEADLINE` s however slowly it drips; one request per connection.
+  ``$CLUSTERDOCTOR_WATCH_BIND``, e.g. ``0.0.0.0`` for Prometheus to scrape the pod), on the server
+  stack of :mod:`clusterdoctor.serve.http` (one event loop reads every connection, a fixed pool of
+  :data:`LIMITS` ``threads`` answers whole requests, deadlines for headers and requests, the oldest
+  idle connections closed at the connection cap): 1,000 idle sockets cost sockets, not threads,
+  and a scrape is still answered at once.
 - **JSON lines.** The file is opened with ``O_NOFOLLOW`` and must be a regular file: a symlink (or a
   FIFO, a device) planted in a shared folder under the probe's file name is refused with a warning,
   never followed to a file outside the folder; training goes on.
@@ -15,21 +16,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import statistics
 import threading
 import warnings
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = [
     "BIND_ENV",
     "DIR_ENV",
+    "LIMITS",
     "METRICS",
     "exposition_text",
-    "MetricsServer",
     "WatchWarning",
     "open_append",
     "serve_metrics",
@@ -37,9 +36,10 @@ __all__ = [
 
 BIND_ENV = "CLUSTERDOCTOR_WATCH_BIND"
 DIR_ENV = "CLUSTERDOCTOR_WATCH_DIR"
-MAX_THREADS = 4
-READ_TIMEOUT = 5.0
-CONNECTION_DEADLINE = 10.0
+# the probe answers one scraper: small limits (threads handling requests; connections past the cap
+# close the oldest idle ones; a request's headers within 5 s, the whole of it within 10 s)
+LIMITS = {"threads": 2, "connections": 256, "max_body": 64 << 10, "header_timeout": 5.0,
+          "read_timeout": 10.0, "idle_timeout": 30.0}  # fmt: skip
 
 
 class WatchWarning(RuntimeWarning):
@@ -157,74 +157,26 @@ def exposition_text(
     return "\n".join(lines) + "\n"
 
 
-class MetricsServer(ThreadingHTTPServer):
-    """A ``ThreadingHTTPServer`` with at most ``max_threads`` handler threads (more: closed at once)."""
+def serve_metrics(exposition: Callable[[], str], bind: str, port: int) -> Any:
+    """Serve ``exposition()`` at ``/metrics`` (and ``/``) on ``bind:port`` in a daemon thread, on the
+    server stack of :mod:`clusterdoctor.serve.http` with the probe's small limits; None with a
+    warning when the address cannot be bound."""
+    from clusterdoctor.serve.http import ServerLimits, make_server
 
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self, addr: tuple[str, int], handler: Any, max_threads: int = MAX_THREADS) -> None:
-        self._slots = threading.BoundedSemaphore(max_threads)
-        self.refused = 0
-        super().__init__(addr, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.refused += 1
-            self.shutdown_request(request)
-            return
-        t = threading.Thread(target=self._handle, args=(request, client_address), daemon=True)
-        try:
-            t.start()
-        except RuntimeError:  # cannot start a thread: drop this connection, keep serving
-            self._slots.release()
-            self.shutdown_request(request)
-
-    def _handle(self, request: Any, client_address: Any) -> None:
-        cut = threading.Timer(CONNECTION_DEADLINE, _shut, (request,))
-        cut.daemon = True
-        cut.start()
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            pass  # a client that went away or dripped past the deadline: nothing to answer
-        finally:
-            cut.cancel()
-            self.shutdown_request(request)
-            self._slots.release()
-
-
-def _shut(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-def serve_metrics(exposition: Callable[[], str], bind: str, port: int) -> MetricsServer | None:
-    """Serve ``exposition()`` at ``/metrics`` (and ``/``) on ``bind:port`` in a daemon thread; None
-    with a warning when the address cannot be bound."""
-
-    class Handler(BaseHTTPRequestHandler):
-        timeout = READ_TIMEOUT  # per read of the request
-        protocol_version = "HTTP/1.0"  # one request per connection
-
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] not in ("/metrics", "/"):
-                self.send_error(404)
-                return
+    def app(environ: dict[str, Any], start: Any) -> list[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            body, code, ctype = b"method not allowed; GET /metrics\n", "405 Method Not Allowed", "text/plain"
+        elif path not in ("/metrics", "/"):
+            body, code, ctype = b"not found; try /metrics\n", "404 Not Found", "text/plain"
+        else:
             body = exposition().encode("utf-8", "replace")
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            code, ctype = "200 OK", "text/plain; version=0.0.4; charset=utf-8"
+        start(code, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+        return [body]
 
     try:
-        srv = MetricsServer((bind, int(port)), Handler)
+        srv = make_server(app, bind, int(port), ServerLimits(**LIMITS))
     except (OSError, OverflowError, ValueError) as e:
         why = getattr(e, "strerror", None) or e
         _warn(f"metrics not served: cannot listen on {bind}:{port} ({why}); training goes on")
