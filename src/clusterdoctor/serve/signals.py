@@ -263,8 +263,10 @@ class PrometheusSignals:
                 self.failures += 1
                 changed = err != self.error
                 self.error = err
+                had = self._at is not None
             if changed:
-                log.warning("signals: %s (keeping the last good signals, now stale)", err)
+                then = "keeping the last good signals, now stale" if had else "scheduling without signals"
+                log.warning("signals: %s (%s)", err, then)
             return
         with self._lock:
             if self.error is not None:
