@@ -287,6 +287,30 @@ def test_r25_fgd_160kb_request_is_not_minutes_of_cpu():
         srv.server_close()
 
 
+def test_r25_request_of_many_1024_gpu_nodes_is_bounded():
+    """75 bytes of JSON per node claiming 1,024 GPUs were 8 KB of Python each and ~1 ms of CPU: a
+    64 MiB body of them was minutes and gigabytes. Past 2**20 GPUs or 100,000 nodes in one request
+    (above any cluster) the answer is 413 naming the bound; below, a 1,000-node request is served."""
+    srv, _ = serve_in_thread(policy="fgd")
+    try:
+        port = srv.server_address[1]
+        for n, verb in ((1100, "filter"), (1100, "prioritize")):
+            nodes = {"items": [node(f"n{i}", "1024") for i in range(n)]}
+            code, res = post(port, verb, {"pod": pod(), "nodes": nodes})
+            assert code == 413 and "GPUs in all" in res["error"], (verb, res)
+        many = {"items": [{"metadata": {"name": f"n{i}"}} for i in range(100_001)]}
+        code, res = post(port, "filter", {"pod": pod(), "nodes": many})
+        assert code == 413 and "more than 100000" in res["error"]
+        nodes = {"items": [node(f"n{i}", "1024") for i in range(1000)]}
+        t0 = time.monotonic()
+        code, res = post(port, "prioritize", {"pod": pod(), "nodes": nodes})
+        assert code == 200 and len(res) == 1000
+        assert time.monotonic() - t0 < 30  # a generous cap
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 SERVER_CHILD = r"""
 import resource, sys
 mem = int(sys.argv[1])

@@ -27,13 +27,14 @@ multiplier; equal for all nodes of one pod) from ``clusterdoctor.io/priority`` 0
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
 
@@ -49,6 +50,10 @@ class RequestError(ValueError):
     """A request body that is not valid ExtenderArgs (answered 400, naming what is wrong)."""
 
 
+class RequestTooLarge(RequestError):
+    """A request past a size bound no real cluster reaches (answered 413, naming the bound)."""
+
+
 # Bounds on numbers taken from a request, so that nothing is allocated or looped over in proportion to
 # an input quantity: the largest GPU nodes have 8-16 GPUs (DGX B200: 8; GB200 NVL72 trays: 4), so
 # 1,024 GPUs per node is far above any real node; milli-GPU shares are 0..1000 by definition.
@@ -59,6 +64,10 @@ MAX_PRIORITY_CLASS = 2  # clusterdoctor.io/priority: 0 best effort, 1 normal, 2 
 # JSON items (commas) in one body: a real Node object has about one per 60 bytes, so a 64 MiB NodeList
 # of real nodes has ~1.1 M; 57 MB of ``{},`` (19 M empty objects, 1.5 GB as Python objects) is refused
 MAX_JSON_ITEMS = 2_000_000
+# nodes and GPUs in one request: above the largest clusters (Kubernetes supports 5,000 nodes; the
+# largest managed clusters 65,000), so that no request costs minutes of CPU however it is built
+MAX_REQUEST_NODES = 100_000
+MAX_REQUEST_GPUS = 1 << 20
 FGD_DEADLINE_S = 5.0  # FGD scoring of one request; the rest of its nodes get tidal's score
 
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
@@ -153,8 +162,6 @@ class NodeView:
     """What the extender knows about one node (validated: RequestError names the field)."""
 
     def __init__(self, node: Any) -> None:
-        from clusterdoctor.sim.cluster import synthetic_topology
-
         node = _obj(node, "node")
         meta = _obj(node.get("metadata"), "node metadata")
         self.name = _text(meta.get("name"), "node metadata.name")
@@ -172,13 +179,14 @@ class NodeView:
             parts = [x for x in raw.split(",") if x.strip()]
             if len(parts) > MAX_GPUS_PER_NODE:
                 raise RequestError(f"{where}: {ANNO}gpu-free-milli lists more than {MAX_GPUS_PER_NODE} GPUs")
-            self.gpu_free = [_int(x, f"{where}: {ANNO}gpu-free-milli", -(2**31), 2**31) for x in parts]
+            self.gpu_free = [
+                min(max(_int(x, f"{where}: {ANNO}gpu-free-milli", -(2**31), 2**31), 0), MILLI) for x in parts
+            ]
         else:
             n = _count(
                 alloc.get("nvidia.com/gpu", 0), f"{where}: allocatable nvidia.com/gpu", MAX_GPUS_PER_NODE
             )
             self.gpu_free = [MILLI] * n  # n <= MAX_GPUS_PER_NODE
-        self.gpu_free = [min(max(x, 0), MILLI) for x in self.gpu_free]
         cpu = ann.get(ANNO + "cpu-free-milli")
         self.cpu_free = (
             parse_quantity(cpu, f"{where}: {ANNO}cpu-free-milli")
@@ -191,15 +199,26 @@ class NodeView:
             if mem is not None
             else parse_quantity(alloc.get("memory", 0), f"{where}: allocatable memory") / 2**20
         )
-        nv, sw = synthetic_topology(self.model, len(self.gpu_free))
-        self.topology_synthetic = True
+        n = len(self.gpu_free)
+        self.topology_synthetic = True  # nvlink/switches computed when first read (filter needs neither)
         if ANNO + "nvlink-domains" in ann or ANNO + "pcie-switches" in ann:
             nv = _groups(_text(ann.get(ANNO + "nvlink-domains", ""), where), f"{where}: {ANNO}nvlink-domains")
             sw = _groups(_text(ann.get(ANNO + "pcie-switches", ""), where), f"{where}: {ANNO}pcie-switches")
             self.topology_synthetic = False
-        n = len(self.gpu_free)
-        self.nvlink = tuple(tuple(i for i in d if 0 <= i < n) for d in nv)
-        self.switches = tuple(tuple(i for i in s if 0 <= i < n) for s in sw)
+            self.__dict__["nvlink"] = tuple(tuple(i for i in d if 0 <= i < n) for d in nv)
+            self.__dict__["switches"] = tuple(tuple(i for i in s if 0 <= i < n) for s in sw)
+
+    @functools.cached_property
+    def nvlink(self) -> tuple[tuple[int, ...], ...]:
+        from clusterdoctor.sim.cluster import synthetic_topology
+
+        return synthetic_topology(self.model, len(self.gpu_free))[0]
+
+    @functools.cached_property
+    def switches(self) -> tuple[tuple[int, ...], ...]:
+        from clusterdoctor.sim.cluster import synthetic_topology
+
+        return synthetic_topology(self.model, len(self.gpu_free))[1]
 
 
 class PodRequest:
@@ -381,20 +400,24 @@ class Extender:
             n.gpu_free = [MILLI] * free + [0] * (len(n.gpu_free) - free)
         return n, sig
 
-    def _nodes(self, items: list) -> list[tuple[Any, NodeView | None, Any, str | None]]:
-        """(raw, view, signal, why invalid) per node; RequestError only for an entry with no name."""
-        out = []
+    def _nodes(self, items: list) -> Iterator[tuple[Any, NodeView | None, Any, str | None]]:
+        """(raw, view, signal, why invalid) per node, one at a time (a view lives while it is judged);
+        RequestError for an entry with no name, RequestTooLarge past :data:`MAX_REQUEST_GPUS`."""
+        gpus = 0
         for i, raw in enumerate(items):
             try:
                 n, sig = self._node(raw)
-                out.append((raw, n, sig, None))
             except RequestError as e:
                 name = _node_name(raw)
                 if name is None:
                     raise RequestError(f"nodes.items[{i}]: {e}") from None
                 self._count("invalid_nodes")
-                out.append((raw, None, None, f"clusterdoctor: invalid node object: {e}"[:300]))
-        return out
+                yield raw, None, None, f"clusterdoctor: invalid node object: {e}"[:300]
+                continue
+            gpus += len(n.gpu_free)
+            if gpus > MAX_REQUEST_GPUS:
+                raise RequestTooLarge(f"the nodes hold more than {MAX_REQUEST_GPUS} GPUs in all")
+            yield raw, n, sig, None
 
     @staticmethod
     def _args(body: Any) -> tuple[PodRequest, list[dict] | None, list[str] | None]:
@@ -409,6 +432,8 @@ class Extender:
             if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
                 raise RequestError("nodes must be a NodeList")
             items = nodes.get("items") or []
+            if len(items) > MAX_REQUEST_NODES:
+                raise RequestTooLarge(f"{len(items)} nodes, more than {MAX_REQUEST_NODES}")
         names = body.get("nodenames")
         if names is not None and (not isinstance(names, list) or not all(isinstance(x, str) for x in names)):
             raise RequestError("nodenames must be a list of strings")
@@ -573,9 +598,10 @@ class ExtenderApp:
             del data
             result: Any = self.extender.filter(body) if verb == "filter" else self.extender.prioritize(body)
         except RequestError as e:
+            code = 413 if isinstance(e, RequestTooLarge) else 400
             if verb == "filter":  # the scheduler reads `error` from a filter result
-                return json_response(start, 400, {"nodes": None, "failedNodes": {}, "error": str(e)})
-            return json_response(start, 400, {"error": str(e)})
+                return json_response(start, code, {"nodes": None, "failedNodes": {}, "error": str(e)})
+            return json_response(start, code, {"error": str(e)})
         return json_response(start, 200, result)
 
 
