@@ -156,6 +156,9 @@ def test_sick_gpus_filtered_or_scored_down_and_allocations_counted():
         plain = {h["host"]: h["score"] for h in E.Extender("tidal").prioritize({"pod": POD, "nodes": nodes})}
         scores = {h["host"]: h["score"] for h in ext.prioritize({"pod": POD, "nodes": nodes})}
         assert scores["node-a"] == 0 and scores["node-b"] == int(plain["node-b"] * 0.5) < plain["node-b"]
+        # nodeCacheCapable (names only): the sick node is still filtered out
+        res = ext.filter({"pod": POD, "nodenames": ["node-a", "node-b", "node-c"]})
+        assert res["nodenames"] == ["node-b", "node-c"] and "Xid 79" in res["failedNodes"]["node-a"]
     finally:
         sig.stop()
         prom.close()

@@ -442,8 +442,16 @@ class Extender:
     def filter(self, body: Any) -> dict:
         """ExtenderArgs -> ExtenderFilterResult."""
         pod, items, names = self._args(body)
-        if items is None:  # nodeCacheCapable: no node objects to judge; pass the names through
-            return {"nodenames": names or [], "failedNodes": {}, "error": ""}
+        if items is None:  # nodeCacheCapable: no node objects; only the health signals can judge
+            keep_names, failed_names = [], {}
+            for h in names or []:
+                sig = self.signals.get(h) if self.signals is not None else None
+                why = sig.filter_reason() if sig is not None else None
+                if why is None:
+                    keep_names.append(h)
+                else:
+                    failed_names[h] = why
+            return {"nodenames": keep_names, "failedNodes": failed_names, "error": ""}
         keep, failed = [], {}
         for raw, n, sig, bad in self._nodes(items):
             if n is None:
