@@ -169,7 +169,7 @@ def test_dashboard_queries_run_and_see_the_exporters(prometheus):
         "clusterdoctor_gpu_allocation",
         "DCGM_FI_DEV_XID_ERRORS",
         "DCGM_FI_DEV_GPU_TEMP",
-        "clusterdoctor_rdma_counter_rate",
+        "clusterdoctor_rdma_counter_total",
         "node_infiniband_link_downed_total",
         "node_infiniband_port_data_received_bytes_total",
         "clusterdoctor_source_up",

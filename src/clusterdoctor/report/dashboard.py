@@ -2,7 +2,7 @@
 
 One row per layer — control plane, GPU health, RDMA/NIC, NUMA placement, fail-slow — over the series
 the alerts use (etcd, kube-scheduler, apiserver, kubelet, node exporter, dcgm-exporter) and the
-agent's own (``clusterdoctor_finding``, ``clusterdoctor_rdma_counter_rate``, ``clusterdoctor_gpu_allocation``,
+agent's own (``clusterdoctor_finding``, ``clusterdoctor_rdma_counter_total``, ``clusterdoctor_gpu_allocation``,
 ``clusterdoctor_node_gpus``). ``python -m clusterdoctor.report.dashboard`` prints the JSON that
 deploy/components/grafana-dashboard/clusterdoctor.json holds (``make deploy-generate``); tests/deploy
 checks the file is current and runs every query against a real Prometheus.
@@ -93,7 +93,7 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]], str]]]] =
         "RDMA / NIC",
         [
             ("timeseries", "RDMA error and congestion counters (agent, per second)", "ops",
-             [(f'sum by (node, device, port, counter) (clusterdoctor_rdma_counter_rate{{counter!~".*(bytes|packets|data).*",{NODE}}})', "{{node}} {{device}}/{{port}} {{counter}}")],
+             [(f'sum by (node, device, port, counter) (rate(clusterdoctor_rdma_counter_total{{counter!~".*(bytes|packets|data).*",{NODE}}}[5m]))', "{{node}} {{device}}/{{port}} {{counter}}")],
              "RDMA001-005: drops, ECN/CNP, retransmissions, link and completion errors; 0 on a healthy lossless fabric."),
             ("timeseries", "InfiniBand link errors (node exporter)", "ops",
              [(f"sum by (instance, device, port, counter) ({_IB_LINK_RATES})", "{{instance}} {{device}}/{{port}} {{counter}}")],
