@@ -35,10 +35,6 @@ MAX_READ = 8 << 20  # bytes read from one file per call; the rest waits for the 
 _KMSG = re.compile(rb"^(\d+),(\d+),(\d+),[^;]*;(.*)$", re.S)
 
 
-def _iso(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat()
-
-
 def kmsg_record_line(record: bytes, boot_time: float) -> bytes | None:
     """One ``/dev/kmsg`` record (``prio,seq,usec,flags;message\\n KEY=v…``) as ``<ISO time> message``;
     None when it is not such a record."""
@@ -46,7 +42,8 @@ def kmsg_record_line(record: bytes, boot_time: float) -> bytes | None:
     if not m:
         return None
     msg = m.group(4).split(b"\n", 1)[0]  # continuation lines are KEY=value properties
-    return _iso(boot_time + int(m.group(3)) / 1e6).encode() + b" " + msg
+    t = _dt.datetime.fromtimestamp(boot_time, _dt.timezone.utc) + _dt.timedelta(microseconds=int(m.group(3)))
+    return t.isoformat().encode() + b" " + msg
 
 
 def boot_time(clock: Callable[[], float] = time.time) -> float:
@@ -119,8 +116,8 @@ class FileTail:
         lines = self._split(data)
         if moved and len(data) < self.max_read:
             # the old file is read to its end; the new one from its start
-            if self.partial:
-                lines.append(self.partial[: self.max_line])
+            if self.partial and not self._skipping:
+                lines.append(self.partial[: self.max_line].rstrip(b"\r"))
             self.close()
             self.rotations += 1
             self._open()
@@ -144,7 +141,7 @@ class FileTail:
             out.append(ln.rstrip(b"\r"))
         if len(self.partial) > self.max_line:
             if not self._skipping:
-                out.append(self.partial[: self.max_line])
+                out.append(self.partial[: self.max_line].rstrip(b"\r"))
                 self.truncated_lines += 1
             self._skipping = True
             self.partial = b""
