@@ -29,7 +29,10 @@ _PID = re.compile(r"\s*\bpids?[ =:]+\d+(?:\s*,\s*\d+)*,?")
 def escape_label(v: str) -> str:
     """Escape a label value for the text exposition format (any str: a non-UTF-8 file name's
     surrogates are written as ``\\xNN``, never an encoding error)."""
-    v = v.encode("utf-8", "backslashreplace").decode("utf-8")
+    try:  # os.fsdecode's surrogates back to the file name's bytes, shown as \xNN
+        v = v.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        v = v.encode("utf-8", "backslashreplace").decode("utf-8")
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
