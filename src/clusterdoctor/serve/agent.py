@@ -51,6 +51,7 @@ class Source:
     fn: Callable[[], dict[str, Any]]
     timeout_s: float = 5.0
     running: cf.Future | None = field(default=None, repr=False)
+    harvested: bool = field(default=True, repr=False)  # the running call's counts were taken
 
 
 @dataclass
@@ -105,18 +106,16 @@ class Agent:
             if s.running is not None and not s.running.done():
                 status.append((s.name, False, 0.0, "still running from an earlier round"))
                 continue
+            if s.running is not None and not s.harvested and s.running.exception() is None:
+                self._count(s, dict(s.running.result() or {}))  # a call abandoned in an earlier round
             s.running = self.pool.submit(s.fn)
+            s.harvested = False
             started.append((s, time.monotonic()))
         for s, t0 in started:
             assert s.running is not None
             try:
                 remaining = max(0.0, s.timeout_s - (time.monotonic() - t0))
-                out = dict(s.running.result(timeout=remaining) or {})
-                for k, n in (out.pop("event_counts", None) or {}).items():
-                    self.events_total[k] = self.events_total.get(k, 0) + int(n)
-                cut = int(out.pop("lines_truncated", 0) or 0)
-                if cut or s.name in self.truncated_total:
-                    self.truncated_total[s.name] = self.truncated_total.get(s.name, 0) + cut
+                out = self._count(s, dict(s.running.result(timeout=remaining) or {}))
                 for k, v in out.items():
                     if isinstance(v, list) and isinstance(data.get(k), list):
                         data[k] = data[k] + v
@@ -129,6 +128,18 @@ class Agent:
                 status.append((s.name, False, time.monotonic() - t0, f"{type(e).__name__}: {e}"))
         self._log_status(status, data)
         return data, status
+
+    def _count(self, s: Source, out: dict[str, Any]) -> dict[str, Any]:
+        """Take the source's new-event and cut-line counts out of its answer (once per call)."""
+        counts = out.pop("event_counts", None) or {}
+        cut = int(out.pop("lines_truncated", 0) or 0)
+        if not s.harvested:
+            s.harvested = True
+            for k, n in counts.items():
+                self.events_total[k] = self.events_total.get(k, 0) + int(n)
+            if cut or s.name in self.truncated_total:
+                self.truncated_total[s.name] = self.truncated_total.get(s.name, 0) + cut
+        return out
 
     def _log_status(self, status: list[tuple[str, bool, float, str]], data: dict[str, Any]) -> None:
         if self.log is None:

@@ -30,7 +30,9 @@ from collections.abc import Callable
 
 __all__ = ["FileTail", "JournalReader", "KmsgReader", "kmsg_record_line", "open_kernel_log"]
 
-MAX_LINE = 16 << 10  # bytes; longer lines are cut (a kmsg record is at most 1 KiB, a syslog line 8 KiB)
+MAX_LINE = (
+    8 << 10
+)  # bytes; longer lines are cut (a kmsg record is at most 1 KiB, rsyslog's default maxMessageSize 8 KiB)
 MAX_READ = 8 << 20  # bytes read from one file per call; the rest waits for the next call
 _KMSG = re.compile(rb"^(\d+),(\d+),(\d+),[^;]*;(.*)$", re.S)
 
