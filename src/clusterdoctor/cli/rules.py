@@ -46,18 +46,18 @@ def rules(
         from clusterdoctor.cli.kube_options import check_http_url
 
         check_http_url("--runbook-url", runbook_url)
+    if agent_selector and not re.fullmatch(
+        r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*',
+        agent_selector,
+    ):
+        raise CliExit(
+            2, f'error: --agent-selector {agent_selector!r}: expected label matchers such as job="x"'
+        )
+    if cluster_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cluster_label):
+        raise CliExit(2, f"error: --cluster-label {cluster_label!r}: not a label name")
     if fmt in ("prometheus", "prometheus-operator", "promtool-tests"):
         from clusterdoctor.cli.rules_export import export_alerts
 
-        if agent_selector is not None and not re.fullmatch(
-            r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*',
-            agent_selector,
-        ):
-            raise CliExit(
-                2, f'error: --agent-selector {agent_selector!r}: expected label matchers such as job="x"'
-            )
-        if cluster_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cluster_label):
-            raise CliExit(2, f"error: --cluster-label {cluster_label!r}: not a label name")
         typer.echo(export_alerts(fmt, runbook_url, rule_id, layer, agent_selector, cluster_label), nl=False)
         return
     if fmt == "json":
