@@ -174,6 +174,9 @@ def test_dashboard_queries_run_and_see_the_exporters(prometheus):
         "node_infiniband_port_data_received_bytes_total",
         "clusterdoctor_source_up",
         "clusterdoctor_rule_skipped",
+        "clusterdoctor_diagnosis_timestamp_seconds",
+        'up{job="clusterdoctor-agent"',
+        "process_resident_memory_bytes",
     ):
         hits = [e for e in exprs if needle in e]
         assert hits, needle
