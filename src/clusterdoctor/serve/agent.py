@@ -98,36 +98,53 @@ class Agent:
     # --- one round ----------------------------------------------------------------------------------
 
     def collect(self) -> tuple[dict[str, Any], list[tuple[str, bool, float, str]]]:
-        """Run every source (bounded by its timeout); returns observations and per-source status."""
-        status = []
-        data: dict[str, Any] = {}
-        started = []
+        """Run every source (bounded by its timeout); returns observations and per-source status.
+
+        The wait polls (``time.sleep`` slices) rather than blocking in ``Future.result(timeout)``:
+        libfaketime, under which the suite runs a second time, does not intercept the semaphore wait
+        behind a lock timeout (it overruns by the fake offset), and the agent must keep time there too."""
+        status: dict[str, tuple[str, bool, float, str]] = {}
+        answers: dict[str, dict[str, Any]] = {}
+        pending = []
         for s in self.sources:
             if s.running is not None and not s.running.done():
-                status.append((s.name, False, 0.0, "still running from an earlier round"))
+                status[s.name] = (s.name, False, 0.0, "still running from an earlier round")
                 continue
             if s.running is not None and not s.harvested and s.running.exception() is None:
                 self._count(s, dict(s.running.result() or {}))  # a call abandoned in an earlier round
             s.running = self.pool.submit(s.fn)
             s.harvested = False
-            started.append((s, time.monotonic()))
-        for s, t0 in started:
-            assert s.running is not None
-            try:
-                remaining = max(0.0, s.timeout_s - (time.monotonic() - t0))
-                out = self._count(s, dict(s.running.result(timeout=remaining) or {}))
-                for k, v in out.items():
-                    if isinstance(v, list) and isinstance(data.get(k), list):
-                        data[k] = data[k] + v
+            pending.append((s, time.monotonic()))
+        while pending:
+            still = []
+            for s, t0 in pending:
+                fut = s.running
+                assert fut is not None
+                secs = time.monotonic() - t0
+                if fut.done():
+                    err = fut.exception()
+                    if err is None:
+                        answers[s.name] = self._count(s, dict(fut.result() or {}))
+                        status[s.name] = (s.name, True, secs, "")
                     else:
-                        data[k] = v
-                status.append((s.name, True, time.monotonic() - t0, ""))
-            except cf.TimeoutError:
-                status.append((s.name, False, time.monotonic() - t0, f"timed out after {s.timeout_s:g} s"))
-            except Exception as e:
-                status.append((s.name, False, time.monotonic() - t0, f"{type(e).__name__}: {e}"))
-        self._log_status(status, data)
-        return data, status
+                        status[s.name] = (s.name, False, secs, f"{type(err).__name__}: {err}")
+                elif secs >= s.timeout_s:
+                    status[s.name] = (s.name, False, secs, f"timed out after {s.timeout_s:g} s")
+                else:
+                    still.append((s, t0))
+            pending = still
+            if pending:
+                time.sleep(0.005)
+        data: dict[str, Any] = {}
+        for s in self.sources:  # merged in source order, whatever order they finished in
+            for k, v in (answers.get(s.name) or {}).items():
+                if isinstance(v, list) and isinstance(data.get(k), list):
+                    data[k] = data[k] + v
+                else:
+                    data[k] = v
+        ordered = [status[s.name] for s in self.sources if s.name in status]
+        self._log_status(ordered, data)
+        return data, ordered
 
     def _count(self, s: Source, out: dict[str, Any]) -> dict[str, Any]:
         """Take the source's new-event and cut-line counts out of its answer (once per call)."""
@@ -265,12 +282,13 @@ class Agent:
 
         def loop() -> None:
             while not self._stop.is_set():
+                t0 = time.monotonic()
                 try:
                     self.diagnose()
                 except Exception as e:  # a bug in one round must not stop the timer
                     if self.log is not None:
                         self.log.error("diagnosis failed", error=f"{type(e).__name__}: {e}")
-                self._stop.wait(self.interval_s)
+                _sleep_until(t0 + self.interval_s, self._stop)
 
         self._thread = threading.Thread(target=loop, name="cd-diagnosis", daemon=True)
         self._thread.start()
@@ -281,7 +299,7 @@ class Agent:
 
         if wait_s is None:
             wait_s = max((s.timeout_s for s in self.sources), default=1.0) + 1.0
-        self._have_first.wait(wait_s)
+        _sleep_until(time.monotonic() + wait_s, self._have_first)
         snap = self.last
         e = Exposition()
         e.raw(build_info_lines())
@@ -319,6 +337,15 @@ class Agent:
     def close(self) -> None:
         self._stop.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _sleep_until(deadline: float, event: threading.Event) -> None:
+    """Sleep until ``deadline`` (monotonic) or ``event`` is set, in short slices (see collect)."""
+    while not event.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.05))
 
 
 def _add_node_observations(obs: Any, data: dict[str, Any]) -> None:
