@@ -232,13 +232,16 @@ def _load_items(
     return refs, failures
 
 
-def add_prometheus(obs: Observations, url: str, since_seconds: float, step: float | None = None) -> SourceRef:
-    """Pull the series the rules need from a Prometheus server over the last ``since_seconds``."""
+def add_prometheus(
+    obs: Observations, url: str, since_seconds: float, step: float | None = None, auth: Any = None
+) -> SourceRef:
+    """Pull the series the rules need from a Prometheus server over the last ``since_seconds``;
+    ``auth``: a :class:`~clusterdoctor.observe.prom_auth.PromAuth` (bearer token, CA file, headers)."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
     from clusterdoctor.observe.control.prom_api import collect_for_rules
     from clusterdoctor.redact import redact_urls
 
-    res = collect_for_rules(url, since_seconds, step)
+    res = collect_for_rules(url, since_seconds, step, client=auth.client(url) if auth is not None else None)
     merge_into(obs, dict(observations_from_metrics(res)))
     shown = redact_urls(url)  # reports name the server, never its credentials
     obs.data.setdefault("warnings_list", []).extend(

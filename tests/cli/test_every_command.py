@@ -82,6 +82,7 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "serve agent --log-level": "bogus",
     "serve agent --log-format": "bogus",
     "rules --agent-selector": "job=x}",
+    "diagnose --header": "no colon",
     "rules --cluster-label": "a-b",
 }
 # Options and arguments whose value is a path (besides those Typer types as Path).
@@ -95,6 +96,8 @@ PATH_OPTIONS = {
     "--log",
     "--gpu",
     "--web.config.file",
+    "--bearer-token-file",
+    "--ca-file",
 }
 # Path options whose bad value is not a missing path (a missing --archive folder is created).
 BAD_PATHS = {"numa check --archive": A_FILE}
