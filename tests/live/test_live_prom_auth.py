@@ -10,6 +10,7 @@ import http.server
 import json
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import yaml
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.prom_auth import PromAuth, parse_header
 from tests.conftest import run_cli
-from tests.live.conftest import PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import PROMETHEUS, Services, free_ports, need, start
 
 pytestmark = [pytest.mark.live]
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.planted-token-value"
@@ -68,8 +69,6 @@ def test_ca_file_trusts_a_real_tls_prometheus(tmp_path):
                 assert c.server_time() > 0
                 break
             except Exception:
-                import time
-
                 time.sleep(0.1)
         else:
             pytest.fail("prometheus over TLS did not answer")
