@@ -232,21 +232,42 @@ def _load_items(
     return refs, failures
 
 
-def add_prometheus(obs: Observations, url: str, since_seconds: float, step: float | None = None) -> SourceRef:
-    """Pull the series the rules need from a Prometheus server over the last ``since_seconds``."""
+def add_prometheus(
+    obs: Observations, url: str, since_seconds: float, step: float | None = None, auth: Any = None
+) -> SourceRef:
+    """Pull the series the rules need from a Prometheus server over the last ``since_seconds``:
+    the control plane's, and dcgm-exporter's GPU health (the fleet queries of ``gpu health``, over
+    at most the last 10 minutes of the window) where the server has them; ``auth``: a
+    :class:`~clusterdoctor.observe.prom_auth.PromAuth` (bearer token, CA file, headers)."""
     from clusterdoctor.analyze.metric_window import observations_from_metrics
-    from clusterdoctor.observe.control.prom_api import collect_for_rules
+    from clusterdoctor.errors import CollectError, InputError
+    from clusterdoctor.observe.control.prom_api import PromClient, collect_for_rules
     from clusterdoctor.redact import redact_urls
 
-    res = collect_for_rules(url, since_seconds, step)
+    client = auth.client(url) if auth is not None else PromClient(url)
+    res = collect_for_rules(url, since_seconds, step, client=client)
     merge_into(obs, dict(observations_from_metrics(res)))
     shown = redact_urls(url)  # reports name the server, never its credentials
-    obs.data.setdefault("warnings_list", []).extend(
-        redact_urls(f"prometheus {shown}: {e}") for e in res.get("errors") or []
-    )
-    return SourceRef(
-        "prometheus", shown, f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics"
-    )
+    warnings = obs.data.setdefault("warnings_list", [])
+    warnings.extend(redact_urls(f"prometheus {shown}: {e}") for e in res.get("errors") or [])
+    detail = f"last {since_seconds:g} s; {len(res.get('present') or [])} metrics"
+    try:
+        names = client.metric_names()
+    except (CollectError, InputError):
+        names = set()  # collect_for_rules has already reported what the server would not answer
+    if any(n.startswith("DCGM_FI_") for n in names):
+        from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
+
+        try:
+            fleet = collect_fleet(url, min(since_seconds, 600.0), client=client)
+        except (CollectError, InputError) as e:
+            warnings.append(redact_urls(f"prometheus {shown}: dcgm-exporter series: {e}"))
+        else:
+            warnings.extend(redact_urls(f"prometheus {shown}: dcgm-exporter {e}") for e in fleet.errors)
+            if fleet.reports:
+                merge_into(obs, {"gpu_reports": fleet.reports})
+                detail += f"; dcgm-exporter: {len(fleet.reports)} nodes"
+    return SourceRef("prometheus", shown, detail)
 
 
 def add_scrapes(

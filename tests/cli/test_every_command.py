@@ -77,6 +77,13 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "gpu health --window": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "rules rule_id": "NOPE999",
     "watch --since": "bogus",
+    "serve agent --event-window": "bogus",
+    "serve agent --interval": "bogus",
+    "serve agent --log-level": "bogus",
+    "serve agent --log-format": "bogus",
+    "rules --agent-selector": "job=x}",
+    "diagnose --header": "no colon",
+    "rules --cluster-label": "a-b",
 }
 # Options and arguments whose value is a path (besides those Typer types as Path).
 PATH_OPTIONS = {
@@ -88,6 +95,9 @@ PATH_OPTIONS = {
     "--file",
     "--log",
     "--gpu",
+    "--web.config.file",
+    "--bearer-token-file",
+    "--ca-file",
 }
 # Path options whose bad value is not a missing path (a missing --archive folder is created).
 BAD_PATHS = {"numa check --archive": A_FILE}
@@ -102,6 +112,7 @@ FREE_FORM: dict[str, str] = {
     "serve agent --pod-resources-socket": "a missing or dead kubelet socket is a series (clusterdoctor_pod_resources_up 0) and a warning, never a crash loop of the DaemonSet pod (issue 14)",
     "diagnose --node-name": "any node name; one the API server does not know lists no pods, which the report says",
     "serve agent --node-name": "any node name; one the API server does not know lists no pods, which /metrics says",
+    "serve agent --kernel-log": 'a list of fallbacks (/dev/kmsg, kern.log, the journal): one that cannot be read is skipped; none readable is clusterdoctor_source_up{source="kernel-log"} 0 and a warning, never a crash loop (issue 21)',
 }
 EXTRA_BUSY = {"--listen"}  # options that also get a port that is in use
 

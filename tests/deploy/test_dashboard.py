@@ -22,7 +22,7 @@ def test_deploy_dashboard_is_what_the_sdk_generates():
 def test_one_row_per_layer_and_every_panel_queries():
     doc = json.loads(DASHBOARD.read_text())
     rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
-    assert rows == ["Control plane", "GPU health", "RDMA / NIC", "NUMA placement", "Fail-slow"]
+    assert rows == ["Control plane", "GPU health", "RDMA / NIC", "NUMA placement", "Agent", "Fail-slow"]
     panels = [p for p in doc["panels"] if p["type"] != "row"]
     assert len(panels) >= 20
     for p in panels:

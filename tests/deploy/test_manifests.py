@@ -205,7 +205,7 @@ def test_agent_privileges_are_named_and_minimal():
     sc = spec["containers"][0]["securityContext"]
     assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
-    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE", "SYSLOG"]}
     # GPUs through the NVIDIA runtime without taking one from the training jobs
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
@@ -213,7 +213,7 @@ def test_agent_privileges_are_named_and_minimal():
     assert (
         "nvidia.com/gpu" not in res.get("limits", {}) and res["requests"]["cpu"] and res["limits"]["memory"]
     )
-    tol = {(t["key"], t.get("effect")) for t in spec["tolerations"]}
+    tol = {(t.get("key"), t.get("effect")) for t in spec["tolerations"]}
     assert ("nvidia.com/gpu", "NoSchedule") in tol
 
 

@@ -169,11 +169,14 @@ def test_dashboard_queries_run_and_see_the_exporters(prometheus):
         "clusterdoctor_gpu_allocation",
         "DCGM_FI_DEV_XID_ERRORS",
         "DCGM_FI_DEV_GPU_TEMP",
-        "clusterdoctor_rdma_counter_rate",
+        "clusterdoctor_rdma_counter_total",
         "node_infiniband_link_downed_total",
         "node_infiniband_port_data_received_bytes_total",
         "clusterdoctor_source_up",
         "clusterdoctor_rule_skipped",
+        "clusterdoctor_diagnosis_timestamp_seconds",
+        'up{job="clusterdoctor-agent"',
+        "process_resident_memory_bytes",
     ):
         hits = [e for e in exprs if needle in e]
         assert hits, needle

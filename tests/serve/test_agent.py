@@ -16,6 +16,8 @@ from clusterdoctor.serve.agent import Agent, Source, default_sources, escape_lab
 from tests.conftest import TEST_DATA, needs_real_lock_timeouts, run_cli, shared_fixture
 from tests.observe.network.test_rdma import untar_infiniband
 
+LOGS_END = 1796028667.0  # 2026-11-30T08:51:07Z, the last line of tests/data/etcd_stall/zap/etcd-m0.log
+
 
 @pytest.fixture
 def ib_root(tmp_path):
@@ -40,7 +42,9 @@ def test_dead_source_does_not_block(ib_root):
         return {}
 
     logs = [str(TEST_DATA / "etcd_stall" / "zap" / f"etcd-m{i}.log") for i in range(3)]
-    agent = Agent(default_sources(str(ib_root), logs, 5.0) + [Source("dead", dead, 0.3)])
+    clock = lambda: LOGS_END + 60  # noqa: E731  # a minute after the logs end: their events are in the window
+    srcs = default_sources(str(ib_root), logs, 5.0, clock=clock) + [Source("dead", dead, 0.3)]
+    agent = Agent(srcs, interval_s=3600, clock=clock)
     srv = make_server(agent, "127.0.0.1", 0)
     port = srv.server_address[1]
     t = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -54,11 +58,18 @@ def test_dead_source_does_not_block(ib_root):
         assert 'clusterdoctor_source_up{source="rdma-sysfs"} 1' in body
         # findings from the real inputs: congestion on mlx4_0/1, the stall chain from the logs
         assert 'rule="RDMA002",severity="warning",layer="rdma",subject="mlx4_0/1"' in body
-        assert 'rule="CHAIN001"' in body and 'clusterdoctor_events{kind="etcd.heartbeat_slow"} 2' in body
-        # second scrape: the stuck source is not started again; rates appear
+        assert (
+            'rule="CHAIN001"' in body and 'clusterdoctor_events_total{kind="etcd.heartbeat_slow"} 2' in body
+        )
+        # raw counters, never rates (rate() is PromQL's)
+        assert 'clusterdoctor_rdma_counter_total{device="mlx4_0",port="1",counter="port_rcv_data"}' in body
+        assert "_rate{" not in body
+        # second scrape: served from the last diagnosis, nothing run again
         _, body2 = scrape(port)
-        assert len(calls) == 1
-        assert 'clusterdoctor_rdma_counter_rate{device="mlx4_0",port="1",counter="port_rcv_bytes"} 0' in body2
+        assert len(calls) == 1 and agent.diagnoses == 1
+        assert (
+            body2.split("clusterdoctor_diagnoses_total")[1] == body.split("clusterdoctor_diagnoses_total")[1]
+        )
         assert scrape(port, "/healthz")[1] == "ok\n"
     finally:
         release.set()

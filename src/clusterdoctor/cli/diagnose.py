@@ -37,6 +37,17 @@ def diagnose(
     step: float = typer.Option(
         None, "--step", help="With --prometheus: query_range step in seconds (default: since/720, >= 15)."
     ),
+    bearer_token_file: str = typer.Option(
+        None, "--bearer-token-file", help="With --prometheus: send `Authorization: Bearer <file content>`."
+    ),
+    ca_file: str = typer.Option(
+        None, "--ca-file", help="With --prometheus: CA bundle (PEM) that signed the server's certificate."
+    ),
+    header: list[str] = typer.Option(
+        None,
+        "--header",
+        help="With --prometheus: an extra request header 'Name: value' (repeatable; X-Scope-OrgID).",
+    ),
     scrape: list[str] = typer.Option(
         None, "--scrape", help="A /metrics URL to scrape directly (repeatable)."
     ),
@@ -107,10 +118,16 @@ def diagnose(
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
+    auth = None
+    if bearer_token_file or ca_file or header:
+        from clusterdoctor.observe.prom_auth import PromAuth
+
+        auth = PromAuth(bearer_token_file, ca_file, list(header or []))
+        auth.http_headers(), auth.ssl_context()  # checked now: one line, exit 2, before any work
     obs = diagnosis.new_observations()
     refs = []
     if prometheus:
-        refs.append(diagnosis.add_prometheus(obs, prometheus, diagnosis.parse_since(since), step))
+        refs.append(diagnosis.add_prometheus(obs, prometheus, diagnosis.parse_since(since), step, auth=auth))
     if scrape:
         refs.append(diagnosis.add_scrapes(obs, scrape, scrape_interval, insecure))
     if etcd_endpoints:

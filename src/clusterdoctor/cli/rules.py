@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import typer
 
@@ -22,6 +23,17 @@ def rules(
     runbook_url: str = typer.Option(
         None, "--runbook-url", help="With prometheus formats: base URL; alerts get runbook_url=BASE/RULE_ID."
     ),
+    agent_selector: str = typer.Option(
+        None,
+        "--agent-selector",
+        help='With prometheus formats: label matchers of the agent\'s series (default job="clusterdoctor-agent").',
+    ),
+    cluster_label: str = typer.Option(
+        None,
+        "--cluster-label",
+        help="With prometheus formats: label that tells clusters apart, kept by every aggregation "
+        "(default cluster; empty: none).",
+    ),
 ) -> None:
     """List every rule (id, layer, title, inputs), or explain one: symptom, why, fix, verify, thresholds.
 
@@ -34,10 +46,19 @@ def rules(
         from clusterdoctor.cli.kube_options import check_http_url
 
         check_http_url("--runbook-url", runbook_url)
+    if agent_selector and not re.fullmatch(
+        r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*',
+        agent_selector,
+    ):
+        raise CliExit(
+            2, f'error: --agent-selector {agent_selector!r}: expected label matchers such as job="x"'
+        )
+    if cluster_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cluster_label):
+        raise CliExit(2, f"error: --cluster-label {cluster_label!r}: not a label name")
     if fmt in ("prometheus", "prometheus-operator", "promtool-tests"):
         from clusterdoctor.cli.rules_export import export_alerts
 
-        typer.echo(export_alerts(fmt, runbook_url, rule_id, layer), nl=False)
+        typer.echo(export_alerts(fmt, runbook_url, rule_id, layer, agent_selector, cluster_label), nl=False)
         return
     if fmt == "json":
         as_json = True

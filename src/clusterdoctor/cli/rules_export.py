@@ -12,7 +12,16 @@ HEADER = (
 RULE_FILE_FROM_TESTS = "../components/prometheus-config/clusterdoctor-rules.yaml"
 
 
-def export_alerts(fmt: str, runbook_url: str | None, rule_id: str | None, layer: str | None) -> str:
+def export_alerts(
+    fmt: str,
+    runbook_url: str | None,
+    rule_id: str | None,
+    layer: str | None,
+    agent_selector: str | None = None,
+    cluster_label: str | None = None,
+) -> str:
+    """The rule file, PrometheusRule or promtool tests; the meta-alerts only with the whole catalogue.
+    ``agent_selector`` / ``cluster_label`` as kubernetes-mixin's config (None: the defaults)."""
     from clusterdoctor.report import prometheus_rules as pr
     from clusterdoctor.rules.registry import get_rule, load_all
 
@@ -26,9 +35,19 @@ def export_alerts(fmt: str, runbook_url: str | None, rule_id: str | None, layer:
         rules = [r for r in rules if r.layer == layer]
         if not rules:
             raise CliExit(2, f"error: --layer {layer!r}: no rule has this layer")
+    meta = not (rule_id or layer)
+    cfg = pr.AlertConfig(
+        agent_selector=pr.DEFAULT_CONFIG.agent_selector if agent_selector is None else agent_selector,
+        cluster_label=pr.DEFAULT_CONFIG.cluster_label if cluster_label is None else cluster_label,
+    )
     header = HEADER.format(fmt=fmt)
     if fmt == "prometheus":
-        return pr.to_yaml(pr.rule_groups(runbook_url, rules), header)
+        return pr.to_yaml(pr.rule_groups(runbook_url, rules, cfg, meta), header)
     if fmt == "prometheus-operator":
-        return pr.to_yaml(pr.prometheus_rule_object(runbook_url, rules=rules), header)
-    return pr.to_yaml(pr.promtool_tests(RULE_FILE_FROM_TESTS, rules), header)
+        return pr.to_yaml(pr.prometheus_rule_object(runbook_url, rules=rules, cfg=cfg, meta=meta), header)
+    if cfg != pr.DEFAULT_CONFIG:
+        raise CliExit(
+            2,
+            "error: --format promtool-tests: the tests are for the default --agent-selector/--cluster-label",
+        )
+    return pr.to_yaml(pr.promtool_tests(RULE_FILE_FROM_TESTS, rules, meta), header)

@@ -87,6 +87,26 @@ def agent(
     node_name: str = typer.Option(
         None, "--node-name", help="This node's name, to list its pods from the API server (in a pod)."
     ),
+    kernel_log: list[str] = typer.Option(
+        [],
+        "--kernel-log",
+        help="Kernel log for GPU events: /dev/kmsg, a kern.log/dmesg file or a journal directory; "
+        "repeatable, the first readable is used (in the pod: /dev/kmsg, then /host/var/log/...).",
+    ),
+    event_window: str = typer.Option(
+        "1h", "--event-window", help="Events older than this raise no finding (90s, 30m, 1h; default 1h)."
+    ),
+    interval: str = typer.Option(
+        "30s", "--interval", help="Diagnose this often; scrapes get the last result."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warn or error."),
+    log_format: str = typer.Option("logfmt", "--log-format", help="logfmt or json (on stderr)."),
+    web_config: str = typer.Option(
+        None,
+        "--web.config.file",
+        "--web-config-file",
+        help="exporter-toolkit web config: basic_auth_users (bcrypt hashes); see docs/kubernetes.md.",
+    ),
 ) -> None:
     """Expose this node's findings and derived gauges on /metrics for Prometheus.
 
@@ -106,18 +126,76 @@ def agent(
         from clusterdoctor.cli.kube_options import check_dir
 
         check_dir("--proc-root", proc_root)
+    window_s = _seconds("--event-window", event_window)
+    interval_s = _seconds("--interval", interval)
+    from clusterdoctor.serve.agent_log import Logger
+
+    try:
+        logger = Logger(log_level, log_format)
+    except ValueError as e:
+        raise CliExit(EXIT_BAD_INPUT, f"error: {e}") from None
+    web = None
+    if web_config:
+        from clusterdoctor.errors import InputError
+        from clusterdoctor.serve.agent_web import load_web_config
+
+        try:
+            web = load_web_config(web_config)
+        except InputError as e:
+            raise CliExit(EXIT_BAD_INPUT, f"error: --web.config.file {e}") from None
+        if web.ssl_context is not None:
+            # waitress (serve/http.py) has no TLS; serving plain HTTP instead would be a silent downgrade
+            raise CliExit(
+                EXIT_BAD_INPUT,
+                f"error: --web.config.file {web_config}: tls_server_config is not served by the agent yet; "
+                "terminate TLS in front of it (a kube-rbac-proxy sidecar) and keep basic_auth_users here",
+            )
     from clusterdoctor.serve.agent import Agent, default_sources, make_server
 
     a = Agent(
-        default_sources(sysfs_root, list(log), source_timeout, proc_root, pod_resources_socket, node_name),
+        default_sources(
+            sysfs_root,
+            list(log),
+            source_timeout,
+            proc_root,
+            pod_resources_socket,
+            node_name,
+            kernel_logs=list(kernel_log),
+            window_s=window_s,
+        ),
         pod_resources=bool(pod_resources_socket),
+        interval_s=interval_s,
+        window_s=window_s,
+        log=logger,
     )
     try:
-        srv = _bind(make_server, host, port, a)
+        srv = _bind(lambda h, p: make_server(a, h, p, web=web), host, port)
         typer.echo(f"clusterdoctor agent on {_url(srv, '/metrics')}", err=True)
+        logger.info(
+            "listening",
+            url=_url(srv, "/metrics"),
+            interval=f"{interval_s:g}s",
+            event_window=f"{window_s:g}s",
+            basic_auth=bool(web and web.users),
+        )
         _serve(srv)
     finally:
         a.close()
+
+
+def _seconds(flag: str, text: str) -> float:
+    from clusterdoctor.observe.control.logs import parse_duration
+
+    try:
+        v = parse_duration(text.strip())
+    except (ValueError, TypeError):
+        v = None
+    if v is None or not v > 0 or v != v or v > 30 * 86400:
+        raise CliExit(
+            EXIT_BAD_INPUT,
+            f"error: {flag} {text!r}: not a duration between 0 and 30 days (e.g. 90s, 30m, 1h)",
+        )
+    return float(v)
 
 
 @app.command("extender")

@@ -62,10 +62,11 @@ def request(
     url: str, *, method: str = "GET", data: bytes | None = None, headers: dict[str, str] | None = None,
     connect_timeout: float = 5.0, read_timeout: float = 10.0, total_timeout: float = 60.0,
     run: Deadline | None = None, max_body: int | None = None, max_error_body: int = MAX_ERROR_BODY,
-    insecure: bool = False, redirects: int = 3,
+    insecure: bool = False, redirects: int = 3, ssl_context: ssl.SSLContext | None = None,
 ) -> Response:  # fmt: skip
     """One HTTP exchange within all the bounds of the module docstring. A non-2xx status is returned
-    (with at most ``max_error_body`` bytes of its body) for the caller to word."""
+    (with at most ``max_error_body`` bytes of its body) for the caller to word. ``ssl_context``: the
+    TLS client context for https (a CA file, a client certificate); default: the system's CAs."""
     from clusterdoctor.observe.limits import human_size, limit_help, max_input_bytes
 
     cap = max_input_bytes() if max_body is None else max_body
@@ -85,7 +86,7 @@ def request(
         try:
             status, hdrs, body = _exchange(
                 p, method, data, headers or {}, connect_timeout, read_timeout, left, cap,
-                max_error_body, insecure,
+                max_error_body, insecure, ssl_context,
             )  # fmt: skip
         except _Ran as e:
             if e.what == "total":
@@ -120,6 +121,7 @@ def request(
 def _exchange(
     p: urllib.parse.SplitResult, method: str, data: bytes | None, headers: dict[str, str],
     connect_timeout: float, read_timeout: float, left: float, cap: int, max_error_body: int, insecure: bool,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
     if left <= 0:
         raise _Ran("total")
@@ -144,8 +146,8 @@ def _exchange(
     conn: http.client.HTTPConnection | None = None
     try:
         if p.scheme == "https":
-            ctx = ssl.create_default_context()
-            if insecure:
+            ctx = ssl_context or ssl.create_default_context()
+            if insecure and ssl_context is None:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             sock.settimeout(min(read_timeout, max(0.01, deadline - time.monotonic())))

@@ -1,8 +1,8 @@
 """The clusterdoctor Grafana dashboard, generated with the Grafana Foundation SDK (grafana-foundation-sdk).
 
-One row per layer — control plane, GPU health, RDMA/NIC, NUMA placement, fail-slow — over the series
+One row per layer — control plane, GPU health, RDMA/NIC, NUMA placement, the agent itself, fail-slow — over the series
 the alerts use (etcd, kube-scheduler, apiserver, kubelet, node exporter, dcgm-exporter) and the
-agent's own (``clusterdoctor_finding``, ``clusterdoctor_rdma_counter_rate``, ``clusterdoctor_gpu_allocation``,
+agent's own (``clusterdoctor_finding``, ``clusterdoctor_rdma_counter_total``, ``clusterdoctor_gpu_allocation``,
 ``clusterdoctor_node_gpus``). ``python -m clusterdoctor.report.dashboard`` prints the JSON that
 deploy/components/grafana-dashboard/clusterdoctor.json holds (``make deploy-generate``); tests/deploy
 checks the file is current and runs every query against a real Prometheus.
@@ -93,7 +93,7 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]], str]]]] =
         "RDMA / NIC",
         [
             ("timeseries", "RDMA error and congestion counters (agent, per second)", "ops",
-             [(f'sum by (node, device, port, counter) (clusterdoctor_rdma_counter_rate{{counter!~".*(bytes|packets|data).*",{NODE}}})', "{{node}} {{device}}/{{port}} {{counter}}")],
+             [(f'sum by (node, device, port, counter) (rate(clusterdoctor_rdma_counter_total{{counter!~".*(bytes|packets|data).*",{NODE}}}[5m]))', "{{node}} {{device}}/{{port}} {{counter}}")],
              "RDMA001-005: drops, ECN/CNP, retransmissions, link and completion errors; 0 on a healthy lossless fabric."),
             ("timeseries", "InfiniBand link errors (node exporter)", "ops",
              [(f"sum by (instance, device, port, counter) ({_IB_LINK_RATES})", "{{instance}} {{device}}/{{port}} {{counter}}")],
@@ -117,6 +117,24 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]], str]]]] =
              [(f"min by (node, source) (clusterdoctor_source_up{{{NODE}}})", "{{node}} {{source}}"),
               (f"min by (node) (clusterdoctor_pod_resources_up{{{NODE}}})", "{{node}} pod-resources")],
              "A source at 0 did not answer within its timeout: its rules are skipped, not healthy."),
+        ],
+    ),
+    (
+        "Agent",
+        [
+            ("timeseries", "Agents up", "short",
+             [(f'min by (node, instance) (up{{job="clusterdoctor-agent",{NODE}}})', "{{node}}")],
+             "ClusterdoctorAgentDown: an agent Prometheus cannot scrape takes its node's findings (and alerts) with it."),
+            ("timeseries", "Age of the last diagnosis", "s",
+             [(f"time() - max by (node) (clusterdoctor_diagnosis_timestamp_seconds{{{NODE}}})", "{{node}}")],
+             "The agent diagnoses every --interval (30 s); ClusterdoctorDiagnosisStale fires past 10 minutes."),
+            ("timeseries", "Events read per minute", "short",
+             [(f"sum by (node, kind) (rate(clusterdoctor_events_total{{{NODE}}}[5m])) * 60", "{{node}} {{kind}}")],
+             "Kernel-log (gpu.xid, gpu.fell_off_bus …) and log events the agent read; findings keep them for --event-window."),
+            ("timeseries", "Agent memory and CPU", "short",
+             [(f'max by (node) (process_resident_memory_bytes{{job="clusterdoctor-agent",{NODE}}}) / 2^20', "{{node}} RSS MiB"),
+              (f'max by (node) (rate(process_cpu_seconds_total{{job="clusterdoctor-agent",{NODE}}}[5m]))', "{{node}} CPU cores")],
+             "Against the DaemonSet's limits (512 MiB, 1 CPU; deploy/components/resources-large for big nodes)."),
         ],
     ),
     (

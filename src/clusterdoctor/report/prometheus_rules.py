@@ -9,6 +9,14 @@ One group per layer. Rules that declare ``alerts=`` alert on their own evidence;
 alerts on the agent's ``clusterdoctor_finding`` series. Every alert carries ``rule``, ``layer`` and
 ``severity`` labels and ``summary``, ``description`` and ``runbook`` (``clusterdoctor rules ID``; plus
 ``runbook_url`` when a base URL is given) annotations.
+
+Meta-alerts (group ``clusterdoctor.meta``, :func:`meta_alerts`): an agent down or gone, a source or
+the pod-resources API down, a diagnosis that stopped: without them a dead agent resolves every
+alert silently. As in kubernetes-mixin, :class:`AlertConfig` sets the selector of the agent's series
+(``job="clusterdoctor-agent"``: the scrape job, the ServiceMonitor and the PodMonitor's ``jobLabel``
+all give it) and the cluster label kept by every aggregation (``cluster``; absent in a one-cluster
+Prometheus, where it changes nothing). Alerts that overlap a mixin's say so in their description
+(:data:`MIXIN_OVERLAP`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from typing import Any
 from clusterdoctor.rules.alerts import Alert, Example, camel, finding_alert_expr
 
 __all__ = [
+    "AlertConfig",
     "CatalogAlert",
+    "configure_expr",
+    "meta_alerts",
     "catalog_alerts",
     "prometheus_rule_object",
     "promtool_tests",
@@ -32,6 +43,57 @@ __all__ = [
 NAME_PREFIX = "Clusterdoctor"
 FINDING_FOR = "5m"  # a finding present on every scrape for 5 minutes (10 scrapes at 30 s)
 _TEMPLATE = re.compile(r"\{\{\s*\$labels\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+AGENT_JOB = "clusterdoctor-agent"
+# Rules with alerts on another exporter's series whose evidence the agent also finds itself: they
+# alert on the agent's finding too (GPU001: dcgm-exporter's DCGM_FI_DEV_XID_ERRORS holds only the last
+# Xid and needs dcgm-exporter; the agent reads every Xid from the kernel log).
+ALSO_ON_FINDING = {"GPU001": "KernelLog"}
+# Alerts that overlap a mixin's, and why they are kept (appended to their description).
+MIXIN_OVERLAP = {
+    ("ETCD001", "warning"): (
+        "Overlaps etcd-mixin's etcdHighFsyncDurations (warning at p99 > 0.5 s): this one warns at "
+        "etcd's documented 10 ms on purpose, long before leader elections start; it is a capacity "
+        "warning, not the mixin's page."
+    ),
+    ("ETCD001", "critical"): (
+        "Duplicates etcd-mixin's etcdHighFsyncDurations critical (p99 > 1 s for 10m, the same "
+        "threshold): kept for clusters without etcd-mixin; with it installed, inhibit one of the two "
+        "(Alertmanager inhibit_rules on alertname)."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """What kubernetes-mixin's ``_config`` holds for its alerts: the agent's selector and the label
+    that tells clusters apart (added to every ``by``/``on`` list; empty: none)."""
+
+    agent_selector: str = f'job="{AGENT_JOB}"'
+    cluster_label: str = "cluster"
+
+
+DEFAULT_CONFIG = AlertConfig()
+_AGENT_METRIC = re.compile(r"\b(clusterdoctor_(?!watch_)[a-z_]+)(\{)?")  # not the fail-slow probe's
+_GROUPING = re.compile(r"\b(by|on)\s*\(")
+
+
+def configure_expr(expr: str, cfg: AlertConfig = DEFAULT_CONFIG) -> str:
+    """``expr`` with the agent selector on every ``clusterdoctor_*`` selector and the cluster label in
+    every ``by (…)`` / ``on (…)``."""
+    if cfg.agent_selector:
+
+        def sel(m: re.Match[str]) -> str:
+            return (
+                f"{m.group(1)}{{{cfg.agent_selector},"
+                if m.group(2)
+                else f"{m.group(1)}{{{cfg.agent_selector}}}"
+            )
+
+        expr = _AGENT_METRIC.sub(sel, expr)
+        expr = expr.replace(",}", "}")
+    if cfg.cluster_label:
+        expr = _GROUPING.sub(lambda m: f"{m.group(1)} ({cfg.cluster_label}, ", expr).replace(", )", ")")
+    return expr
 
 
 @dataclass(frozen=True)
@@ -45,19 +107,23 @@ class CatalogAlert:
     def labels(self) -> dict[str, str]:
         return {
             "severity": self.alert.severity,
-            "rule": self.rule_id,
+            **({"rule": self.rule_id} if self.rule_id else {}),
             "layer": self.layer,
             **dict(self.alert.labels),
         }
 
     def annotations(self, runbook_base: str | None = None) -> dict[str, str]:
+        desc = self.alert.description
+        note = MIXIN_OVERLAP.get((self.rule_id, self.alert.severity))
+        if note:
+            desc = f"{desc} {note}"
         out = {
             "summary": self.alert.summary,
-            "description": self.alert.description,
-            "runbook": f"clusterdoctor rules {self.rule_id}",
+            "description": desc,
+            "runbook": f"clusterdoctor rules {self.rule_id}" if self.rule_id else META_RUNBOOK,
         }
         if runbook_base:
-            out["runbook_url"] = f"{runbook_base.rstrip('/')}/{self.rule_id}"
+            out["runbook_url"] = f"{runbook_base.rstrip('/')}/{self.rule_id or self.name}"
         return out
 
 
@@ -73,7 +139,13 @@ def finding_alert(rule: Any) -> Alert:
     """The alert of a rule without PromQL of its own: its finding in the agent's series."""
     sec = rule.sections()
     rid = rule.id
-    base = {"node": "gpu-node-7", "instance": "10.0.3.7:9877", "rule": rid, "subject": "example-subject"}
+    base = {
+        "job": AGENT_JOB,
+        "node": "gpu-node-7",
+        "instance": "10.0.3.7:9877",
+        "rule": rid,
+        "subject": "example-subject",
+    }
     lab = ",".join(f'{k}="{v}"' for k, v in base.items() if k != "rule")
     fires = Example(
         series=(
@@ -82,7 +154,7 @@ def finding_alert(rule: Any) -> Alert:
                 "1.6x30",
             ),
         ),
-        labels={**base, "severity": "warning"},
+        labels={k: v for k, v in base.items() if k != "job"} | {"severity": "warning"},
     )
     healthy = Example(
         series=(
@@ -107,8 +179,8 @@ def finding_alert(rule: Any) -> Alert:
     )
 
 
-def catalog_alerts(rules: list[Any] | None = None) -> list[CatalogAlert]:
-    """Every rule's alerts, in catalogue order."""
+def catalog_alerts(rules: list[Any] | None = None, meta: bool = False) -> list[CatalogAlert]:
+    """Every rule's alerts, in catalogue order (then the meta-alerts with ``meta``)."""
     from clusterdoctor.rules.registry import load_all
 
     out = []
@@ -116,32 +188,161 @@ def catalog_alerts(rules: list[Any] | None = None) -> list[CatalogAlert]:
         if r.alerts:
             for a in r.alerts:
                 out.append(CatalogAlert(r.id, r.layer, a, a.name or NAME_PREFIX + camel(r.name), True))
+            if r.id in ALSO_ON_FINDING:
+                name = NAME_PREFIX + camel(r.name) + ALSO_ON_FINDING[r.id]
+                out.append(CatalogAlert(r.id, r.layer, finding_alert(r), name, False))
         else:
             out.append(CatalogAlert(r.id, r.layer, finding_alert(r), NAME_PREFIX + camel(r.name), False))
+    if meta:
+        out += meta_alerts()
     return out
 
 
-def alert_entry(ca: CatalogAlert, runbook_base: str | None = None) -> dict[str, Any]:
+META_RUNBOOK = "docs/kubernetes.md, section Alerts about the agent"
+
+
+def meta_alerts() -> list[CatalogAlert]:
+    """Alerts about the agent itself (see the module docstring)."""
+    lab = f'job="{AGENT_JOB}",instance="10.0.3.7:9877",node="gpu-node-7"'
+    labels = {"job": AGENT_JOB, "instance": "10.0.3.7:9877", "node": "gpu-node-7"}
+    agent = "clusterdoctor-agent"
+
+    def ca(name: str, a: Alert) -> CatalogAlert:
+        return CatalogAlert("", "meta", a, NAME_PREFIX + name, False)
+
+    return [
+        ca(
+            "AgentDown",
+            Alert(
+                expr="up == 0",
+                severity="warning",
+                for_="5m",
+                source=agent,
+                summary="clusterdoctor agent {{ $labels.instance }} on {{ $labels.node }} is down",
+                description=(
+                    "Prometheus cannot scrape the clusterdoctor agent on {{ $labels.node }}: every "
+                    "finding of that node has gone with it, so its alerts resolved without the cause "
+                    "being fixed. `kubectl -n clusterdoctor get pods -o wide` and the pod's log."
+                ),
+                fires=Example(((f"up{{{lab}}}", "1x5 0x30"),), labels),
+                healthy=Example(((f"up{{{lab}}}", "1x30"),)),
+            ),
+        ),
+        ca(
+            "AgentAbsent",
+            Alert(
+                expr="absent(up == 1)",
+                severity="critical",
+                for_="15m",
+                source=agent,
+                summary="No clusterdoctor agent is being scraped",
+                description=(
+                    "Not one clusterdoctor agent target is up in Prometheus (none discovered, or all "
+                    "down): no clusterdoctor alert can fire. Check the DaemonSet and the "
+                    "ServiceMonitor/PodMonitor or scrape job (and its release label)."
+                ),
+                fires=Example(((f"up{{{lab}}}", "0x30"),), {}),
+                healthy=Example(((f"up{{{lab}}}", "1x30"),)),
+            ),
+        ),
+        ca(
+            "SourceDown",
+            Alert(
+                expr="max by (node, instance, source) (clusterdoctor_source_up) == 0",
+                severity="warning",
+                for_="15m",
+                source=agent,
+                summary="clusterdoctor agent on {{ $labels.node }}: source {{ $labels.source }} is down",
+                description=(
+                    "The agent on {{ $labels.node }} has not read {{ $labels.source }} for 15 minutes "
+                    "(an unreadable kernel log, a missing mount, a source slower than --source-timeout): "
+                    'the rules that need it are skipped, which is not "healthy". The agent\'s log says why.'
+                ),
+                fires=Example(
+                    ((f'clusterdoctor_source_up{{{lab},source="kernel-log"}}', "0x30"),),
+                    {**{k: v for k, v in labels.items() if k != "job"}, "source": "kernel-log"},
+                ),
+                healthy=Example(((f'clusterdoctor_source_up{{{lab},source="kernel-log"}}', "1x30"),)),
+            ),
+        ),
+        ca(
+            "PodResourcesDown",
+            Alert(
+                expr="max by (node, instance) (clusterdoctor_pod_resources_up) == 0",
+                severity="warning",
+                for_="15m",
+                source=agent,
+                summary="clusterdoctor agent on {{ $labels.node }} cannot read the kubelet pod-resources API",
+                description=(
+                    "Findings on {{ $labels.node }} name pod UIDs instead of pods and the extender "
+                    "gets no free-GPU count: the pod-resources socket is missing or refused "
+                    '(clusterdoctor_kubernetes_warning{source="pod-resources"}, the agent\'s log).'
+                ),
+                fires=Example(
+                    ((f"clusterdoctor_pod_resources_up{{{lab}}}", "0x30"),),
+                    {k: v for k, v in labels.items() if k != "job"},
+                ),
+                healthy=Example(((f"clusterdoctor_pod_resources_up{{{lab}}}", "1x30"),)),
+            ),
+        ),
+        ca(
+            "DiagnosisStale",
+            Alert(
+                expr="time() - max by (node, instance) (clusterdoctor_diagnosis_timestamp_seconds) > 600",
+                severity="warning",
+                for_="10m",
+                source=agent,
+                summary="clusterdoctor agent on {{ $labels.node }} has not diagnosed for 10 minutes",
+                description=(
+                    "The agent answers scrapes but its diagnosis timer has stopped (the last round is "
+                    "over 10 minutes old): its findings are stale. Restart the pod; the log says why."
+                ),
+                fires=Example(
+                    ((f"clusterdoctor_diagnosis_timestamp_seconds{{{lab}}}", "60x30"),),
+                    {k: v for k, v in labels.items() if k != "job"},
+                ),
+                # the timestamp moves with time (1m steps in promtool: 60 s a step)
+                healthy=Example(((f"clusterdoctor_diagnosis_timestamp_seconds{{{lab}}}", "0+60x30"),)),
+            ),
+        ),
+    ]
+
+
+def alert_entry(
+    ca: CatalogAlert, runbook_base: str | None = None, cfg: AlertConfig = DEFAULT_CONFIG
+) -> dict[str, Any]:
     """One alerting rule as Prometheus reads it (alert, expr, for, labels, annotations)."""
+    expr = ca.alert.expr
+    if ca.layer == "meta" and cfg.agent_selector:
+        expr = re.sub(r"\bup\b", f"up{{{cfg.agent_selector}}}", expr)
     return {
         "alert": ca.name,
-        "expr": ca.alert.expr,
+        "expr": configure_expr(expr, cfg),
         "for": ca.alert.for_,
         "labels": ca.labels(),
         "annotations": ca.annotations(runbook_base),
     }
 
 
-def rule_groups(runbook_base: str | None = None, rules: list[Any] | None = None) -> dict[str, Any]:
-    """A Prometheus rule file (``{"groups": [...]}``), one group per layer."""
+def rule_groups(
+    runbook_base: str | None = None,
+    rules: list[Any] | None = None,
+    cfg: AlertConfig = DEFAULT_CONFIG,
+    meta: bool = True,
+) -> dict[str, Any]:
+    """A Prometheus rule file (``{"groups": [...]}``), one group per layer, the meta-alerts last."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for ca in catalog_alerts(rules):
-        groups.setdefault(f"clusterdoctor.{ca.layer}", []).append(alert_entry(ca, runbook_base))
+    for ca in catalog_alerts(rules, meta):
+        groups.setdefault(f"clusterdoctor.{ca.layer}", []).append(alert_entry(ca, runbook_base, cfg))
     return {"groups": [{"name": name, "rules": rules_} for name, rules_ in groups.items()]}
 
 
 def prometheus_rule_object(
-    runbook_base: str | None = None, name: str = "clusterdoctor", rules: list[Any] | None = None
+    runbook_base: str | None = None,
+    name: str = "clusterdoctor",
+    rules: list[Any] | None = None,
+    cfg: AlertConfig = DEFAULT_CONFIG,
+    meta: bool = True,
 ) -> dict[str, Any]:
     """The same groups as a Prometheus Operator ``PrometheusRule``."""
     return {
@@ -151,7 +352,7 @@ def prometheus_rule_object(
             "name": name,
             "labels": {"app.kubernetes.io/name": "clusterdoctor", "app.kubernetes.io/component": "alerts"},
         },
-        "spec": rule_groups(runbook_base, rules),
+        "spec": rule_groups(runbook_base, rules, cfg, meta),
     }
 
 
@@ -160,10 +361,22 @@ def expand(template: str, labels: dict[str, str]) -> str:
     return _TEMPLATE.sub(lambda m: labels.get(m.group(1), ""), template)
 
 
-def promtool_tests(rule_file: str, rules: list[Any] | None = None) -> dict[str, Any]:
+def _with_job(series: str) -> str:
+    """An example series of the agent's metrics carries the agent's job (the default selector)."""
+    if (
+        series.startswith("clusterdoctor_")
+        and not series.startswith("clusterdoctor_watch_")
+        and "job=" not in series
+    ):
+        name, brace, rest = series.partition("{")
+        return f'{name}{{job="{AGENT_JOB}"' + (f",{rest}" if brace and rest != "}" else "}")
+    return series
+
+
+def promtool_tests(rule_file: str, rules: list[Any] | None = None, meta: bool = True) -> dict[str, Any]:
     """``promtool test rules`` cases: each alert fires on its example, and nothing of that name on
-    its healthy series."""
-    cas = catalog_alerts(rules)
+    its healthy series (for the rule file of the default :class:`AlertConfig`)."""
+    cas = catalog_alerts(rules, meta)
     by_name: dict[str, list[CatalogAlert]] = {}
     for ca in cas:
         by_name.setdefault(ca.name, []).append(ca)
@@ -185,9 +398,9 @@ def promtool_tests(rule_file: str, rules: list[Any] | None = None) -> dict[str, 
         exp.sort(key=lambda x: x[0])
         tests.append(
             {
-                "name": f"{ca.rule_id} {ca.name} ({sev}) fires",
+                "name": f"{ca.rule_id or 'meta'} {ca.name} ({sev}) fires",
                 "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in a.fires.series],
+                "input_series": [{"series": _with_job(s), "values": v} for s, v in a.fires.series],
                 "alert_rule_test": [
                     {"eval_time": a.fires.eval_time, "alertname": ca.name, "exp_alerts": [e for _, e in exp]}
                 ],
@@ -195,9 +408,9 @@ def promtool_tests(rule_file: str, rules: list[Any] | None = None) -> dict[str, 
         )
         tests.append(
             {
-                "name": f"{ca.rule_id} {ca.name} ({sev}) quiet on healthy series",
+                "name": f"{ca.rule_id or 'meta'} {ca.name} ({sev}) quiet on healthy series",
                 "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in a.healthy.series],
+                "input_series": [{"series": _with_job(s), "values": v} for s, v in a.healthy.series],
                 "alert_rule_test": [
                     {"eval_time": a.healthy.eval_time, "alertname": ca.name, "exp_alerts": []}
                 ],

@@ -127,7 +127,7 @@ FLUSH = ("req_cqe_flush_error", "resp_cqe_flush_error")
 
 
 # --- alerts: node exporter's InfiniBand counters (IB link and port counters), and the agent's
-# clusterdoctor_rdma_counter_rate for the hardware counters node exporter does not export (RoCE
+# clusterdoctor_rdma_counter_total (rate() in PromQL) for the hardware counters node exporter does not export (RoCE
 # out_of_buffer, ECN/CNP, retransmission, completion errors) -----------------------------------------
 _N = 'job="node",instance="10.0.3.7:9100",device="mlx5_0",port="1"'
 _NL = {"job": "node", "instance": "10.0.3.7:9100", "device": "mlx5_0", "port": "1"}
@@ -145,16 +145,18 @@ def _re(names: tuple[str, ...]) -> str:
 
 
 def _agent_rate(names: tuple[str, ...], what: str, rid_counter: str, quiet_counter: str) -> tuple[Alert, ...]:
+    # the agent exports the raw counters; the rate is PromQL's (right behind an HA Prometheus pair)
     expr = (
-        f'max by (node, instance, device, port) (clusterdoctor_rdma_counter_rate{{counter=~"{_re(names)}"}})'
+        "max by (node, instance, device, port) "
+        f'(rate(clusterdoctor_rdma_counter_total{{counter=~"{_re(names)}"}}[5m]))'
     )
     healthy = Example(
         (
-            (f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{rid_counter}"}}', "0x30"),
+            (f'clusterdoctor_rdma_counter_total{{{_AG},counter="{rid_counter}"}}', "1000+0x30"),
             (
-                f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{quiet_counter}"}}',
-                "1.2e9x30",
-            ),  # data, not errors
+                f'clusterdoctor_rdma_counter_total{{{_AG},counter="{quiet_counter}"}}',
+                "0+72e9x30",
+            ),  # data, not errors: 1.2e9/s
         )
     )
 
@@ -166,12 +168,17 @@ def _agent_rate(names: tuple[str, ...], what: str, rid_counter: str, quiet_count
             source="clusterdoctor-agent",
             summary=f"{{{{ $labels.node }}}} {{{{ $labels.device }}}}/{{{{ $labels.port }}}}: {what}",
             description=(
-                f"The agent's counter rates (between two scrapes) show {what} on this port "
+                f"The agent's counters (their rate over 5 minutes) show {what} on this port "
                 f"({ANY_INCREASE.meaning}; at {HIGH_RATE.value:g}/s and above it is critical). "
                 "`clusterdoctor rules` explains the counters and the fix."
             ),
             fires=Example(
-                ((f'clusterdoctor_rdma_counter_rate{{{_AG},counter="{rid_counter}"}}', f"{rate}x30"),),
+                (
+                    (
+                        f'clusterdoctor_rdma_counter_total{{{_AG},counter="{rid_counter}"}}',
+                        f"0+{rate * 60:g}x30",
+                    ),
+                ),
                 _AGL,
                 also=also,
             ),

@@ -11,8 +11,9 @@ Series (all gauges; ``node`` is added by the scrape config's relabelling):
   container holds (the pod-resources API), so any GPU series can be joined to its pod;
 * ``clusterdoctor_node_gpus{state="allocatable"|"allocated"|"free"}`` — free capacity for the
   scheduler extender and the dashboard;
-* ``clusterdoctor_pod_resources_up`` 1/0 and ``clusterdoctor_kubernetes_warning{source}`` = 1 per
-  warning (missing socket, older API, unreachable API server), so a broken mount is visible.
+* ``clusterdoctor_pod_resources_up`` 1/0 and ``clusterdoctor_kubernetes_warning{source}`` = the
+  number of warnings of that source (missing socket, older API, unreachable API server, a failed
+  audit), so a broken mount is visible; the warnings' text is in the agent's log, never a label.
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ def kube_metric_lines(data: dict[str, Any], socket_configured: bool) -> list[str
     warnings = list(getattr(ctx, "warnings", []) or [])
     if warnings:
         lines += [
-            "# HELP clusterdoctor_kubernetes_warning A Kubernetes source that answered partly or not at all.",
+            "# HELP clusterdoctor_kubernetes_warning Warnings of a Kubernetes source that answered partly or not at all.",
             "# TYPE clusterdoctor_kubernetes_warning gauge",
         ]
+        by_src: dict[str, int] = {}
         for w in sorted(set(warnings)):
             if w.startswith("placement audit"):
                 src = "placement"
@@ -100,5 +102,7 @@ def kube_metric_lines(data: dict[str, Any], socket_configured: bool) -> list[str
                 src = "pod-resources"
             else:
                 src = "api-server"
-            lines.append(f'clusterdoctor_kubernetes_warning{{source="{src}",message="{_esc(w[:300])}"}} 1')
+            by_src[src] = by_src.get(src, 0) + 1
+        for src, n in sorted(by_src.items()):
+            lines.append(f'clusterdoctor_kubernetes_warning{{source="{src}"}} {n}')
     return lines

@@ -93,7 +93,7 @@ class PromClient:
 
     def __init__(
         self, url: str, timeout: float = 10.0, headers: dict[str, str] | None = None,
-        run_seconds: float | None = None,
+        run_seconds: float | None = None, ssl_context: Any = None,
     ) -> None:  # fmt: skip
         from clusterdoctor.observe.http_client import Deadline
         from clusterdoctor.observe.limits import current
@@ -104,6 +104,7 @@ class PromClient:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.headers = dict(headers or {})
+        self.ssl_context = ssl_context  # https: a CA file / client certificate (observe/prom_auth.py)
         self.run = Deadline(current().seconds if run_seconds is None else run_seconds)
 
     # -- transport -----------------------------------------------------------------------------
@@ -125,6 +126,7 @@ class PromClient:
             read_timeout=self.timeout,
             total_timeout=6 * self.timeout,
             run=self.run,
+            ssl_context=self.ssl_context,
         )
         raw = resp.body
         if not 200 <= resp.status < 300:

@@ -187,8 +187,9 @@ def kernel_log_bytes(timeout: float = 10.0) -> tuple[bytes | None, str, str | No
     return None, "", "; ".join(reasons)
 
 
-def collect_live_gpu(sysfs_root: str = "/", timeout: float = 10.0) -> LiveGpu:
-    """Every live GPU source of this node (see the module docstring)."""
+def collect_live_gpu(sysfs_root: str = "/", timeout: float = 10.0, kernel_log: bool = True) -> LiveGpu:
+    """Every live GPU source of this node (see the module docstring); ``kernel_log=False`` leaves the
+    kernel log to the caller (the agent reads it incrementally)."""
     out = LiveGpu()
     rep, why = read_nvml()
     if rep is not None:
@@ -218,8 +219,10 @@ def collect_live_gpu(sysfs_root: str = "/", timeout: float = 10.0) -> LiveGpu:
                         out.reports.append(parse_nvlink(nl, "nvidia-smi nvlink -s (live)"))
                     except InputError:
                         pass
-    klog, how, why = kernel_log_bytes(timeout)
-    if klog is None:
+    klog, how, why = kernel_log_bytes(timeout) if kernel_log else (b"", "", None)
+    if not kernel_log:
+        pass
+    elif klog is None:
         out.skipped.append(f"kernel log: {why}")
     elif out.reports or b"NVRM" in klog:
         from clusterdoctor.observe.gpu.kernel_log import parse_kernel_log
