@@ -44,10 +44,10 @@ def test_url_is_printed_once_listening_and_answers(args, path, check):
         port = int(url.split(":")[2].split("/")[0])
         assert port != 0  # the port the kernel gave, not the one asked for
         base = url.rsplit("/", 1)[0] if path else url
-        with urllib.request.urlopen(base + path, timeout=10) as r:  # no retry loop: it listens already
+        with urllib.request.urlopen(base + path, timeout=60) as r:  # no retry loop: it listens already
             assert check(r.read().decode())
         p.send_signal(signal.SIGINT)
-        assert p.wait(10) == 0
+        assert p.wait(60) == 0
         assert "Traceback" not in p.stderr.read()
     finally:
         if p.poll() is None:
