@@ -54,6 +54,68 @@ def _click():
         return click
 
 
+COLOR_ENV = "CLUSTERDOCTOR_COLOR"  # auto | always | never (the root's --color sets it)
+QUIET_ENV = "CLUSTERDOCTOR_QUIET"  # 1: no progress or notes on stderr (the root's --quiet sets it)
+
+
+def color_enabled(stream: object) -> bool:
+    """Whether output to ``stream`` is coloured: ``--color always|never`` decides; with ``auto`` (the
+    default) a terminal gets colour unless ``NO_COLOR`` is set to anything (https://no-color.org)."""
+    mode = os.environ.get(COLOR_ENV, "auto").strip().lower()
+    if mode == "always":
+        return True
+    if mode == "never" or os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def quiet() -> bool:
+    """``--quiet``: no progress lines and no notes on stderr; errors and the report itself unchanged."""
+    return os.environ.get(QUIET_ENV, "") not in ("", "0")
+
+
+def help_wraps_whole_words() -> None:
+    """Help text is wrapped at spaces only: an option or a file name in an example is never cut at
+    its hyphen (``--etcd-`` / ``endpoints``), so what ``--help`` shows can be pasted as it is."""
+    import importlib
+
+    try:
+        tw = importlib.import_module(f"{_click().__name__}._textwrap")
+    except ImportError:  # pragma: no cover - a click without its own wrapper
+        return
+    base = getattr(tw, "TextWrapper", None)
+    if base is None or getattr(base, "_cd_whole_words", False):
+        return
+
+    class WholeWords(base):  # type: ignore[misc, valid-type]
+        _cd_whole_words = True
+
+        def __init__(self, *a: object, **kw: object) -> None:
+            kw["break_on_hyphens"] = False
+            super().__init__(*a, **kw)
+
+        def wrap(self, text: str) -> list[str]:
+            """An example command too long for a line continues on the next with `` \\``, as a
+            shell reads it, so that pasting the lines runs the command."""
+            words = text.split()
+            if not words or words[0] != "clusterdoctor":
+                return super().wrap(text)
+            lines: list[str] = []
+            cur = self.initial_indent + words[0]
+            for w in words[1:]:
+                if len(cur) + 1 + len(w) + 2 > self.width:
+                    lines.append(cur + " \\")
+                    cur = self.subsequent_indent + "    " + w
+                else:
+                    cur += " " + w
+            return [*lines, cur]
+
+    tw.TextWrapper = WholeWords
+
+
 def command_path(cmd: object, args: Sequence[str]) -> str:
     """The sub-command path ``args`` selects in the Click command ``cmd`` (``"numa check"``; ``""`` for
     the root), without running it."""
@@ -111,6 +173,7 @@ def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
     import typer.main
 
     argv = list(sys.argv[1:] if args is None else args)
+    help_wraps_whole_words()
     root = typer.main.get_command(app)  # built once: the path lookup and the run share it
     path = command_path(root, argv)
     bad = error_exit_code(path)

@@ -81,7 +81,9 @@ def health(
     if prometheus:
         from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
 
-        tty = sys.stderr.isatty()
+        from clusterdoctor.cli.common import quiet
+
+        tty = sys.stderr.isatty() and not quiet()
         res = collect_fleet(
             prometheus,
             diagnosis.parse_since(window),

@@ -35,7 +35,9 @@ def emit(diag: Diagnosis, fmt: str, out: Path | None, *, verbose: bool = False) 
     elif fmt == "text":
         from clusterdoctor.report.text import render_text
 
-        color = out is None and sys.stdout.isatty()
+        from clusterdoctor.cli.common import color_enabled
+
+        color = out is None and color_enabled(sys.stdout)
         text = render_text(diag, color=color, verbose=verbose)
     else:
         raise CliExit(2, f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

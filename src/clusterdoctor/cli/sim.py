@@ -102,8 +102,14 @@ def _progress():
 
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
+        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty() or _quiet(),
     )  # fmt: skip
+
+
+def _quiet() -> bool:
+    from clusterdoctor.cli.common import quiet
+
+    return quiet()
 
 
 def _emit(text: str, out: Path | None) -> None:
