@@ -116,6 +116,48 @@ def help_wraps_whole_words() -> None:
     tw.TextWrapper = WholeWords
 
 
+STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+# options whose value is written, never read: ``-o -`` is a file named "-"
+OUTPUT_OPTIONS = ("-o", "--output", "--junit", "--archive")
+# commands that read ``-`` themselves (a paste, shown as ``<stdin>`` in the report)
+NATIVE_STDIN = ("diagnose", "gpu health")
+
+
+def stdin_arguments(path: str, argv: list[str]) -> tuple[list[str], Path | None]:
+    """``argv`` with standard input in place of ``-`` (and of ``/dev/stdin``, a pipe that readers
+    refuse as a FIFO) wherever a file is read: stdin is read once, within the ``input`` limit, into a
+    private temporary file named ``stdin`` whose path replaces each such argument. Returns the new
+    argv and the temporary folder to remove (None when stdin was not asked for). Commands in
+    :data:`NATIVE_STDIN` get ``-`` as it is."""
+    wanted = [i for i, a in enumerate(argv) if a in STDIN_NAMES and not (i and argv[i - 1] in OUTPUT_OPTIONS)]
+    if not wanted:
+        return argv, None
+    out = list(argv)
+    if path in NATIVE_STDIN:
+        for i in wanted:
+            out[i] = "-"
+        return out, None
+    import tempfile
+
+    from clusterdoctor.observe.limits import human_size, max_input_bytes
+
+    if sys.stdin is None or sys.stdin.isatty():
+        if sys.stdin is not None:
+            print("clusterdoctor: reading standard input: end it with Ctrl-D", file=sys.stderr)
+    cap = max_input_bytes()
+    data = sys.stdin.buffer.read(cap + 1) if sys.stdin is not None else b""
+    if len(data) > cap:
+        raise InputError(f"more than the input limit of {human_size(cap)}", "<stdin>")
+    if not data.strip():
+        raise InputError("empty (nothing was piped to standard input)", "<stdin>")
+    folder = Path(tempfile.mkdtemp(prefix="clusterdoctor-stdin-"))
+    f = folder / "stdin"
+    f.write_bytes(data)
+    for i in wanted:
+        out[i] = str(f)
+    return out, folder
+
+
 def command_path(cmd: object, args: Sequence[str]) -> str:
     """The sub-command path ``args`` selects in the Click command ``cmd`` (``"numa check"``; ``""`` for
     the root), without running it."""
@@ -180,7 +222,9 @@ def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
     prog = f"clusterdoctor {path}".strip()
     exc = _click().exceptions
     no_args_is_help = getattr(exc, "NoArgsIsHelpError", ())  # click >= 8.2
+    stdin_dir: Path | None = None
     try:
+        argv, stdin_dir = stdin_arguments(path, argv)
         rv = root.main(args=argv, prog_name="clusterdoctor", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except SystemExit as e:
@@ -228,6 +272,11 @@ def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
             "(a bug: please report it; CLUSTERDOCTOR_DEBUG=1 shows the traceback)"
         )
         return EXIT_INTERNAL
+    finally:
+        if stdin_dir is not None:
+            import shutil
+
+            shutil.rmtree(stdin_dir, ignore_errors=True)
 
 
 def check_writable(out: Path | None, what: str = "output") -> None:

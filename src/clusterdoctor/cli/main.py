@@ -110,7 +110,11 @@ def _root(
         help="Colour in text output: auto (a terminal, unless NO_COLOR is set), always or never.",
     ),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", callback=_quiet, help="No progress lines or notes on stderr; errors still print."
+        False,
+        "--quiet",
+        "-q",
+        callback=_quiet,
+        help="No progress lines or notes on stderr; errors still print.",
     ),
 ) -> None:
     """Root options."""

@@ -95,17 +95,22 @@ def audit(
     cannot be read is reported with its error, never a crash.
     """
     topo, placements = _audit(from_file, sysfs_root, pid, match, proc_root)
+    # exit 1 when nothing could be audited (no process selected, or none of them readable), as
+    # `numa check`: a script can tell "audited" from "nothing to audit"
+    nothing = not any(not p.get("error") for p in placements)
     if as_json:
         typer.echo(
             json.dumps({"topology_source": topo.source, "processes": placements}, indent=2, default=str)
         )
+        if nothing:
+            raise typer.Exit(1)
         return
     from clusterdoctor.report.text import placement_row, raised_flags
     from clusterdoctor.topology.cpuset import format_cpulist
 
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
-        return
+        raise typer.Exit(1)
     from clusterdoctor.report.text import terminal_width, wrap
 
     width = terminal_width()
@@ -129,6 +134,9 @@ def audit(
                 typer.echo(
                     f"{'':9}tid {t.get('tid')} {str(t.get('name'))[:16]:<16} cpus {cpus:<14} nodes {t.get('cpu_nodes')}{mark}"
                 )
+    if nothing:
+        typer.echo("nothing audited: no selected process could be read (exit 1)", err=True)
+        raise typer.Exit(1)
 
 
 def _check_plan_options(gpus: str | None, policy: str) -> list[str] | None:
