@@ -79,9 +79,8 @@ def health(
     refs: list[SourceRef] = []
     queries: list[tuple[str, str, int]] = []
     if prometheus:
-        from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
-
         from clusterdoctor.cli.common import quiet
+        from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
 
         tty = sys.stderr.isatty() and not quiet()
         res = collect_fleet(

@@ -33,9 +33,8 @@ def emit(diag: Diagnosis, fmt: str, out: Path | None, *, verbose: bool = False) 
 
         text = render_junit(diag)
     elif fmt == "text":
-        from clusterdoctor.report.text import render_text
-
         from clusterdoctor.cli.common import color_enabled
+        from clusterdoctor.report.text import render_text
 
         color = out is None and color_enabled(sys.stdout)
         text = render_text(diag, color=color, verbose=verbose)
