@@ -203,9 +203,9 @@ def test_plan_json_and_refusals(tmp_path):
 
 def test_probe_without_gpu_says_so():
     r = run_cli("numa", "probe", "--json")
-    assert r.code == 0
     doc = json.loads(r.out)
     assert doc["ran"] is False and doc["reason"]
+    assert r.code == 1  # nothing measured: never "OK"
 
 
 def test_diagnose_files_and_live(tmp_path):

@@ -18,7 +18,8 @@ app = typer.Typer(
     help=(
         "Find out why a GPU training cluster got slow, prove it with evidence, and fix it.\n\n"
         "Start with `clusterdoctor diagnose` on a node; `clusterdoctor rules` lists what is checked.\n\n"
-        "Exit codes: 0 success; 1 findings at or above --fail-on (diagnose, comm analyze); 2 bad input "
+        "Exit codes: 0 success; 1 findings at or above --fail-on (diagnose, comm analyze, gpu health, "
+        "watch) or nothing could be checked (gpu health, numa audit/probe/check); 2 bad input "
         "or usage, in one line on stderr; numa check has its own (4 for bad usage: see its --help); "
         "70 an internal error (a bug; CLUSTERDOCTOR_DEBUG=1 shows the traceback). "
         "Where a command reads a file, `-` reads standard input."
@@ -75,6 +76,11 @@ def _color(value: str | None) -> str | None:
     if value not in COLOR_MODES:
         raise typer.BadParameter(f"{value!r} is not one of {', '.join(COLOR_MODES)}")
     os.environ[COLOR_ENV] = value
+    from clusterdoctor.cli.common import color_enabled
+
+    for stream in (sys.stdout, sys.stderr):  # the output filter keeps colour only where it is wanted
+        if hasattr(stream, "keep_sgr"):
+            stream.keep_sgr = color_enabled(getattr(stream, "inner", stream))
     return value
 
 

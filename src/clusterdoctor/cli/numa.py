@@ -304,7 +304,7 @@ def probe(
     """Measure, per GPU, pinned H2D/D2H bandwidth and small-copy latency with the host buffer on each
     NUMA node in turn (through torch), and flag remote penalties and asymmetric GPUs.
 
-    Without an NVIDIA GPU (or torch) it says it cannot run and exits 0.
+    Without an NVIDIA GPU (or torch) it says why it cannot run and exits 1: nothing was measured.
     """
     from clusterdoctor.topology.probe import run_probe
 
@@ -313,7 +313,10 @@ def probe(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
+        from clusterdoctor.report.text import terminal_width, wrap
         from clusterdoctor.topology.probe import format_probe
 
-        typer.echo(format_probe(result))
-    raise typer.Exit(0)
+        width = terminal_width()
+        for line in format_probe(result).splitlines():
+            typer.echo("\n".join(wrap(line, width, rest="  ")) if len(line) > width else line)
+    raise typer.Exit(0 if result.get("ran") else 1)

@@ -361,10 +361,11 @@ def traces_cmd() -> None:
     from clusterdoctor.testing import fixture_path
 
     absent = False
+    typer.echo(f"built-in traces, files under $CLUSTERDOCTOR_FIXTURES/{OPENB_DIR}/:")
     for name, rel in BUILTIN_TRACES.items():
         here = fixture_path(rel)
         absent |= here is None
-        typer.echo(f"{name:<22}{'present' if here else 'absent'}  {rel}")
+        typer.echo(f"  {name:<19}{'present' if here else 'absent':<9}{Path(rel).name}")
     if absent:
         from clusterdoctor.report.text import terminal_width, wrap
 
