@@ -42,7 +42,7 @@ def _loop(w, steps: int, data_s: float = 0.0, own_s: float = 0.002):
 def test_steps_files_and_metrics(tmp_path):
     with watch.install(None, job="unit", port=0, bind="127.0.0.1", jsonl_dir=tmp_path, every=5) as w:
         _loop(w, 20, data_s=0.004)
-        body = urllib.request.urlopen(f"http://127.0.0.1:{w.port}/metrics", timeout=5).read().decode()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{w.port}/metrics", timeout=60).read().decode()
     wf = load_watch_dir(str(tmp_path))
     assert [r.step for r in wf.steps] == list(range(1, 21))
     ident = wf.identity(0)
