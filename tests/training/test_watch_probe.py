@@ -104,14 +104,14 @@ def test_heartbeat_sees_the_process_frozen(tmp_path):
     """SIGSTOP this very process for 0.4 s from a child: the stall lands in the step it happened in."""
     w = watch.install(None, port=None, jsonl_dir=tmp_path)
     _loop(w, 3)
-    subprocess.Popen(
+    freezer = subprocess.Popen(
         [
             "sh",
             "-c",
             f"kill -STOP {__import__('os').getpid()}; sleep 0.4; kill -CONT {__import__('os').getpid()}",
         ]
     )
-    time.sleep(0.8)
+    freezer.wait(timeout=120)  # stopped and continued by now, however late the child ran: no sleep race
     w.step()
     _loop(w, 3)
     w.close()
