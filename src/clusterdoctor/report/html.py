@@ -7,7 +7,7 @@ from typing import Any
 
 from clusterdoctor.model import Diagnosis, Severity
 from clusterdoctor.report.html_common import CSS, badge, escape, step_time_svg
-from clusterdoctor.report.text import raised_flags
+from clusterdoctor.report.text import common_folder, headline, raised_flags
 from clusterdoctor.topology.cpuset import format_cpulist
 from clusterdoctor.topology.model import Topology
 
@@ -337,12 +337,27 @@ def gpu_health_grid(rows: list[dict[str, Any]]) -> str:
 
 def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extra_sections: str = "") -> str:
     """The whole report as one HTML document."""
+    import os
+
+    base = common_folder(s.location for s in diag.sources)
+    prefix = (base.rstrip(os.sep) + os.sep) if base else None
+
+    def rel(v: object) -> str:  # a path from the inputs, relative to their folder (as the text report)
+        return str(v).replace(prefix, "") if prefix else str(v)
+
+    where = (
+        f"<p class='muted'>sources in {escape(base)}{escape(os.sep)} (paths below are relative to it)</p>"
+        if base
+        else ""
+    )
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{escape(title)} — {escape(diag.host)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>host <b>{escape(diag.host)}</b> · generated {escape(diag.generated_at)} · "
         f"{len(diag.rules_run)} rules run · {len(diag.skipped)} skipped · {len(diag.findings)} findings</p>",
+        f"<p><b>{escape(rel(headline(diag)))}</b></p>",
+        where,
     ]
     # the plots first: where a reader looks before reading the findings
     if diag.step_times:
@@ -369,7 +384,7 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
                 else ""
             )
             + (f" (threshold {escape(str(e.threshold))})" if e.threshold is not None else "")
-            + (f" <span class='muted'>[{escape(e.source)}]</span>" if e.source else "")
+            + (f" <span class='muted'>[{escape(rel(e.source))}]</span>" if e.source else "")
             + "</li>"
             for e in f.evidence
         )
@@ -377,7 +392,7 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
         parts.append(
             f"<div class='finding {_sev_class(f.severity)}'>"
             f"<p class='finding-head'>{badge(f.severity)} <span class='rule'>{escape(f.rule)}</span> "
-            f"{escape(f.title)}{(' · ' + escape(f.subject)) if f.subject else ''}</p>"
+            f"{escape(f.title)}{(' · ' + escape(rel(f.subject))) if f.subject else ''}</p>"
             f"<p>{escape(f.summary)}</p><ul>{ev}</ul>"
             f"<p><b>Fix:</b> {escape(f.fix)}</p><p><b>Verify:</b></p><ul>{verify}</ul></div>"
         )
