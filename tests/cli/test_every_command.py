@@ -467,3 +467,21 @@ def test_quiet_and_completion():
     assert r.code == 1 and r.err == ""
     r = run_cli("--show-completion", "bash", env={"SHELL": "/bin/bash"})
     assert r.code == 0 and "_clusterdoctor_completion" in r.out, (r.out[:200], r.err)
+
+
+def test_install_completion_and_complete_a_command(tmp_path):
+    """`--install-completion bash` installs a script that bash sources, and the completion protocol
+    it uses completes `clusterdoctor numa a` to `audit`."""
+    env = {"HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    r = run_cli("--install-completion", "bash", env=env)
+    assert r.code == 0, r.err
+    script = tmp_path / ".bash_completions" / "clusterdoctor.sh"
+    assert script.is_file() and str(script) in (tmp_path / ".bashrc").read_text()
+    r = run_cli(
+        env={
+            "COMP_WORDS": "clusterdoctor numa a",
+            "COMP_CWORD": "2",
+            "_CLUSTERDOCTOR_COMPLETE": "complete_bash",
+        }
+    )
+    assert r.code == 0 and r.out.split() == ["audit"], (r.out, r.err)
