@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto gpu-check
+.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto gpu-check screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ bench: $(STAMP_TEST)
 # one GPU; results and raw captures in out/gpu-check-<time>/. Without a GPU it says so and exits 0.
 gpu-check: $(STAMP_TEST)
 	$(BIN)/python tools/gpu_check.py $(GPU_CHECK_ARGS)
+
+# docs/screenshots/: every HTML report kind as headless Chromium draws it at 1280 px (Debian `chromium`)
+screenshots: $(STAMP_TEST)
+	CLUSTERDOCTOR_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:cacheprovider tests/report/test_html_browser.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info
