@@ -38,6 +38,7 @@ SERIAL_MODULES = (
     "tests/training/test_faultlab.py",
     "tests/training/test_watch_probe.py",
     "tests/hostile/test_servers.py",
+    "tests/hostile/test_r25_servers.py",
     "tests/hostile/test_network.py",
     "tests/serve/",
 )

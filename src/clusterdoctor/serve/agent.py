@@ -248,7 +248,7 @@ def make_server(agent: Agent, host: str = "127.0.0.1", port: int = 9877, limits:
         elif path == "/healthz":
             body, ctype, code = b"ok\n", "text/plain", "200 OK"
         elif path == "/metrics":
-            body = agent.render().encode()
+            body = agent.render().encode("utf-8", "replace")  # a non-UTF-8 file name: "?", not a 500
             ctype, code = "text/plain; version=0.0.4; charset=utf-8", "200 OK"
         else:
             body, ctype, code = b"not found; try /metrics\n", "text/plain", "404 Not Found"

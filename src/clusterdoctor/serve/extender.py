@@ -27,12 +27,18 @@ multiplier; equal for all nodes of one pod) from ``clusterdoctor.io/priority`` 0
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import re
 import threading
+import time
+from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
+
+log = logging.getLogger("clusterdoctor.extender")
 
 MAX_EXTENDER_PRIORITY = 10
 ANNO = "clusterdoctor.io/"
@@ -44,6 +50,10 @@ class RequestError(ValueError):
     """A request body that is not valid ExtenderArgs (answered 400, naming what is wrong)."""
 
 
+class RequestTooLarge(RequestError):
+    """A request past a size bound no real cluster reaches (answered 413, naming the bound)."""
+
+
 # Bounds on numbers taken from a request, so that nothing is allocated or looped over in proportion to
 # an input quantity: the largest GPU nodes have 8-16 GPUs (DGX B200: 8; GB200 NVL72 trays: 4), so
 # 1,024 GPUs per node is far above any real node; milli-GPU shares are 0..1000 by definition.
@@ -51,6 +61,14 @@ MAX_GPUS_PER_NODE = 1024
 MAX_QUANTITY = 1e18  # bytes/milli-cores: an exabyte of memory is not a node
 MAX_ANNOTATION_CHARS = 64 << 10
 MAX_PRIORITY_CLASS = 2  # clusterdoctor.io/priority: 0 best effort, 1 normal, 2 high
+# JSON items (commas) in one body: a real Node object has about one per 60 bytes, so a 64 MiB NodeList
+# of real nodes has ~1.1 M; 57 MB of ``{},`` (19 M empty objects, 1.5 GB as Python objects) is refused
+MAX_JSON_ITEMS = 2_000_000
+# nodes and GPUs in one request: above the largest clusters (Kubernetes supports 5,000 nodes; the
+# largest managed clusters 65,000), so that no request costs minutes of CPU however it is built
+MAX_REQUEST_NODES = 100_000
+MAX_REQUEST_GPUS = 1 << 20
+FGD_DEADLINE_S = 5.0  # FGD scoring of one request; the rest of its nodes get tidal's score
 
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -144,8 +162,6 @@ class NodeView:
     """What the extender knows about one node (validated: RequestError names the field)."""
 
     def __init__(self, node: Any) -> None:
-        from clusterdoctor.sim.cluster import synthetic_topology
-
         node = _obj(node, "node")
         meta = _obj(node.get("metadata"), "node metadata")
         self.name = _text(meta.get("name"), "node metadata.name")
@@ -163,13 +179,14 @@ class NodeView:
             parts = [x for x in raw.split(",") if x.strip()]
             if len(parts) > MAX_GPUS_PER_NODE:
                 raise RequestError(f"{where}: {ANNO}gpu-free-milli lists more than {MAX_GPUS_PER_NODE} GPUs")
-            self.gpu_free = [_int(x, f"{where}: {ANNO}gpu-free-milli", -(2**31), 2**31) for x in parts]
+            self.gpu_free = [
+                min(max(_int(x, f"{where}: {ANNO}gpu-free-milli", -(2**31), 2**31), 0), MILLI) for x in parts
+            ]
         else:
             n = _count(
                 alloc.get("nvidia.com/gpu", 0), f"{where}: allocatable nvidia.com/gpu", MAX_GPUS_PER_NODE
             )
             self.gpu_free = [MILLI] * n  # n <= MAX_GPUS_PER_NODE
-        self.gpu_free = [min(max(x, 0), MILLI) for x in self.gpu_free]
         cpu = ann.get(ANNO + "cpu-free-milli")
         self.cpu_free = (
             parse_quantity(cpu, f"{where}: {ANNO}cpu-free-milli")
@@ -182,15 +199,26 @@ class NodeView:
             if mem is not None
             else parse_quantity(alloc.get("memory", 0), f"{where}: allocatable memory") / 2**20
         )
-        nv, sw = synthetic_topology(self.model, len(self.gpu_free))
-        self.topology_synthetic = True
+        n = len(self.gpu_free)
+        self.topology_synthetic = True  # nvlink/switches computed when first read (filter needs neither)
         if ANNO + "nvlink-domains" in ann or ANNO + "pcie-switches" in ann:
             nv = _groups(_text(ann.get(ANNO + "nvlink-domains", ""), where), f"{where}: {ANNO}nvlink-domains")
             sw = _groups(_text(ann.get(ANNO + "pcie-switches", ""), where), f"{where}: {ANNO}pcie-switches")
             self.topology_synthetic = False
-        n = len(self.gpu_free)
-        self.nvlink = tuple(tuple(i for i in d if 0 <= i < n) for d in nv)
-        self.switches = tuple(tuple(i for i in s if 0 <= i < n) for s in sw)
+            self.__dict__["nvlink"] = tuple(tuple(i for i in d if 0 <= i < n) for d in nv)
+            self.__dict__["switches"] = tuple(tuple(i for i in s if 0 <= i < n) for s in sw)
+
+    @functools.cached_property
+    def nvlink(self) -> tuple[tuple[int, ...], ...]:
+        from clusterdoctor.sim.cluster import synthetic_topology
+
+        return synthetic_topology(self.model, len(self.gpu_free))[0]
+
+    @functools.cached_property
+    def switches(self) -> tuple[tuple[int, ...], ...]:
+        from clusterdoctor.sim.cluster import synthetic_topology
+
+        return synthetic_topology(self.model, len(self.gpu_free))[1]
 
 
 class PodRequest:
@@ -291,35 +319,41 @@ def _typical():
 
 
 def fgd_node_score(n: NodeView, p: PodRequest) -> int:
-    """FGD's 0..100 score of placing ``p`` on ``n`` (best GPU for a shared pod)."""
+    """FGD's 0..100 score of placing ``p`` on ``n`` (best GPU for a shared pod).
+
+    Linear in the node's GPUs: fragmentation sums per-GPU terms, so each candidate GPU (one per
+    distinct free share, at most 1,001) changes the node's sums by one GPU's term, computed for all
+    candidates at once (K x T, not K node evaluations of G x T each: issue 25's 160 KB request)."""
     import numpy as np
 
-    from clusterdoctor.sim.frag import node_frag
+    from clusterdoctor.sim.frag import node_frag, node_parts
 
     tp = _typical()
     gl = np.array([n.gpu_free], dtype=np.int64) if n.gpu_free else np.zeros((1, 1), dtype=np.int64)
     t0 = np.array([0])
-    before = node_frag(np.array([n.cpu_free]), gl, t0, tp)[0]
+    before = float(node_frag(np.array([n.cpu_free]), gl, t0, tp)[0])
     cpu_after = np.array([n.cpu_free - p.cpu_milli])
-    cands = []
-    if p.num_gpu == 0:
-        cands.append(gl)
-    elif p.gpu_milli >= MILLI:
+    if p.num_gpu == 0 or p.gpu_milli >= MILLI:
         g = gl.copy()
-        g[0, np.flatnonzero(g[0] == MILLI)[: p.num_gpu]] = 0
-        cands.append(g)
+        if p.num_gpu:
+            g[0, np.flatnonzero(g[0] == MILLI)[: p.num_gpu]] = 0
+        after = np.array([node_frag(cpu_after, g, t0, tp)[0]])
     else:
-        # GPUs with the same free milli give the same node after placement (fragmentation depends on
-        # the multiset of free shares): one candidate per distinct value, at most 1,001, not per GPU
-        for v in np.unique(gl[0][gl[0] >= p.gpu_milli]):
-            g = gl.copy()
-            g[0, int(np.flatnonzero(gl[0] == v)[0])] -= p.gpu_milli
-            cands.append(g)
-    best = 0
-    for g in cands:
-        after = node_frag(cpu_after, g, t0, tp)[0]
-        best = max(best, int(1.0 / (1.0 + np.exp(-(before - after) / 1000.0)) * 100))
-    return best
+        # GPUs with the same free milli give the same node after placement: one candidate per value
+        vals = np.unique(gl[0][gl[0] >= p.gpu_milli])
+        if not len(vals):
+            return 0
+        a, cnt, total, acc = node_parts(np.array([n.cpu_free]), gl, t0, tp)  # (1,T), (1,T), (1,), (1,T)
+        one = np.zeros(len(vals), dtype=np.int64)
+        a_v, cnt_v, _, _ = node_parts(one, vals[:, None], one, tp)  # one GPU's terms, (K,T)
+        a_w, cnt_w, _, _ = node_parts(one, (vals - p.gpu_milli)[:, None], one, tp)
+        a2, cnt2 = a - a_v + a_w, cnt - cnt_v + cnt_w
+        total2 = total - p.gpu_milli  # (1,) -> broadcast over K
+        ok = (cnt2 >= tp.num[None, :]) & (cpu_after[:, None] >= tp.cpu[None, :]) & acc
+        per_t = np.where(ok, a2, total2[:, None])
+        after = per_t @ tp.freq + tp.cpu_only_freq * total2
+    best = 1.0 / (1.0 + np.exp(-(before - float(np.min(after))) / 1000.0))
+    return int(best * 100)
 
 
 class Extender:
@@ -327,29 +361,63 @@ class Extender:
 
     ``signals`` (a :class:`clusterdoctor.serve.signals.PrometheusSignals`): nodes with a critical GPU-health
     or straggler finding are filtered out, nodes with a warning scored down, and the agents' free-GPU
-    counts replace the static allocatable count (unless the node carries ``gpu-free-milli``).
-    """
+    counts (at most allocatable - allocated) replace the static allocatable count (unless the node
+    carries ``gpu-free-milli``). The signals are read from memory, never fetched during a request.
 
-    def __init__(self, policy: str = "tidal", signals: Any = None) -> None:
+    A node object that names itself but claims something impossible (5e7 GPUs, a negative count, a
+    malformed annotation) is filtered out with its reason (``failedNodes``) and scored 0; only a
+    request that is not ExtenderArgs at all is refused (400). ``deadline_s``: FGD scoring past it in
+    one request scores the remaining nodes with tidal (cheap), logged with the reason."""
+
+    def __init__(
+        self,
+        policy: str = "tidal",
+        signals: Any = None,
+        deadline_s: float = FGD_DEADLINE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}")
         self.policy = policy
         self.signals = signals
+        self.deadline_s = deadline_s
+        self.clock = clock
+        self.counts: dict[str, int] = {"invalid_nodes": 0, "fgd_fallbacks": 0, "fgd_fallback_nodes": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[key] = self.counts.get(key, 0) + n
 
     def _node(self, raw: dict) -> tuple[NodeView, Any]:
         n = NodeView(raw)
         sig = self.signals.get(n.name) if self.signals is not None else None
         ann = ((raw.get("metadata") or {}).get("annotations") or {}) if isinstance(raw, dict) else {}
-        if (
-            sig is not None
-            and sig.free_gpus is not None
-            and ANNO + "gpu-free-milli" not in ann
-            and n.gpu_free
-        ):
+        free_sig = sig.usable_free() if sig is not None else None
+        if free_sig is not None and ANNO + "gpu-free-milli" not in ann and n.gpu_free:
             # a count, not which GPUs: the free ones are taken to be the lowest indices
-            free = max(0, min(sig.free_gpus, len(n.gpu_free)))
+            free = max(0, min(free_sig, len(n.gpu_free)))
             n.gpu_free = [MILLI] * free + [0] * (len(n.gpu_free) - free)
         return n, sig
+
+    def _nodes(self, items: list) -> Iterator[tuple[Any, NodeView | None, Any, str | None]]:
+        """(raw, view, signal, why invalid) per node, one at a time (a view lives while it is judged);
+        RequestError for an entry with no name, RequestTooLarge past :data:`MAX_REQUEST_GPUS`."""
+        gpus = 0
+        for i, raw in enumerate(items):
+            try:
+                n, sig = self._node(raw)
+            except RequestError as e:
+                name = _node_name(raw)
+                if name is None:
+                    raise RequestError(f"nodes.items[{i}]: {e}") from None
+                self._count("invalid_nodes")
+                yield raw, None, None, f"clusterdoctor: invalid node object: {e}"[:300]
+                continue
+            gpus += len(n.gpu_free)
+            if gpus > MAX_REQUEST_GPUS:
+                raise RequestTooLarge(f"the nodes hold more than {MAX_REQUEST_GPUS} GPUs in all")
+            yield raw, n, sig, None
 
     @staticmethod
     def _args(body: Any) -> tuple[PodRequest, list[dict] | None, list[str] | None]:
@@ -364,6 +432,8 @@ class Extender:
             if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
                 raise RequestError("nodes must be a NodeList")
             items = nodes.get("items") or []
+            if len(items) > MAX_REQUEST_NODES:
+                raise RequestTooLarge(f"{len(items)} nodes, more than {MAX_REQUEST_NODES}")
         names = body.get("nodenames")
         if names is not None and (not isinstance(names, list) or not all(isinstance(x, str) for x in names)):
             raise RequestError("nodenames must be a list of strings")
@@ -372,11 +442,21 @@ class Extender:
     def filter(self, body: Any) -> dict:
         """ExtenderArgs -> ExtenderFilterResult."""
         pod, items, names = self._args(body)
-        if items is None:  # nodeCacheCapable: no node objects to judge; pass the names through
-            return {"nodenames": names or [], "failedNodes": {}, "error": ""}
+        if items is None:  # nodeCacheCapable: no node objects; only the health signals can judge
+            keep_names, failed_names = [], {}
+            for h in names or []:
+                sig = self.signals.get(h) if self.signals is not None else None
+                why = sig.filter_reason() if sig is not None else None
+                if why is None:
+                    keep_names.append(h)
+                else:
+                    failed_names[h] = why
+            return {"nodenames": keep_names, "failedNodes": failed_names, "error": ""}
         keep, failed = [], {}
-        for raw in items:
-            n, sig = self._node(raw)
+        for raw, n, sig, bad in self._nodes(items):
+            if n is None:
+                failed[_node_name(raw)] = bad
+                continue
             why = pod.fits(n) or (sig.filter_reason() if sig is not None else None)
             if why is None:
                 keep.append(raw)
@@ -394,52 +474,142 @@ class Extender:
         if items is None:
             return [{"host": h, "score": 0} for h in names or []]
         out = []
-        for raw in items:
-            n, sig = self._node(raw)
+        t0 = self.clock()
+        fallback = 0
+        for raw, n, sig, _ in self._nodes(items):
+            if n is None:
+                out.append({"host": _node_name(raw), "score": 0})
+                continue
             if pod.fits(n) is not None:
                 score = 0
-            elif self.policy == "tidal":
+            elif self.policy == "tidal" or fallback or self.clock() - t0 > self.deadline_s:
+                fallback += self.policy == "fgd"
                 score = round(tidal_node_score(n) * MAX_EXTENDER_PRIORITY)
             else:
                 score = fgd_node_score(n, pod) * MAX_EXTENDER_PRIORITY // 100
             if sig is not None:
                 score = int(score * sig.score_factor())
             out.append({"host": n.name, "score": int(min(max(score, 0), MAX_EXTENDER_PRIORITY))})
+        if fallback:
+            self._count("fgd_fallbacks")
+            self._count("fgd_fallback_nodes", fallback)
+            log.warning(
+                "prioritize %s: FGD scoring ran past %g s; %d of %d node(s) scored with tidal instead",
+                pod.name[:120], self.deadline_s, fallback, len(items),
+            )  # fmt: skip
         return out
+
+    def metrics(self) -> str:
+        """The extender's own exposition: fallbacks, invalid nodes, the signals' freshness."""
+        with self._lock:
+            c = dict(self.counts)
+        lines = [
+            "# HELP clusterdoctor_extender_invalid_nodes_total Node objects filtered out as invalid.",
+            "# TYPE clusterdoctor_extender_invalid_nodes_total counter",
+            f"clusterdoctor_extender_invalid_nodes_total {c['invalid_nodes']}",
+            "# HELP clusterdoctor_extender_fgd_fallbacks_total Requests whose FGD scoring ran past the deadline.",
+            "# TYPE clusterdoctor_extender_fgd_fallbacks_total counter",
+            f"clusterdoctor_extender_fgd_fallbacks_total {c['fgd_fallbacks']}",
+            "# HELP clusterdoctor_extender_fgd_fallback_nodes_total Nodes scored with tidal instead of FGD.",
+            "# TYPE clusterdoctor_extender_fgd_fallback_nodes_total counter",
+            f"clusterdoctor_extender_fgd_fallback_nodes_total {c['fgd_fallback_nodes']}",
+        ]
+        reqs = sorted((k.split(" ", 2)[1:], n) for k, n in c.items() if k.startswith("requests "))
+        if reqs:
+            lines += [
+                "# HELP clusterdoctor_extender_requests_total Requests by verb and status code.",
+                "# TYPE clusterdoctor_extender_requests_total counter",
+            ]
+        for (verb, status), n in reqs:
+            lines.append(f'clusterdoctor_extender_requests_total{{verb="{verb}",code="{status}"}} {n}')
+        if self.signals is not None:
+            st = self.signals.status()
+            age = st.get("age_seconds")
+            lines += [
+                "# HELP clusterdoctor_extender_signals_up Whether the last refresh from Prometheus succeeded.",
+                "# TYPE clusterdoctor_extender_signals_up gauge",
+                f"clusterdoctor_extender_signals_up {0 if st.get('error') else 1}",
+                "# HELP clusterdoctor_extender_signals_stale Whether the signals in use are stale.",
+                "# TYPE clusterdoctor_extender_signals_stale gauge",
+                f"clusterdoctor_extender_signals_stale {1 if st.get('stale') else 0}",
+                "# HELP clusterdoctor_extender_signals_age_seconds Age of the signals in use (-1: none yet).",
+                "# TYPE clusterdoctor_extender_signals_age_seconds gauge",
+                f"clusterdoctor_extender_signals_age_seconds {-1 if age is None else age}",
+                "# HELP clusterdoctor_extender_signals_refresh_failures_total Failed refreshes.",
+                "# TYPE clusterdoctor_extender_signals_refresh_failures_total counter",
+                f"clusterdoctor_extender_signals_refresh_failures_total {st.get('failures', 0)}",
+                "# HELP clusterdoctor_extender_signals_nodes Nodes with a signal.",
+                "# TYPE clusterdoctor_extender_signals_nodes gauge",
+                f"clusterdoctor_extender_signals_nodes {st.get('nodes', 0)}",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def _node_name(raw: Any) -> str | None:
+    """The node's name when the entry is an object naming itself (so it can be reported by name)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("metadata"), dict):
+        return None
+    name = raw["metadata"].get("name")
+    return name if isinstance(name, str) and 0 < len(name) <= 253 else None
 
 
 class ExtenderApp:
-    """The WSGI application: ``POST <prefix>/filter``, ``POST <prefix>/prioritize``, ``GET /healthz``.
-    Every malformed request gets a 4xx naming what is wrong (bad JSON, JSON nested too deep, a field
-    of the wrong type or out of range); only a bug of ours answers 500."""
+    """The WSGI application: ``POST <prefix>/filter``, ``POST <prefix>/prioritize``, ``GET /healthz``,
+    ``GET /metrics``. Every malformed request gets a 4xx naming what is wrong (bad JSON, JSON nested
+    too deep, more JSON items than :data:`MAX_JSON_ITEMS` (413), a field of the wrong type or out of
+    range); only a bug of ours answers 500."""
 
     def __init__(self, extender: Extender) -> None:
         self.extender = extender
 
     def __call__(self, environ: dict[str, Any], start: Any) -> list[bytes]:
-        from clusterdoctor.serve.http import json_response, read_body
-
         method = environ.get("REQUEST_METHOD", "GET")
         path = (environ.get("PATH_INFO") or "/").rstrip("/")
         verb = path.rsplit("/", 1)[-1]
+        code = ["500"]
+
+        def started(status: str, headers: list[tuple[str, str]]) -> Any:
+            code[0] = status.split(" ", 1)[0]
+            return start(status, headers)
+
+        out = self._answer(method, verb, environ, started)
+        if verb in ("filter", "prioritize"):
+            self.extender._count(f"requests {verb} {code[0]}")
+        return out
+
+    def _answer(self, method: str, verb: str, environ: dict[str, Any], start: Any) -> list[bytes]:
+        from clusterdoctor.serve.http import json_response, read_body
+
         if method == "GET":
             if verb == "healthz":
                 doc: dict[str, Any] = {"ok": True, "policy": self.extender.policy}
                 if self.extender.signals is not None:
                     doc["signals"] = self.extender.signals.status()
                 return json_response(start, 200, doc)
+            if verb == "metrics":
+                data = self.extender.metrics().encode()
+                ctype = "text/plain; version=0.0.4"
+                start("200 OK", [("Content-Type", ctype), ("Content-Length", str(len(data)))])
+                return [data]
             return json_response(start, 404, {"error": "not found"})
         if method != "POST":
             return json_response(start, 405, {"error": f"method {method[:20]} not allowed (POST)"})
         if verb not in ("filter", "prioritize"):
             return json_response(start, 404, {"error": f"unknown verb {verb[:40]!r} (filter, prioritize)"})
         try:
-            body = _load_body(read_body(environ))
+            data = read_body(environ)
+            items = data.count(b",")
+            if items > MAX_JSON_ITEMS:
+                why = f"request body has {items} JSON items, more than {MAX_JSON_ITEMS}"
+                return json_response(start, 413, {"nodes": None, "failedNodes": {}, "error": why})
+            body = _load_body(data)
+            del data
             result: Any = self.extender.filter(body) if verb == "filter" else self.extender.prioritize(body)
         except RequestError as e:
+            code = 413 if isinstance(e, RequestTooLarge) else 400
             if verb == "filter":  # the scheduler reads `error` from a filter result
-                return json_response(start, 400, {"nodes": None, "failedNodes": {}, "error": str(e)})
-            return json_response(start, 400, {"error": str(e)})
+                return json_response(start, code, {"nodes": None, "failedNodes": {}, "error": str(e)})
+            return json_response(start, code, {"error": str(e)})
         return json_response(start, 200, result)
 
 
@@ -461,6 +631,8 @@ def make_server(host: str, port: int, policy: str = "tidal", limits: Any = None,
     ext = Extender(policy, signals)
     srv = http_server(ExtenderApp(ext), host, port, limits)
     srv.extender = ext  # type: ignore[attr-defined]
+    if signals is not None and hasattr(signals, "start"):
+        signals.start()  # the first fetch (within its deadline), then refreshed in the background
     return srv
 
 

@@ -10,17 +10,22 @@ timeout — the extender dropped 248 of 2,000 requests from 200 clients on it; u
 CPU-bound scoring moved off its event loop, has no body limit and no per-request read deadline of
 its own, and pulls click, h11 and asyncio into the agent.
 
-What waitress lacks, added here: a deadline for reading one request (headers and body) — a client
-dripping a byte every few seconds is never "idle" — enforced by the server's maintenance pass.
+What waitress lacks, added here (issues 15 and 25): a deadline for reading one request (headers and
+body) — a client dripping a byte every few seconds is never "idle" — and a shorter one for its
+headers, enforced by the server's maintenance pass; a connection that never sends a request is closed
+at the header deadline, not the idle timeout; and at the connection limit the oldest idle connections
+are closed at once to make room (waitress would stop accepting until one times out: 1,000 idle
+sockets made every normal request wait for the 60 s idle timeout).
 
 Limits (environment variables; the defaults suit a scheduler extender on a 5,000-node cluster):
 
 =====================================  ==========  ==================================================
 ``CLUSTERDOCTOR_SERVE_MAX_BODY``       64 MiB      request body (413 past it)
 ``CLUSTERDOCTOR_SERVE_READ_TIMEOUT``   30 s        to receive one whole request once it has started
+``CLUSTERDOCTOR_SERVE_HEADER_TIMEOUT`` 10 s        to receive a request's headers (or a first request)
 ``CLUSTERDOCTOR_SERVE_IDLE_TIMEOUT``   60 s        a keep-alive connection with no request
 ``CLUSTERDOCTOR_SERVE_THREADS``        4           requests handled at once (the rest wait, queued)
-``CLUSTERDOCTOR_SERVE_CONNECTIONS``    1000        open connections (more wait in the backlog)
+``CLUSTERDOCTOR_SERVE_CONNECTIONS``    1000        open connections (past it the oldest idle are closed)
 ``CLUSTERDOCTOR_SERVE_BACKLOG``        1024        listen backlog (capped by net.core.somaxconn)
 =====================================  ==========  ==================================================
 """
@@ -46,6 +51,7 @@ class ServerLimits:
     _ENV = {
         "max_body": ("CLUSTERDOCTOR_SERVE_MAX_BODY", 64 << 20),
         "read_timeout": ("CLUSTERDOCTOR_SERVE_READ_TIMEOUT", 30.0),
+        "header_timeout": ("CLUSTERDOCTOR_SERVE_HEADER_TIMEOUT", 10.0),
         "idle_timeout": ("CLUSTERDOCTOR_SERVE_IDLE_TIMEOUT", 60.0),
         "threads": ("CLUSTERDOCTOR_SERVE_THREADS", 4),
         "connections": ("CLUSTERDOCTOR_SERVE_CONNECTIONS", 1000),
@@ -68,6 +74,7 @@ class ServerLimits:
 
     max_body: int
     read_timeout: float
+    header_timeout: float
     idle_timeout: float
     threads: int
     connections: int
@@ -90,27 +97,58 @@ class HttpServer:
         # "Task queue depth is N" per queued request under load is expected (bounded concurrency)
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
+        header_timeout = min(lim.header_timeout, lim.read_timeout)
+
         class Channel(HTTPChannel):
             read_started: float | None = None
+            served = 0  # requests received whole on this connection
 
             def received(self, data: bytes) -> bool:
                 if data and self.request is None and self.read_started is None:
                     self.read_started = time.time()  # waitress's own clock (time.time) below too
                 out = super().received(data)
                 if self.request is None:  # every request in the data is complete
+                    if self.read_started is not None:
+                        self.served += 1
                     self.read_started = None
                 return out
+
+            def idle(self) -> bool:
+                return not (
+                    self.requests
+                    or self.read_started is not None
+                    or self.total_outbufs_len
+                    or self.will_close
+                )
 
         class Server(TcpWSGIServer):
             channel_class = Channel
 
             def maintenance(self, now: float) -> None:
                 super().maintenance(now)  # idle keep-alive connections (channel_timeout)
-                cutoff = now - lim.read_timeout
+                cutoff, hcut = now - lim.read_timeout, now - header_timeout
                 for ch in list(self.active_channels.values()):
+                    if ch.requests:
+                        continue
                     started = getattr(ch, "read_started", None)
-                    if started is not None and started < cutoff and not ch.requests:
-                        ch.will_close = True  # a request that takes too long to arrive
+                    if started is not None:
+                        headers = ch.request is not None and ch.request.headers_finished
+                        if started < cutoff or (not headers and started < hcut):
+                            ch.will_close = True  # a request (or its headers) too slow to arrive
+                    elif not getattr(ch, "served", 1) and ch.creation_time < hcut:
+                        ch.will_close = True  # connected, and never sent a request
+
+            def readable(self) -> bool:
+                if self.accepting and len(self._map) >= lim.connections:
+                    self._evict_idle()
+                return super().readable()
+
+            def _evict_idle(self) -> None:
+                """At the limit: close the oldest idle connections (1/16 of the limit at a time)."""
+                idle = [ch for ch in self.active_channels.values() if getattr(ch, "idle", lambda: False)()]
+                idle.sort(key=lambda ch: ch.last_activity)
+                for ch in idle[: max(1, lim.connections // 16)]:
+                    ch.will_close = True  # closed by the loop on this pass (writable -> handle_write)
 
         self._srv = Server(
             app,
@@ -120,7 +158,7 @@ class HttpServer:
             connection_limit=lim.connections,
             backlog=lim.backlog,
             channel_timeout=max(1, int(lim.idle_timeout)),
-            cleanup_interval=max(1, int(min(lim.read_timeout, lim.idle_timeout) / 4)),
+            cleanup_interval=max(1, int(min(header_timeout, lim.idle_timeout) / 4)),
             max_request_body_size=lim.max_body,
             max_request_header_size=64 << 10,
             asyncore_use_poll=True,  # select() stops at 1024 descriptors

@@ -33,8 +33,10 @@ the same thread times a small transfer from each ring neighbour (both directions
 can be localised to a rank. Nothing of this blocks training: a peer that died makes the exchange
 time out in the background thread, which warns once and stops exchanging.
 
-Outputs, per rank: Prometheus metrics on ``port + local_rank`` (labels job, rank, local_rank,
-host, gpu; see :data:`METRICS`) and, with ``jsonl_dir``, JSON lines in
+Outputs, per rank (:mod:`clusterdoctor.training.watch_out`): Prometheus metrics on
+``port + local_rank``, bound to 127.0.0.1 unless ``bind=``/``$CLUSTERDOCTOR_WATCH_BIND`` says
+otherwise (``0.0.0.0`` for a scrape of the pod's IP), on :mod:`clusterdoctor.serve.http` (labels
+job, rank, local_rank, host, gpu; see :data:`METRICS`) and, with ``jsonl_dir``, JSON lines in
 ``<jsonl_dir>/watch-rank<R>.jsonl`` (format: :mod:`clusterdoctor.observe.watch.records`),
 rotated at ``jsonl_max_bytes``. Memory is bounded (a fixed window of recent steps). A port in use
 or an unwritable file is a warning; training goes on. Read the outputs with
@@ -47,76 +49,35 @@ enqueued, not when the GPU ran it, unless the loop synchronises (``loss.item()``
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import socket
 import statistics
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from clusterdoctor.training.watch_out import (
+    BIND_ENV,
+    METRICS,
+    WatchWarning,
+    _JsonlWriter,
+    _labels,
+    _warn,
+    exposition_text,
+    serve_metrics,
+)
 
 __all__ = ["DEFAULT_PORT", "METRICS", "Watch", "WatchWarning", "install"]
 
 DEFAULT_PORT = 9721  # base port; each rank listens on DEFAULT_PORT + local_rank
 PORT_ENV = "CLUSTERDOCTOR_WATCH_PORT"
-DIR_ENV = "CLUSTERDOCTOR_WATCH_DIR"
 WINDOW = 256  # recent steps kept in memory per rank (bounded however long the job runs)
 LINK_BYTES = 256 << 10
 
 # Names, types and help of the exported series (label set: job, rank, local_rank, host, gpu).
-METRICS: dict[str, tuple[str, str]] = {
-    "clusterdoctor_watch_steps_total": ("counter", "Training steps completed by this rank."),
-    "clusterdoctor_watch_step_seconds_total": ("counter", "Wall time of the completed steps."),
-    "clusterdoctor_watch_own_seconds_total": (
-        "counter",
-        "Own work of each step, data wait included: until the rank entered its first collective (DDP), "
-        "or the time outside collectives (FSDP, plain loops).",
-    ),
-    "clusterdoctor_watch_collective_seconds_total": (
-        "counter",
-        "Time from the first collective of each step until the last one completed (DDP), or inside "
-        "collectives (FSDP, plain loops).",
-    ),
-    "clusterdoctor_watch_collective_wait_seconds_total": (
-        "counter",
-        "Time the last collective of each step took from its start (waiting for the other ranks).",
-    ),
-    "clusterdoctor_watch_data_wait_seconds_total": ("counter", "Time blocked in the wrapped data loader."),
-    "clusterdoctor_watch_stall_seconds_total": (
-        "counter",
-        "Time the process did not run when it should have (frozen, CPU-throttled), seen by a heartbeat thread.",
-    ),
-    "clusterdoctor_watch_step": ("gauge", "Index of the last completed step."),
-    "clusterdoctor_watch_last_step_timestamp_seconds": ("gauge", "Wall clock at the end of the last step."),
-    "clusterdoctor_watch_start_time_seconds": ("gauge", "When this probe (process) started."),
-    "clusterdoctor_watch_recent_step_seconds": ("gauge", "Quantiles of the wall time of the recent steps."),
-    "clusterdoctor_watch_link_seconds": (
-        "gauge",
-        "Last timed transfer from a ring neighbour (peer_rank) to this rank, seconds.",
-    ),
-    "clusterdoctor_watch_exchange_ok": ("gauge", "1 while the ranks' exchange works, 0 after it failed."),
-    "clusterdoctor_watch_job_slowest_rank": (
-        "gauge",
-        "The rank that entered its collectives last, in the last exchanged picture.",
-    ),
-    "clusterdoctor_watch_job_lateness_ratio": (
-        "gauge",
-        "How long the others waited for the slowest rank, as a fraction of the median step time.",
-    ),
-}
-
-
-class WatchWarning(RuntimeWarning):
-    """A probe problem that does not stop training (port in use, peer gone, file unwritable)."""
-
-
-def _warn(msg: str) -> None:
-    warnings.warn(f"clusterdoctor watch: {msg}", WatchWarning, stacklevel=3)
 
 
 class _StepClock:
@@ -183,7 +144,7 @@ class Watch:
         job: str | None = None,
         every: int = 10,
         port: int | None | str = "auto",
-        bind: str = "0.0.0.0",
+        bind: str | None = None,
         jsonl_dir: str | None | os.PathLike[str] = "auto",
         jsonl_max_bytes: int = 64 << 20,
         exchange: bool = True,
@@ -233,8 +194,8 @@ class Watch:
             self._tap_collectives()
         self._writer = _JsonlWriter.open(self, jsonl_dir, jsonl_max_bytes)
         self.port: int | None = None
-        self._server: ThreadingHTTPServer | None = None
-        self._serve(port, bind)
+        self._server: Any = None
+        self._serve(port, bind or os.environ.get(BIND_ENV) or "127.0.0.1")
         self._heart: _Heartbeat | None = _Heartbeat() if heartbeat else None
         self._stall_mark = 0.0
         self._io = _IoCounter()
@@ -498,76 +459,21 @@ class Watch:
             port = base + self.local_rank
         if port is None:
             return
-        watch = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] not in ("/metrics", "/"):
-                    self.send_error(404)
-                    return
-                body = watch.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        try:
-            srv = ThreadingHTTPServer((bind, int(port)), Handler)
-        except OSError as e:
-            _warn(f"metrics not served: cannot listen on {bind}:{port} ({e.strerror or e}); training goes on")
-            return
-        srv.daemon_threads = True
-        self._server = srv
-        self.port = srv.server_address[1]
-        threading.Thread(target=srv.serve_forever, name="clusterdoctor-watch-http", daemon=True).start()
+        self._server = serve_metrics(self.exposition, bind, int(port))
+        if self._server is not None:
+            self.port = self._server.server_address[1]
 
     def exposition(self) -> str:
         """The metrics in the Prometheus text format (what ``/metrics`` serves)."""
-        lab = self._labels
         with self._lock:
             tot = dict(self.totals)
             walls = sorted(r[0] for r in self.recent)
             last_t = self.last_t
             links = dict(self.links)
             pic = {r: dict(v) for r, v in self._picture.items()}
-        lines: list[str] = []
-
-        def fam(name: str, samples: list[tuple[str, float]]) -> None:
-            typ, help_ = METRICS[name]
-            lines.append(f"# HELP {name} {help_}")
-            lines.append(f"# TYPE {name} {typ}")
-            for extra, v in samples:
-                lines.append(f"{name}{{{lab}{extra}}} {v!r}")
-
-        fam("clusterdoctor_watch_steps_total", [("", tot["steps"])])
-        fam("clusterdoctor_watch_step_seconds_total", [("", tot["wall"])])
-        fam("clusterdoctor_watch_own_seconds_total", [("", tot["own"])])
-        fam("clusterdoctor_watch_collective_seconds_total", [("", tot["coll"])])
-        fam("clusterdoctor_watch_collective_wait_seconds_total", [("", tot["wait"])])
-        fam("clusterdoctor_watch_data_wait_seconds_total", [("", tot["data"])])
-        fam("clusterdoctor_watch_stall_seconds_total", [("", tot["stall"])])
-        fam("clusterdoctor_watch_step", [("", float(self.step_index))])
-        if last_t is not None:
-            fam("clusterdoctor_watch_last_step_timestamp_seconds", [("", last_t)])
-        fam("clusterdoctor_watch_start_time_seconds", [("", self.started)])
-        if walls:
-            qs = [(f',quantile="{q}"', walls[min(len(walls) - 1, int(q * len(walls)))]) for q in (0.5, 0.9)]
-            fam("clusterdoctor_watch_recent_step_seconds", qs)
-        if links:
-            fam(
-                "clusterdoctor_watch_link_seconds",
-                [(f',peer_rank="{p}"', s) for p, s in sorted(links.items())],
-            )
-        fam("clusterdoctor_watch_exchange_ok", [("", self.exchange_ok)])
-        if pic:
-            slow, ratio = _slowest(pic)
-            fam("clusterdoctor_watch_job_slowest_rank", [("", float(slow))])
-            fam("clusterdoctor_watch_job_lateness_ratio", [("", ratio)])
-        return "\n".join(lines) + "\n"
+        return exposition_text(
+            self._labels, tot, walls, last_t, self.started, self.step_index, links, self.exchange_ok, pic
+        )
 
     # -- what the exchanger reports back ---------------------------------------------------------
     def _summary(self, step: int, t: float) -> list[float]:
@@ -605,14 +511,6 @@ class Watch:
     def _exchange_failed(self, why: str) -> None:
         self.exchange_ok = 0.0
         _warn(f"exchange between ranks stopped: {why}; training goes on, per-rank metrics still work")
-
-
-def _slowest(pic: dict[int, dict[str, float]]) -> tuple[int, float]:
-    owns = {r: v["own"] for r, v in pic.items()}
-    med_own = statistics.median(owns.values())
-    med_wall = statistics.median(v["wall"] for v in pic.values()) or 1e-9
-    slow = max(owns, key=lambda r: owns[r])
-    return slow, max(0.0, owns[slow] - med_own) / med_wall
 
 
 class _IoCounter:
@@ -804,121 +702,6 @@ class _Exchanger:
                 s.wait()
             measured[src] = best
         w._set_links(measured, self.link_bytes, w._clock())
-
-
-class _JsonlWriter:
-    """Buffered JSON lines, flushed every ``every`` steps, rotated once at ``max_bytes``."""
-
-    def __init__(self, watch: Watch, path: str, max_bytes: int) -> None:
-        self.watch = watch
-        self.path = path
-        self.max_bytes = max_bytes
-        self.buf: list[str] = []
-        self.lock = threading.Lock()
-        self.f: Any = open(path, "a", encoding="utf-8")
-        self.size = self.f.tell()
-        self._header()
-
-    @classmethod
-    def open(cls, watch: Watch, jsonl_dir: Any, max_bytes: int) -> _JsonlWriter | None:
-        if jsonl_dir == "auto":
-            jsonl_dir = os.environ.get(DIR_ENV) or None
-        if jsonl_dir is None:
-            return None
-        d = os.fspath(jsonl_dir)
-        try:
-            os.makedirs(d, exist_ok=True)
-            return cls(watch, os.path.join(d, f"watch-rank{watch.rank}.jsonl"), max_bytes)
-        except OSError as e:
-            _warn(f"JSON lines not written: {d}: {e.strerror or e}; training goes on")
-            return None
-
-    def _header(self) -> None:
-        w = self.watch
-        head = {
-            "kind": "start",
-            "v": 1,
-            "job": w.job,
-            "rank": w.rank,
-            "local_rank": w.local_rank,
-            "world_size": w.world_size,
-            "host": w.host,
-            "gpu": w.gpu,
-            "nic": w.nic,
-            "run": w.run_id,
-            "t": round(w.started, 6),
-        }
-        self._write(json.dumps(head, separators=(",", ":")) + "\n")
-
-    def step(
-        self,
-        step: int,
-        t: float,
-        wall: float,
-        own: float,
-        coll: float,
-        wait: float,
-        data: float,
-        stall: float,
-        io: int | None = None,
-    ) -> None:
-        extra = f',"io":{io}' if io is not None else ""
-        self.buf.append(
-            f'{{"kind":"step","step":{step},"t":{t:.6f},"wall":{wall:.6f},"own":{own:.6f},'
-            f'"coll":{coll:.6f},"wait":{wait:.6f},"data":{data:.6f},"stall":{stall:.6f}{extra}}}\n'
-        )
-        if len(self.buf) >= self.watch.every:
-            self.flush()
-
-    def link(self, src: int, dst: int, nbytes: int, seconds: float, t: float) -> None:
-        line = json.dumps(
-            {"kind": "link", "src": src, "dst": dst, "bytes": nbytes, "s": round(seconds, 6), "t": t}
-        )
-        with self.lock:
-            self.buf.append(line + "\n")
-
-    def flush(self) -> None:
-        with self.lock:
-            text, self.buf = "".join(self.buf), []
-        if text:
-            self._write(text)
-
-    def _write(self, text: str) -> None:
-        if self.f is None:
-            return
-        try:
-            if self.size + len(text) > self.max_bytes and self.size > 0:
-                self.f.close()
-                os.replace(self.path, self.path[: -len(".jsonl")] + ".1.jsonl")
-                self.f = open(self.path, "a", encoding="utf-8")
-                self.size = 0
-                self._header()
-            self.f.write(text)
-            self.f.flush()
-            self.size += len(text)
-        except OSError as e:
-            _warn(f"JSON lines stopped: {self.path}: {e.strerror or e}; training goes on")
-            try:
-                self.f.close()
-            except OSError:
-                pass
-            self.f = None
-
-    def close(self) -> None:
-        self.flush()
-        if self.f is not None:
-            try:
-                self.f.close()
-            except OSError:
-                pass
-            self.f = None
-
-
-def _labels(**kv: str) -> str:
-    def esc(v: str) -> str:
-        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-    return ",".join(f'{k}="{esc(v)}"' for k, v in kv.items())
 
 
 def _dist_identity() -> tuple[int, int, int]:
