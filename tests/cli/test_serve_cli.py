@@ -61,7 +61,7 @@ def test_busy_port_is_one_line_exit_2_and_no_url(service):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = run_cli("serve", service, "--listen", f"127.0.0.1:{port}", timeout=30)
+        r = run_cli("serve", service, "--listen", f"127.0.0.1:{port}", timeout=120)
     assert r.code == 2
     assert r.err == f"clusterdoctor: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     assert "http://" not in r.err and r.out == ""
@@ -75,5 +75,5 @@ def test_busy_port_is_one_line_exit_2_and_no_url(service):
     ],
 )
 def test_bad_listen_address(listen, says):
-    r = run_cli("serve", "agent", "--listen", listen, timeout=30)
+    r = run_cli("serve", "agent", "--listen", listen, timeout=120)
     assert r.code == 2 and says in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
