@@ -115,11 +115,14 @@ def health(
     diag = run_gpu_rules(obs, refs)
     _emit(diag, fmt, output, queries)
     if not diag.rules_run and not diag.gpu_grid:  # "nothing checked" is never OK (as numa check)
-        print(
-            "clusterdoctor gpu health: nothing checked: no GPU source could be read (exit 1; "
-            "see the skipped checks)",
-            file=sys.stderr,
-        )
+        from clusterdoctor.cli.common import quiet
+
+        if not quiet():
+            print(
+                "clusterdoctor gpu health: nothing checked: no GPU source could be read (exit 1; "
+                "see the skipped checks)",
+                file=sys.stderr,
+            )
         raise typer.Exit(EXIT_FINDINGS)
     worst = diag.worst()
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)

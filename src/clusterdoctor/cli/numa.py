@@ -135,7 +135,10 @@ def audit(
                     f"{'':9}tid {t.get('tid')} {str(t.get('name'))[:16]:<16} cpus {cpus:<14} nodes {t.get('cpu_nodes')}{mark}"
                 )
     if nothing:
-        typer.echo("nothing audited: no selected process could be read (exit 1)", err=True)
+        from clusterdoctor.cli.common import quiet
+
+        if not quiet():
+            typer.echo("nothing audited: no selected process could be read (exit 1)", err=True)
         raise typer.Exit(1)
 
 
