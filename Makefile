@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto gpu-check
+.PHONY: run test test-clock lint bench clean deploy-generate podresources-proto gpu-check screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,13 @@ lint: $(STAMP_TEST)
 # real faults alone (marker `serial`, tests/conftest.py). `make test JOBS=1` runs both one test at a time.
 JOBS   ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 600
+# Both passes always run (a failure in the first does not hide the second); each says how it ended
+# and make fails if either failed.
 test: $(STAMP_TEST) lint
-	$(PYTEST) -n $(JOBS) -m "not serial"
-	$(PYTEST) -m serial
+	@$(PYTEST) -n $(JOBS) -m "not serial"; a=$$?; \
+	  $(PYTEST) -m serial; b=$$?; \
+	  echo "make test: parallel pass exit $$a, serial pass exit $$b"; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 # No test may depend on the date or the time zone: the whole suite again with the clock a year ahead
 # (libfaketime, Debian package `faketime`, inherited by every child process) in UTC+8. `.ci/run` runs it.
@@ -45,8 +49,10 @@ test-clock: $(STAMP_TEST)
 	@y=$$(date -u +%Y); fy=$$(faketime -f '$(FAKE_OFFSET)' date -u +%Y); \
 	  [ "$$fy" -gt "$$y" ] || { echo "faketime did not move the clock ($$y -> $$fy)"; exit 2; }; \
 	  echo "clock guard: suite at $$(TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' date -Iseconds)"
-	TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -n $(JOBS) -m "not serial"
-	TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -m serial
+	@TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -n $(JOBS) -m "not serial"; a=$$?; \
+	  TZ=$(FAKE_TZ) faketime -f '$(FAKE_OFFSET)' $(PYTEST) -m serial; b=$$?; \
+	  echo "make test-clock: parallel pass exit $$a, serial pass exit $$b"; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 bench: $(STAMP_TEST)
 	for f in bench/[!_]*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
@@ -56,6 +62,10 @@ bench: $(STAMP_TEST)
 # one GPU; results and raw captures in out/gpu-check-<time>/. Without a GPU it says so and exits 0.
 gpu-check: $(STAMP_TEST)
 	$(BIN)/python tools/gpu_check.py $(GPU_CHECK_ARGS)
+
+# docs/screenshots/: every HTML report kind as headless Chromium draws it at 1280 px (Debian `chromium`)
+screenshots: $(STAMP_TEST)
+	CLUSTERDOCTOR_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:cacheprovider tests/report/test_html_browser.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

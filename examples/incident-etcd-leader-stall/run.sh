@@ -1,7 +1,7 @@
 #!/bin/sh
 # Layered diagnosis of a real etcd leader stall (see README.md). Run from anywhere, in a clone after
 # `make run`: it uses the clone's .venv/bin/clusterdoctor, else a clusterdoctor on PATH.
-# Needs only tests/data/ (in every clone), not ../shared. Exit code is clusterdoctor diagnose's:
+# Needs only tests/data/ (in every clone). Exit code is clusterdoctor diagnose's:
 # 1 here, because the stall is a CRITICAL finding (0 nothing at or above --fail-on, 2 bad input).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)

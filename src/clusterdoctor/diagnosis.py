@@ -384,7 +384,19 @@ def run(obs: Observations, sources: list[SourceRef], host: str | None = None) ->
         heatmaps=latency_heatmaps(obs),
         timeline=events[:MAX_TIMELINE_EVENTS],
         gpu_grid=gpu_grid(obs, findings),
+        step_times=step_times(obs),
     )
+
+
+def step_times(obs: Observations) -> dict[str, Any]:
+    """The step-time chart's data when fail-slow step records were read (see analyze.step_plot)."""
+    table = obs.get("watch")
+    if table is None or getattr(table, "wall", None) is None:
+        return {}
+    from clusterdoctor.analyze.step_plot import step_plot
+
+    res = obs.get("_failslow")
+    return step_plot(table, list(getattr(res, "episodes", []) or []))
 
 
 def gpu_grid(obs: Observations, findings: list[Any]) -> list[dict[str, Any]]:

@@ -253,6 +253,8 @@ class Diagnosis:
     timeline: list[Event] = field(default_factory=list)
     # per-GPU health grid (GPUs x checks, analyze.gpu_health.health_grid); empty without GPU sources
     gpu_grid: list[dict[str, Any]] = field(default_factory=list)
+    # per-rank step time and fail-slow onsets (analyze.step_plot.step_plot); empty without step data
+    step_times: dict[str, Any] = field(default_factory=dict)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)

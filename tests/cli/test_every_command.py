@@ -13,6 +13,9 @@ and a message that names the bad flag, value or path.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -212,7 +215,7 @@ def test_bad_input_is_one_line_and_the_documented_code(case, tmp_path, busy_port
         code = run_app(app, argv)
         out, err = capfd.readouterr()
     else:
-        r = run_cli(*argv, timeout=60)
+        r = run_cli(*argv)  # run_cli's cap: generous on a loaded machine
         code, out, err = r.code, r.out, r.err
     expected = error_exit_code(case.command)
     names = _expand([case.names], tmp_path, busy_port)[0]
@@ -271,6 +274,225 @@ def test_bad_choice_names_the_value_and_the_valid_ones_first(tmp_path):
 
 
 def test_collect_to_a_missing_folder_fails_before_collecting(tmp_path):
-    r = run_cli("collect", "-o", str(tmp_path / "missing" / "dir" / "x.tar.zst"), timeout=30)
+    r = run_cli("collect", "-o", str(tmp_path / "missing" / "dir" / "x.tar.zst"), timeout=120)
     assert r.code == 2 and r.err.count("\n") == 1 and "does not exist" in r.err
     assert "sysfs-topology" not in r.err  # nothing was collected first
+
+
+# ---------------------------------------------------------------------------------------------------
+# The conventions every command follows (README "Conventions every command follows").
+
+from tests.conftest import REPO  # noqa: E402
+
+DATA = REPO / "examples" / "data"
+TD = REPO / "tests" / "data"
+XML = str(DATA / "24em64t-2n6c2t-pci.xml")
+PROM = str(DATA / "kubelet_pod_start_sli_aks_before.prom")
+H100 = str(DATA / "nvidia-smi-q_h100-sxm-x8_535.183.01_sw-thermal-power-brake-on-one-gpu_pcie-replays.txt")
+COMM_LOG = str(TD / "comm" / "public" / "unige_hpc_4301_allgather_seq1_4rank.log")
+FAILSLOW = str(TD / "failslow" / "quota-rank2")
+SELF = "@SELF@"  # replaced by this test process's pid (a live, readable process)
+
+# A real run of each command on inputs every clone has: (arguments, the JSON switch or None).
+RUNS: dict[str, tuple[list[str], list[str] | None]] = {
+    "diagnose": ([PROM], ["--format", "json"]),
+    "rules": ([], ["--json"]),
+    "watch": (["--from", FAILSLOW, "--once"], ["--format", "json"]),
+    "numa topology": (["--from", XML], ["--json"]),
+    "numa audit": (["--pid", SELF], ["--json"]),
+    "numa plan": (["--from", XML, "--gpus", "0-2"], ["--json"]),
+    "numa check": (["--from", XML, "--pid", SELF], ["--json"]),
+    "numa probe": ([], ["--json"]),
+    "comm analyze": ([COMM_LOG], ["--format", "json"]),
+    "gpu health": ([H100], ["--format", "json"]),
+    "sim policies": ([], None),
+    "sim traces": ([], None),
+}
+# The exit codes a real run may give (README "Exit codes"): 0 or 1, unless listed.
+CODES: dict[str, tuple[int, ...]] = {"numa check": (0, 1, 2, 3)}
+# Commands not run here, and why (each is run by its own tests).
+NOT_RUN: dict[str, str] = {
+    "collect": "captures this whole machine (tests/cli/test_cli_common.py and tests/deploy run it)",
+    "numa exec": "replaces itself with the command it runs (tests/topology run it)",
+    "qat report": "needs a state saved by a torch DriftMonitor (tests/cli/test_qat_cli.py)",
+    "sim run": "needs the openb traces, which are not shipped (tests/sim run it with the fixtures)",
+    "sim compare": "needs the openb traces and the paper's table (tests/sim)",
+    "serve agent": "a server: runs until stopped (tests/cli/test_serve_cli.py)",
+    "serve extender": "a server: runs until stopped (tests/cli/test_serve_cli.py)",
+}
+# Where a file is read, `-` reads standard input: (arguments with "-", the file piped in, or the text
+# itself when it starts with "{": an empty PodList, which lists no pods).
+STDIN: dict[str, tuple[list[str], str]] = {
+    "diagnose sources": (["-"], PROM),
+    "diagnose --pods": ([PROM, "--pods", "-"], '{"apiVersion": "v1", "kind": "PodList", "items": []}'),
+    "watch --gpu": (["--from", FAILSLOW, "--once", "--gpu", "-"], H100),
+    "numa topology --from": (["--from", "-"], XML),
+    "numa audit --from": (["--from", "-", "--pid", SELF], XML),
+    "numa plan --from": (["--from", "-", "--gpus", "0"], XML),
+    "numa check --from": (["--from", "-", "--pid", SELF], XML),
+    "numa probe --from": (["--from", "-"], XML),
+    "comm analyze paths": (["-"], COMM_LOG),
+    "gpu health paths": (["-"], H100),
+}
+# Path parameters that are not a file to read, or are read by a command not run here.
+NOT_STDIN: dict[str, str] = {
+    "--output": "written, not read",
+    "--junit": "written, not read",
+    "--archive": "a folder written on failure",
+    "--sysfs-root": "a folder (a sysfs tree), not a file",
+    "--proc-root": "a folder (a procfs tree), not a file",
+    "watch --from": "a folder of per-rank files (or a single file: --from - reads one)",
+    "watch --topology": "read as --from of numa commands (covered there)",
+    "collect --file": "collect is not run here (NOT_RUN)",
+    "numa exec --from": "numa exec is not run here (NOT_RUN)",
+    "qat report state_file": "qat report is not run here (NOT_RUN)",
+    "sim run --nodes": "sim run is not run here (NOT_RUN)",
+    "sim compare --nodes": "sim compare is not run here (NOT_RUN)",
+    "sim compare --published": "sim compare is not run here (NOT_RUN)",
+    "serve agent --log": "a server's log, followed while it runs (tests/serve)",
+}
+# What each command does when there is nothing to check: (arguments, exit code); the README's table.
+NOTHING: dict[str, tuple[list[str], int]] = {
+    "numa audit": (["--pid", "999999"], 1),
+    "numa check": (["--pid", "999999"], 1),
+    "numa audit --match": (["--match", "no-process-is-called-this-8d3f"], 1),
+}
+
+
+def _args(args: list[str]) -> list[str]:
+    return [str(os.getpid()) if a == SELF else a for a in args]
+
+
+def _help_pages() -> list[str]:
+    groups = {" ".join(c.split()[:1]) for c in COMMANDS if " " in c}
+    return ["", *sorted(groups), *sorted(COMMANDS)]
+
+
+@pytest.mark.parametrize("cols", ["80", "200"])
+def test_every_help_fits_80_columns_and_never_breaks_a_word(cols, monkeypatch, capfd):
+    """`--help` of the root, each group and each command: within 80 columns at any terminal width,
+    wrapped at spaces only (never `--etcd-` / `endpoints`), a long example continued with ` \\`."""
+    monkeypatch.setenv("COLUMNS", cols)
+    bad = []
+    for page in _help_pages():
+        code = run_app(app, [*page.split(), "--help"])
+        out, _ = capfd.readouterr()
+        assert code == 0 and out, page
+        lines = out.splitlines()
+        for i, line in enumerate(lines):
+            if len(line) > 80:
+                bad.append(f"{page or 'clusterdoctor'}: {len(line)} columns: {line}")
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if re.search(r"[A-Za-z0-9]-$", line) and re.match(r"\s*[A-Za-z0-9]", nxt):
+                bad.append(f"{page or 'clusterdoctor'}: a word cut at its hyphen: {line!r} / {nxt!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_command_is_run_or_says_why_not():
+    assert set(RUNS) | set(NOT_RUN) == set(COMMANDS), set(COMMANDS) ^ (set(RUNS) | set(NOT_RUN))
+
+
+@pytest.mark.parametrize("path", sorted(RUNS))
+def test_text_and_json_and_no_color(path):
+    """A real run: text within 80 columns with no colour under NO_COLOR (and none in a pipe), no
+    Python repr; the JSON switch where the command offers one gives one JSON document."""
+    args, as_json = RUNS[path]
+    r = run_cli(*path.split(), *_args(args), env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert r.code in CODES.get(path, (0, 1)), (path, r.code, r.err)
+    assert "\x1b[" not in r.out + r.err, path
+    wide = [
+        ln for ln in r.out.splitlines() if len(ln) > 80 and " " in ln.strip()
+    ]  # a lone long path may stay whole
+    assert not wide, (path, wide[:3])
+    assert not re.search(r"\{'\w+': ", r.out), (path, "a Python dict in the text")
+    if as_json:
+        r = run_cli(*path.split(), *_args(args), *as_json)
+        assert r.code in CODES.get(path, (0, 1)), (path, r.err)
+        json.loads(r.out)
+
+
+def test_color_always_and_never():
+    """--color always keeps colour in a pipe; NO_COLOR or --color never drops it."""
+    r = run_cli("--color", "always", "diagnose", PROM)
+    assert r.code == 1 and "\x1b[" in r.out
+    assert "\x1b[" not in run_cli("--color", "never", "diagnose", PROM).out
+    assert "\x1b[" not in run_cli("diagnose", PROM, env={"NO_COLOR": "1"}).out
+
+
+def test_every_file_read_takes_standard_input():
+    """Each path parameter of a command run here is either in STDIN or says why not (NOT_STDIN)."""
+    missing = []
+    for path, cmd in COMMANDS.items():
+        for p in cmd.params:
+            if not _is_path(p):
+                continue
+            positional = not p.opts or not p.opts[0].startswith("-")
+            key = f"{path} {p.name if positional else _flag(p)}"
+            if key not in STDIN and key not in NOT_STDIN and _flag(p) not in NOT_STDIN:
+                missing.append(key)
+    assert not missing, f"add a `-` case to STDIN or a reason to NOT_STDIN for: {missing}"
+
+
+@pytest.mark.parametrize("key", sorted(STDIN))
+def test_dash_reads_standard_input(key):
+    args, piped = STDIN[key]
+    command = " ".join(key.split()[:-1])
+    if piped.startswith("{"):
+        data = piped
+    else:
+        with open(piped, encoding="utf-8", errors="replace") as f:
+            data = f.read()
+    r = run_cli(*command.split(), *_args(args), input=data, env={"COLUMNS": "80"})
+    assert r.code in CODES.get(command, (0, 1)), (key, r.code, r.err)
+    assert "no such file" not in r.err.lower() and "FIFO" not in r.err, (key, r.err)
+
+
+def test_a_piped_dev_stdin_is_read_not_refused():
+    with open(XML) as f:
+        r = run_cli("numa", "topology", "--from", "/dev/stdin", input=f.read())
+    assert r.code == 0 and "FIFO" not in r.err, r.err
+    with open(PROM) as f:
+        r = run_cli("diagnose", "/dev/stdin", input=f.read())
+    assert r.code == 1 and "KUBELET003" in r.out, r.err
+
+
+@pytest.mark.parametrize("key", sorted(NOTHING))
+def test_nothing_to_check_exits_1(key):
+    args, code = NOTHING[key]
+    command = " ".join(w for w in key.split() if not w.startswith("-"))
+    r = run_cli(*command.split(), *args)
+    assert r.code == code, (key, r.code, r.out, r.err)
+
+
+def test_gpu_health_without_a_source_exits_1_here():
+    """No GPU on this machine and no file: nothing checked, exit 1 (as numa check), never 'healthy'."""
+    r = run_cli("gpu", "health", "--format", "json")
+    doc = json.loads(r.out)
+    if doc["rules_run"]:
+        pytest.skip("this machine has a GPU source: gpu health checked something")
+    assert r.code == 1 and "nothing checked" in r.err
+
+
+def test_quiet_and_completion():
+    r = run_cli("--quiet", "diagnose", PROM)
+    assert r.code == 1 and r.err == ""
+    r = run_cli("--show-completion", "bash", env={"SHELL": "/bin/bash"})
+    assert r.code == 0 and "_clusterdoctor_completion" in r.out, (r.out[:200], r.err)
+
+
+def test_install_completion_and_complete_a_command(tmp_path):
+    """`--install-completion bash` installs a script that bash sources, and the completion protocol
+    it uses completes `clusterdoctor numa a` to `audit`."""
+    env = {"HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    r = run_cli("--install-completion", "bash", env=env)
+    assert r.code == 0, r.err
+    script = tmp_path / ".bash_completions" / "clusterdoctor.sh"
+    assert script.is_file() and str(script) in (tmp_path / ".bashrc").read_text()
+    r = run_cli(
+        env={
+            "COMP_WORDS": "clusterdoctor numa a",
+            "COMP_CWORD": "2",
+            "_CLUSTERDOCTOR_COMPLETE": "complete_bash",
+        }
+    )
+    assert r.code == 0 and r.out.split() == ["audit"], (r.out, r.err)

@@ -75,8 +75,10 @@ def test_bad_input_is_one_line_naming_the_file_exit_2(cli, tmp_path):
 
 def test_live_without_gpu_says_why_not_checked(cli):
     r = cli("gpu", "health", "--format", "json")
-    assert r.code == 0, r.err
     doc = json.loads(r.out)
+    # nothing could be checked: exit 1 and one line saying so, never "healthy" (as numa check)
+    assert r.code == 1 and not doc["rules_run"], (r.code, r.err)
+    assert "nothing checked" in r.err and r.err.count("\n") == 1
     reasons = {s["rule"]: s["reason"] for s in doc["skipped"]}
     assert doc["findings"] == [] and "GPU001" in reasons
     assert "NVML" in reasons["GPU001"] or "nvidia-smi" in reasons["GPU001"]

@@ -203,9 +203,9 @@ def test_plan_json_and_refusals(tmp_path):
 
 def test_probe_without_gpu_says_so():
     r = run_cli("numa", "probe", "--json")
-    assert r.code == 0
     doc = json.loads(r.out)
     assert doc["ran"] is False and doc["reason"]
+    assert r.code == 1  # nothing measured: never "OK"
 
 
 def test_diagnose_files_and_live(tmp_path):
@@ -213,11 +213,9 @@ def test_diagnose_files_and_live(tmp_path):
     assert r.code == 1  # SYS paths between GPU1/2 and the only HCA are critical
     doc = json.loads(r.out)
     assert doc["findings"][0]["severity"] == "critical"
-    t0 = time.time()
     r = run_cli("diagnose", "--format", "json")
     assert r.code in (0, 1), r.err
     assert json.loads(r.out)["schema"] == "clusterdoctor.diagnosis/1"
-    assert time.time() - t0 < 60
     out = tmp_path / "r.html"
     assert run_cli("diagnose", str(shared_fixture(SL390)), "--format", "html", "-o", str(out)).code == 1
     assert "<svg" in out.read_text()
@@ -263,3 +261,29 @@ def test_rules_command():
     r = run_cli("rules", "NUMA003")
     assert r.code == 0 and "Thresholds" in r.out and "0.3" in r.out and "source:" in r.out
     assert run_cli("rules", "NOPE999").code == 2
+
+
+def test_match_selects_the_workload_not_its_wrapper_or_clusterdoctor():
+    """`numa audit --match` under `timeout`: the python it wraps is audited; the timeout around it,
+    clusterdoctor itself and the timeout that runs clusterdoctor are not."""
+    import subprocess
+    import sys
+
+    marker = "cd-match-marker-7c1f"
+    child = subprocess.Popen(["timeout", "120", sys.executable, "-c", "import time; time.sleep(120)", marker])
+    try:
+        deadline = time.monotonic() + 60  # a generous cap on the child's start, never a speed check
+        py = None
+        while py is None and time.monotonic() < deadline:
+            kids = Path(f"/proc/{child.pid}/task/{child.pid}/children")
+            ids = kids.read_text().split() if kids.exists() else []
+            py = int(ids[0]) if ids else None
+            time.sleep(0.05)
+        assert py is not None, "the wrapped python did not start"
+        r = run_cli("numa", "audit", "--match", marker, "--json")
+        assert r.code == 0, r.err
+        pids = [p["pid"] for p in json.loads(r.out)["processes"]]
+        assert pids == [py], (pids, child.pid)
+    finally:
+        child.kill()
+        child.wait(timeout=30)

@@ -99,3 +99,14 @@ def test_rule_catalog_carries_the_alerts(cli):
     # a rule without alerts of its own alerts through the agent's finding series
     assert "clusterdoctor_finding" in json.loads(cli("rules", "NUMA001", "--json").out)["alerts"][0]["expr"]
     assert "FS006" in cli("rules", "--layer", "failslow").out
+
+
+def test_fs001_on_a_cpu_rank_gives_cpu_advice(cli):
+    """A straggler rank that runs on the CPU (real gloo run, rank 2 under a cgroup quota) is not told
+    to run nvidia-smi: its fix and verify name the CPU's causes (quota, affinity, neighbours)."""
+    r = cli("watch", "--from", str(DATA / "quota-rank2"), "--once", "--format", "json")
+    assert r.code == 1, r.err
+    (fs,) = [f for f in json.loads(r.out)["findings"] if f["rule"] == "FS001"]
+    assert any(e.get("value") == "CPU (no GPU)" for e in fs["evidence"])
+    assert "nvidia-smi" not in fs["fix"] and not any("nvidia-smi" in v for v in fs["verify"])
+    assert "CPU limit" in fs["fix"] and any("cpu.stat" in v for v in fs["verify"])

@@ -27,7 +27,7 @@ def ib_root(tmp_path):
 
 
 def scrape(port, path="/metrics"):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
         return r.headers.get("Content-Type"), r.read().decode()
 
 
@@ -52,7 +52,7 @@ def test_dead_source_does_not_block(ib_root):
     try:
         t0 = time.monotonic()
         ctype, body = scrape(port)
-        assert time.monotonic() - t0 < 4
+        assert time.monotonic() - t0 < 25  # the stuck source (30 s) is not waited for; generous under load
         assert ctype.startswith("text/plain; version=0.0.4")
         assert 'clusterdoctor_source_up{source="dead"} 0' in body
         assert 'clusterdoctor_source_up{source="rdma-sysfs"} 1' in body
@@ -127,7 +127,7 @@ def test_cli_agent_process(ib_root):
         assert body is not None and 'rule="RDMA006"' in body  # i40iw0: no PMA
     finally:
         p.terminate()
-        p.wait(10)
+        p.wait(60)
 
 
 def test_cli_bad_listen():

@@ -128,7 +128,7 @@ def server():
 
 
 def test_http_verbs_and_bad_bodies(server):
-    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
     code, res = _post(conn, "/scheduler/filter", ARGS)
     assert code == 200 and len(res["nodes"]["items"]) == 2
     code, res = _post(conn, "/scheduler/prioritize", ARGS)

@@ -42,7 +42,7 @@ def _loop(w, steps: int, data_s: float = 0.0, own_s: float = 0.002):
 def test_steps_files_and_metrics(tmp_path):
     with watch.install(None, job="unit", port=0, bind="127.0.0.1", jsonl_dir=tmp_path, every=5) as w:
         _loop(w, 20, data_s=0.004)
-        body = urllib.request.urlopen(f"http://127.0.0.1:{w.port}/metrics", timeout=5).read().decode()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{w.port}/metrics", timeout=60).read().decode()
     wf = load_watch_dir(str(tmp_path))
     assert [r.step for r in wf.steps] == list(range(1, 21))
     ident = wf.identity(0)
@@ -104,14 +104,14 @@ def test_heartbeat_sees_the_process_frozen(tmp_path):
     """SIGSTOP this very process for 0.4 s from a child: the stall lands in the step it happened in."""
     w = watch.install(None, port=None, jsonl_dir=tmp_path)
     _loop(w, 3)
-    subprocess.Popen(
+    freezer = subprocess.Popen(
         [
             "sh",
             "-c",
             f"kill -STOP {__import__('os').getpid()}; sleep 0.4; kill -CONT {__import__('os').getpid()}",
         ]
     )
-    time.sleep(0.8)
+    freezer.wait(timeout=120)  # stopped and continued by now, however late the child ran: no sleep race
     w.step()
     _loop(w, 3)
     w.close()

@@ -46,7 +46,10 @@ def failslow_report(
     obs.put("watch_source", "traces")
     findings, _sk, _ran = run_failslow_rules(obs)
     res = failslow_analysis(obs)
+    from clusterdoctor.analyze.step_plot import step_plot
+
     section.update(
+        plot=step_plot(table, res.episodes),
         steps=table.shape[1],
         baseline_step_s=res.baseline_s,
         episodes=[e.as_dict() for e in res.episodes],

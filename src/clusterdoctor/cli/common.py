@@ -54,6 +54,110 @@ def _click():
         return click
 
 
+COLOR_ENV = "CLUSTERDOCTOR_COLOR"  # auto | always | never (the root's --color sets it)
+QUIET_ENV = "CLUSTERDOCTOR_QUIET"  # 1: no progress or notes on stderr (the root's --quiet sets it)
+
+
+def color_enabled(stream: object) -> bool:
+    """Whether output to ``stream`` is coloured: ``--color always|never`` decides; with ``auto`` (the
+    default) a terminal gets colour unless ``NO_COLOR`` is set to anything (https://no-color.org)."""
+    mode = os.environ.get(COLOR_ENV, "auto").strip().lower()
+    if mode == "always":
+        return True
+    if mode == "never" or os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def quiet() -> bool:
+    """``--quiet``: no progress lines and no notes on stderr; errors and the report itself unchanged."""
+    return os.environ.get(QUIET_ENV, "") not in ("", "0")
+
+
+def help_wraps_whole_words() -> None:
+    """Help text is wrapped at spaces only: an option or a file name in an example is never cut at
+    its hyphen (``--etcd-`` / ``endpoints``), so what ``--help`` shows can be pasted as it is."""
+    import importlib
+
+    try:
+        tw = importlib.import_module(f"{_click().__name__}._textwrap")
+    except ImportError:  # pragma: no cover - a click without its own wrapper
+        return
+    base = getattr(tw, "TextWrapper", None)
+    if base is None or getattr(base, "_cd_whole_words", False):
+        return
+
+    class WholeWords(base):  # type: ignore[misc, valid-type]
+        _cd_whole_words = True
+
+        def __init__(self, *a: object, **kw: object) -> None:
+            kw["break_on_hyphens"] = False
+            super().__init__(*a, **kw)
+
+        def wrap(self, text: str) -> list[str]:
+            """An example command too long for a line continues on the next with `` \\``, as a
+            shell reads it, so that pasting the lines runs the command."""
+            words = text.split()
+            if not words or words[0] != "clusterdoctor":
+                return super().wrap(text)
+            lines: list[str] = []
+            cur = self.initial_indent + words[0]
+            for w in words[1:]:
+                if len(cur) + 1 + len(w) + 2 > self.width:
+                    lines.append(cur + " \\")
+                    cur = self.subsequent_indent + "    " + w
+                else:
+                    cur += " " + w
+            return [*lines, cur]
+
+    tw.TextWrapper = WholeWords
+
+
+STDIN_NAMES = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+# options whose value is written, never read: ``-o -`` is a file named "-"
+OUTPUT_OPTIONS = ("-o", "--output", "--junit", "--archive")
+# commands that read ``-`` themselves (a paste, shown as ``<stdin>`` in the report)
+NATIVE_STDIN = ("diagnose", "gpu health")
+
+
+def stdin_arguments(path: str, argv: list[str]) -> tuple[list[str], Path | None]:
+    """``argv`` with standard input in place of ``-`` (and of ``/dev/stdin``, a pipe that readers
+    refuse as a FIFO) wherever a file is read: stdin is read once, within the ``input`` limit, into a
+    private temporary file named ``stdin`` whose path replaces each such argument. Returns the new
+    argv and the temporary folder to remove (None when stdin was not asked for). Commands in
+    :data:`NATIVE_STDIN` get ``-`` as it is."""
+    wanted = [i for i, a in enumerate(argv) if a in STDIN_NAMES and not (i and argv[i - 1] in OUTPUT_OPTIONS)]
+    if not wanted:
+        return argv, None
+    out = list(argv)
+    if path in NATIVE_STDIN:
+        for i in wanted:
+            out[i] = "-"
+        return out, None
+    import tempfile
+
+    from clusterdoctor.observe.limits import human_size, max_input_bytes
+
+    if sys.stdin is None or sys.stdin.isatty():
+        if sys.stdin is not None:
+            print("clusterdoctor: reading standard input: end it with Ctrl-D", file=sys.stderr)
+    cap = max_input_bytes()
+    data = sys.stdin.buffer.read(cap + 1) if sys.stdin is not None else b""
+    if len(data) > cap:
+        raise InputError(f"more than the input limit of {human_size(cap)}", "<stdin>")
+    if not data.strip():
+        raise InputError("empty (nothing was piped to standard input)", "<stdin>")
+    folder = Path(tempfile.mkdtemp(prefix="clusterdoctor-stdin-"))
+    f = folder / "stdin"
+    f.write_bytes(data)
+    for i in wanted:
+        out[i] = str(f)
+    return out, folder
+
+
 def command_path(cmd: object, args: Sequence[str]) -> str:
     """The sub-command path ``args`` selects in the Click command ``cmd`` (``"numa check"``; ``""`` for
     the root), without running it."""
@@ -111,13 +215,16 @@ def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
     import typer.main
 
     argv = list(sys.argv[1:] if args is None else args)
+    help_wraps_whole_words()
     root = typer.main.get_command(app)  # built once: the path lookup and the run share it
     path = command_path(root, argv)
     bad = error_exit_code(path)
     prog = f"clusterdoctor {path}".strip()
     exc = _click().exceptions
     no_args_is_help = getattr(exc, "NoArgsIsHelpError", ())  # click >= 8.2
+    stdin_dir: Path | None = None
     try:
+        argv, stdin_dir = stdin_arguments(path, argv)
         rv = root.main(args=argv, prog_name="clusterdoctor", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except SystemExit as e:
@@ -165,6 +272,11 @@ def _run(app: typer.Typer, args: Sequence[str] | None) -> int:
             "(a bug: please report it; CLUSTERDOCTOR_DEBUG=1 shows the traceback)"
         )
         return EXIT_INTERNAL
+    finally:
+        if stdin_dir is not None:
+            import shutil
+
+            shutil.rmtree(stdin_dir, ignore_errors=True)
 
 
 def check_writable(out: Path | None, what: str = "output") -> None:

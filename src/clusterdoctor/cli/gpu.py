@@ -79,9 +79,10 @@ def health(
     refs: list[SourceRef] = []
     queries: list[tuple[str, str, int]] = []
     if prometheus:
+        from clusterdoctor.cli.common import quiet
         from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
 
-        tty = sys.stderr.isatty()
+        tty = sys.stderr.isatty() and not quiet()
         res = collect_fleet(
             prometheus,
             diagnosis.parse_since(window),
@@ -113,6 +114,12 @@ def health(
             refs.append(SourceRef("gpu", "live", "nothing readable"))
     diag = run_gpu_rules(obs, refs)
     _emit(diag, fmt, output, queries)
+    if not diag.rules_run and not diag.gpu_grid:  # "nothing checked" is never OK (as numa check)
+        from clusterdoctor.cli.common import quiet
+
+        if not quiet():
+            print("clusterdoctor gpu health: nothing checked (no GPU source could be read)", file=sys.stderr)
+        raise typer.Exit(EXIT_FINDINGS)
     worst = diag.worst()
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 
@@ -200,7 +207,9 @@ def render_text(diag: Any) -> str:
     table = sick_table(diag)
     sick = [r for r in table if r["severity"] != "info"]
     lines = [f"GPUs seen: {len(diag.gpu_grid)}; sick (warning or worse): {len(sick)}"]
-    if not sick:
+    if not diag.rules_run and not diag.gpu_grid:
+        lines += wrap("Nothing was checked: no GPU source could be read (skipped checks below).", w)
+    elif not sick:
         lines += wrap("No sick GPU found by the checks that ran (skipped checks below were NOT made).", w)
     if table:
         # the table is an index: one row per GPU/node, its worst finding cut to the width (all of

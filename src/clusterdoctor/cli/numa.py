@@ -95,17 +95,22 @@ def audit(
     cannot be read is reported with its error, never a crash.
     """
     topo, placements = _audit(from_file, sysfs_root, pid, match, proc_root)
+    # exit 1 when nothing could be audited (no process selected, or none of them readable), as
+    # `numa check`: a script can tell "audited" from "nothing to audit"
+    nothing = not any(not p.get("error") for p in placements)
     if as_json:
         typer.echo(
             json.dumps({"topology_source": topo.source, "processes": placements}, indent=2, default=str)
         )
+        if nothing:
+            raise typer.Exit(1)
         return
     from clusterdoctor.report.text import placement_row, raised_flags
     from clusterdoctor.topology.cpuset import format_cpulist
 
     if not placements:
         typer.echo("no matching process" if (pid or match) else "no process uses a GPU or RDMA NIC")
-        return
+        raise typer.Exit(1)
     from clusterdoctor.report.text import terminal_width, wrap
 
     width = terminal_width()
@@ -129,6 +134,12 @@ def audit(
                 typer.echo(
                     f"{'':9}tid {t.get('tid')} {str(t.get('name'))[:16]:<16} cpus {cpus:<14} nodes {t.get('cpu_nodes')}{mark}"
                 )
+    if nothing:
+        from clusterdoctor.cli.common import quiet
+
+        if not quiet():
+            typer.echo("nothing audited: no selected process could be read (exit 1)", err=True)
+        raise typer.Exit(1)
 
 
 def _check_plan_options(gpus: str | None, policy: str) -> list[str] | None:
@@ -296,7 +307,7 @@ def probe(
     """Measure, per GPU, pinned H2D/D2H bandwidth and small-copy latency with the host buffer on each
     NUMA node in turn (through torch), and flag remote penalties and asymmetric GPUs.
 
-    Without an NVIDIA GPU (or torch) it says it cannot run and exits 0.
+    Without an NVIDIA GPU (or torch) it says why it cannot run and exits 1: nothing was measured.
     """
     from clusterdoctor.topology.probe import run_probe
 
@@ -305,7 +316,10 @@ def probe(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
+        from clusterdoctor.report.text import terminal_width, wrap
         from clusterdoctor.topology.probe import format_probe
 
-        typer.echo(format_probe(result))
-    raise typer.Exit(0)
+        width = terminal_width()
+        for line in format_probe(result).splitlines():
+            typer.echo("\n".join(wrap(line, width, rest="  ")) if len(line) > width else line)
+    raise typer.Exit(0 if result.get("ran") else 1)

@@ -30,7 +30,9 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock
         self.last = -1e9
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        from clusterdoctor.cli.common import quiet
+
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not quiet()
         self.drawn = False
 
     def __enter__(self) -> Progress:

@@ -36,5 +36,7 @@ def report(
     elif html_out:
         text = render.render_html(state)
     else:
-        text = render.render_text(state)
+        from clusterdoctor.report.text import terminal_width
+
+        text = render.render_text(state, width=terminal_width() if output is None else 80)
     write_output(text, output)

@@ -33,9 +33,10 @@ def emit(diag: Diagnosis, fmt: str, out: Path | None, *, verbose: bool = False) 
 
         text = render_junit(diag)
     elif fmt == "text":
+        from clusterdoctor.cli.common import color_enabled
         from clusterdoctor.report.text import render_text
 
-        color = out is None and sys.stdout.isatty()
+        color = out is None and color_enabled(sys.stdout)
         text = render_text(diag, color=color, verbose=verbose)
     else:
         raise CliExit(2, f"error: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

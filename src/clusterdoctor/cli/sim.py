@@ -27,6 +27,12 @@ OPENB_VARIANTS = (
     "default", "cpu050", "cpu100", "cpu200", "cpu250", "gpushare40", "gpushare60", "gpushare80", "gpushare100",
     "gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33", "multigpu20", "multigpu30", "multigpu40", "multigpu50",
 )  # fmt: skip
+# where the openb traces are published (the commit clusterdoctor's results were made with)
+OPENB_URL = (
+    "https://raw.githubusercontent.com/alibaba/clusterdata/"
+    "7a6c496e4f4b6ce6150be8f881cb051bf2abff42/cluster-trace-gpu-v2023/csv"
+)
+OPENB_PAGE = "https://github.com/alibaba/clusterdata/tree/master/cluster-trace-gpu-v2023/csv"
 BUILTIN_TRACES = {f"openb-{v}": f"{OPENB_DIR}/openb_pod_list_{v}.csv" for v in OPENB_VARIANTS}
 
 
@@ -36,11 +42,16 @@ def _fixture(rel: str, what: str) -> Path:
     p = fixture_path(rel)
     if p is None:
         where = fixtures_root()
+        url = f"{OPENB_URL}/{Path(rel).name}" if rel.startswith(OPENB_DIR) else None
         hint = (
-            f"the shared fixtures are not here; set {ENV_VAR}=/path/to/shared/fixtures or pass a file path"
-            if where is None
-            else f"{rel} is not under {where}"
+            f"it is not shipped (alibaba/clusterdata publishes no licence for it): download {url} "
+            f"and pass it with --trace FILE (the node list: --nodes FILE), or set {ENV_VAR} to a folder "
+            f"holding {rel}"
+            if url
+            else f"set {ENV_VAR} to the project's fixture folder or pass a file path"
         )
+        if where is not None:
+            hint = f"{rel} is not under {where}; " + hint
         raise UsageError(f"built-in {what} needs {rel}: {hint}")
     return p
 
@@ -102,8 +113,21 @@ def _progress():
 
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
+        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty() or _quiet(),
     )  # fmt: skip
+
+
+def _percentiles(p: object) -> str:
+    """``{'p50': 2837.0, 'p90': 13175.3}`` as ``p50 2,837 s, p90 13,175 s`` (never a Python repr)."""
+    if not isinstance(p, dict) or not p:
+        return "n/a"
+    return ", ".join(f"{k} {v:,.0f} s" if isinstance(v, (int, float)) else f"{k} n/a" for k, v in p.items())
+
+
+def _quiet() -> bool:
+    from clusterdoctor.cli.common import quiet
+
+    return quiet()
 
 
 def _emit(text: str, out: Path | None) -> None:
@@ -191,8 +215,8 @@ def run(
     if timed:
         lines += [
             f"jobs {res.jobs}  finished {res.finished}  makespan {res.makespan_s / 3600:.1f} h",
-            f"queueing delay p50/p90/p99 s: {d['queue_delay_s']}",
-            f"JCT p50/p90/p99 s: {d['jct_s']}",
+            f"queueing delay {_percentiles(d['queue_delay_s'])}",
+            f"JCT {_percentiles(d['jct_s'])}",
             f"mean allocation {d['mean_allocation_pct']:.2f} %  idle {d['idle_share_pct']:.2f} %",
             f"GPU-hours {res.gpu_hours:.0f}  energy {res.energy_kwh:.0f} kWh  cost ${res.cost_usd_fleet + res.cost_usd_energy:,.0f}",
         ]
@@ -336,5 +360,18 @@ def traces_cmd() -> None:
     """List the built-in trace names and whether their files are present."""
     from clusterdoctor.testing import fixture_path
 
+    absent = False
+    typer.echo(f"built-in traces, files under $CLUSTERDOCTOR_FIXTURES/{OPENB_DIR}/:")
     for name, rel in BUILTIN_TRACES.items():
-        typer.echo(f"{name:<22}{'present' if fixture_path(rel) else 'absent'}  {rel}")
+        here = fixture_path(rel)
+        absent |= here is None
+        typer.echo(f"  {name:<19}{'present' if here else 'absent':<9}{Path(rel).name}")
+    if absent:
+        from clusterdoctor.report.text import terminal_width, wrap
+
+        note = (
+            "Absent traces are not shipped (alibaba/clusterdata publishes no licence for them): download "
+            f"them from {OPENB_PAGE} (the file named last on each line above; the node list is "
+            "openb_node_list_gpu_node.csv) and pass them with --trace FILE --nodes NODES.csv."
+        )
+        typer.echo("\n".join(wrap(note, terminal_width())))

@@ -4,29 +4,14 @@ results and the findings. No scripts and no external assets: the file opens offl
 
 from __future__ import annotations
 
-from html import escape as _html_escape
 from typing import Any
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
-h1{font-size:1.5em} h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em} td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}
-td.l,th.l{text-align:left} th{background:#f4f4f4} .critical{color:#b00020;font-weight:bold}
-.warning{color:#b26a00;font-weight:bold} .info{color:#00638a} .finding{border-left:4px solid #ccc;padding:.3em .8em;margin:.8em 0}
-.finding.critical{border-color:#b00020} .finding.warning{border-color:#e0a000} code{background:#f4f4f4;padding:0 .2em}
-.muted{color:#777} svg text{font-family:sans-serif;font-size:11px}
-"""
+from clusterdoctor.report.html_common import CSS, badge, escape, step_time_svg
+
+COMM_CSS = CSS + "td,th{text-align:right} td.l,th.l{text-align:left}"
+
 COMPUTE_COLOR = "#4c78a8"
 COMM_COLOR = "#e45756"
-
-
-def escape(s: object, quote: bool = True) -> str:
-    """HTML-escaped, after what the inputs hold is made visible and URL credentials are removed
-    (:func:`clusterdoctor.escape.shown`): a lone surrogate or control character never reaches
-    the file."""
-    from clusterdoctor.escape import shown
-
-    return _html_escape(shown(s), quote)
 
 
 def _fmt(v: Any, nd: int = 2) -> str:
@@ -81,9 +66,13 @@ def render_comm_html(report: dict[str, Any], timelines: list[dict[str, list[tupl
     """Render the ``comm analyze`` report dict (the JSON document) plus per-rank timelines as HTML."""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>clusterdoctor comm analyze</title>",
-        f"<style>{CSS}</style></head><body><h1>Communication analysis</h1>",
+        f"<style>{COMM_CSS}</style></head><body><h1>Communication analysis</h1>",
         f"<p class='muted'>Sources: {escape(', '.join(report.get('sources', [])))}</p>",
     ]
+    plot = (report.get("failslow") or {}).get("plot")
+    if plot:  # the straggler's story first: where a reader looks
+        parts.append("<h2>Step time per rank</h2>")
+        parts.append(step_time_svg(plot))
     findings = report.get("findings", [])
     parts.append(f"<h2>Findings ({len(findings)})</h2>")
     if not findings:
@@ -91,8 +80,8 @@ def render_comm_html(report: dict[str, Any], timelines: list[dict[str, list[tupl
     for f in findings:
         sev = escape(f.get("severity", "info"))
         parts.append(
-            f"<div class='finding {sev}'><p><span class='{sev}'>{sev.upper()}</span> "
-            f"<b>{escape(f.get('title', ''))}</b> <code>{escape(f.get('rule', ''))}</code></p>"
+            f"<div class='finding {sev}'><p class='finding-head'>{badge(f.get('severity', 'info'))} "
+            f"<span class='rule'>{escape(f.get('rule', ''))}</span> {escape(f.get('title', ''))}</p>"
             f"<p>{escape(f.get('summary', ''))}</p><ul>"
         )
         for ev in f.get("evidence", []):

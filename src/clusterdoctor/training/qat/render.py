@@ -49,27 +49,49 @@ def _row(e: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_text(state: dict[str, Any]) -> str:
-    """Per-layer table, then each layer's reason and notes, then the actions taken."""
-    rows = [list(_COLUMNS)] + [_row(e) for e in state.get("layers", [])]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+# the table's headers, short so that the table fits 80 columns (the JSON keeps the full names)
+_HEADERS = ("layer", "prec", "score", "kl", "kurt", "amax", "clip", "low", "high", "action")
+
+
+def render_text(state: dict[str, Any], width: int = 80) -> str:
+    """Per-layer table, then each layer's reason and notes, then the actions taken; every line within
+    ``width`` columns (a layer name too long for the table is cut with ``…``; prose is wrapped)."""
+    import textwrap
+
+    width = max(60, width)
+    body = [_row(e) for e in state.get("layers", [])]
+    rows = [list(_HEADERS), *body]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
+    over = sum(widths) + len(widths) - 1 - width
+    if over > 0:  # cut the layer names, never the numbers
+        widths[0] = max(8, widths[0] - over)
     lines = [f"QAT drift monitor state ({state.get('generated_at', '?')})", ""]
     for j, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        cells = [(c if len(c) <= w else c[: w - 1] + "…").ljust(w) for c, w in zip(r, widths, strict=True)]
+        lines.append(" ".join(cells).rstrip())
         if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
+            lines.append(" ".join("-" * w for w in widths))
     lines.append("")
+
+    def para(text: str, first: str = "", rest: str = "    ") -> None:
+        lines.extend(
+            textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+            or [first.rstrip()]
+        )
+
     for e in state.get("layers", []):
-        lines.append(f"{e.get('layer')}: {e.get('action')} - {e.get('reason')}")
+        para(f"{e.get('layer')}: {e.get('action')} - {e.get('reason')}")
         for n in e.get("notes") or []:
-            lines.append(f"    note: {n}")
+            para(f"note: {n}", first="    ", rest="      ")
     actions = state.get("actions") or []
     if actions:
         lines.append("")
         lines.append("Actions:")
         for a in actions:
-            lines.append(
-                f"  {a.get('layer')}: {a.get('action')} taken={a.get('taken')} - {a.get('reason', '')}"
+            para(
+                f"{a.get('layer')}: {a.get('action')} taken={a.get('taken')} - {a.get('reason', '')}",
+                "  ",
+                "      ",
             )
     return "\n".join(lines) + "\n"
 
