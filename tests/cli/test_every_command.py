@@ -350,6 +350,9 @@ NOT_STDIN: dict[str, str] = {
     "sim compare --nodes": "sim compare is not run here (NOT_RUN)",
     "sim compare --published": "sim compare is not run here (NOT_RUN)",
     "serve agent --log": "a server's log, followed while it runs (tests/serve)",
+    "serve agent --web.config.file": "a server's configuration, read at start (tests/serve)",
+    "diagnose --bearer-token-file": "a credential file: never read from a pipe shared with the input",
+    "diagnose --ca-file": "a CA bundle for TLS, read by the ssl module from a path",
 }
 # What each command does when there is nothing to check: (arguments, exit code); the README's table.
 NOTHING: dict[str, tuple[list[str], int]] = {
