@@ -46,6 +46,8 @@ class ProtocolResult:
     frag_curve: dict[int, float]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    migrations: int = 0  # defrag policies: pods moved to make room
+    restart_gpu_hours: float = 0.0  # what those moves cost (each pod's restart time x its GPUs)
 
     @property
     def final_allocation(self) -> float:
@@ -66,6 +68,8 @@ class ProtocolResult:
             "allocation_curve": {str(k): v for k, v in self.allocation_curve.items()},
             "fragmentation_curve": {str(k): v for k, v in self.frag_curve.items()},
             "seconds": round(self.seconds, 3),
+            "migrations": self.migrations,
+            "restart_gpu_hours": round(self.restart_gpu_hours, 3),
             "notes": self.notes,
         }
 
@@ -181,6 +185,11 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         order = order[:limit]
     sim = _Sim(cluster, pods, pol, rng, typical_from=pods)
     sp = sim.specs
+    dfg = None
+    if getattr(pol, "defrag", None):
+        from clusterdoctor.sim.defrag import Defragmenter
+
+        dfg = Defragmenter(sim, **pol.defrag)
     n = len(order)
     arrived = np.empty(n, dtype=np.int64)
     used = np.empty(n, dtype=np.int64)
@@ -193,10 +202,14 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         s = int(pod_spec[p])
         a += int(sp.num[s] * sp.milli[s])
         node = sim.choose(s)
-        if node < 0:
-            failed += 1
+        if node >= 0:
+            gpus = sim.place(node, s)
+            if dfg is not None:
+                dfg.placed_pod(int(p), node, s, gpus)
+        elif dfg is not None and (node := dfg.try_admit(int(p), s)) >= 0:
+            dfg.placed_pod(int(p), node, s, sim.place(node, s))
         else:
-            sim.place(node, s)
+            failed += 1
         arrived[i] = a
         used[i] = sim.state.used_milli
         frag[i] = sim.frag_total
@@ -207,10 +220,17 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
     notes = []
     if cluster.topology_synthetic:
         notes.append("intra-node topology is synthetic")
+    if dfg is not None:
+        d = dfg.stats
+        notes.append(
+            f"defrag: {d.migrations} migrations for {dfg.placed} placed pods (budget {pol.defrag['per_100']:g}"
+            f"/100), {d.admitted} pods admitted by them, {d.gpu_seconds_lost / 3600:.2f} GPU-hours of restarts"
+        )
     return ProtocolResult(
         pol.name, seed, tune, total_gpus, n, failed, arrived, used, frag,
         discrete_curve(arrived, used, total_gpus), discrete_curve(arrived, frag, total_gpus),
         time.perf_counter() - t0, notes,
+        dfg.stats.migrations if dfg else 0, dfg.stats.gpu_seconds_lost / 3600 if dfg else 0.0,
     )  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """Placement policies, one module each. ``get_policy(name)`` imports the module lazily (numpy).
 
 Names follow the FGD artifact's table (01-Random .. 06-FGD) plus ours: first-fit, tidal and
-fgd-bf (FGD with a best-fit tie-break), fgd-cpu (FGD, CPU-only pods to GPU-busy nodes), hetero (heterogeneity-aware, Gavel/Sia throughputs).
+fgd-bf (FGD with a best-fit tie-break), fgd-cpu (FGD, CPU-only pods to GPU-busy nodes), hetero (heterogeneity-aware, Gavel/Sia throughputs),
+defrag / defrag-cpu (FGD / FGD-CPU plus budgeted migration when a pod fits nowhere).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "fgd-bf": ("clusterdoctor.sim.policies.fgd_bf", "FGDBestFitPolicy", None),
     "fgd-cpu": ("clusterdoctor.sim.policies.fgd_cpu", "FGDCpuPolicy", None),
     "hetero": ("clusterdoctor.sim.policies.hetero", "HeteroPolicy", None),
+    "defrag": ("clusterdoctor.sim.policies.defrag", "DefragPolicy", None),
+    "defrag-cpu": ("clusterdoctor.sim.policies.defrag", "DefragCpuPolicy", None),
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
