@@ -16,6 +16,7 @@ smallest GPU share moved, then the node order (deterministic for a seed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from clusterdoctor.sim.traces import MILLI
@@ -44,8 +45,10 @@ class Defragmenter:
 
     def __init__(self, sim, per_100: float = DEFAULT_PER_100, max_victims: int = 2,
                  min_gain_milli: int = MILLI, restart_s: float = DEFAULT_RESTART_S,
-                 repack_every: int = 0, min_frag_gain: float = 200.0) -> None:  # fmt: skip
+                 repack_every: int = 0, min_frag_gain: float = 50.0,
+                 start_alloc: float = 0.0) -> None:  # fmt: skip
         self.sim = sim
+        self.start_milli = start_alloc * sim.state.total_gpus * MILLI
         self.repack_every = repack_every
         self.min_frag_gain = min_frag_gain
         self.per_100 = per_100
@@ -87,7 +90,11 @@ class Defragmenter:
     def placed_pod(self, pod: int, node: int, s: int, gpus: list[int]) -> None:
         self._add(pod, node, s, gpus)
         self.placed += 1
-        if self.repack_every and self.placed % self.repack_every == 0:
+        if (
+            self.repack_every
+            and self.placed % self.repack_every == 0
+            and self._st.used_milli >= self.start_milli
+        ):
             self.repack()
 
     def budget(self) -> int:

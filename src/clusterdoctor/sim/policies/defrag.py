@@ -21,8 +21,8 @@ class _Defrag:
     keep_delta = True
 
     def __init__(self, per_100: float = DEFAULT_PER_100, max_victims: int = 2, min_gain_milli: int = MILLI,
-                 restart_s: float = DEFAULT_RESTART_S, repack_every: int = 25,
-                 min_frag_gain: float = 200.0) -> None:  # fmt: skip
+                 restart_s: float = DEFAULT_RESTART_S, repack_every: int = 5,
+                 min_frag_gain: float = 50.0, start_alloc: float = 0.85) -> None:  # fmt: skip
         if per_100 < 0 or max_victims < 1 or min_gain_milli < 1 or restart_s < 0 or repack_every < 0:
             raise ValueError(
                 "defrag: per_100, restart_s, repack_every >= 0; max_victims, min_gain_milli >= 1"
@@ -34,6 +34,7 @@ class _Defrag:
             "restart_s": float(restart_s),
             "repack_every": int(repack_every),
             "min_frag_gain": float(min_frag_gain),
+            "start_alloc": float(start_alloc),
         }
 
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
