@@ -48,6 +48,27 @@ class ProtocolResult:
     notes: list[str] = field(default_factory=list)
     migrations: int = 0  # defrag policies: pods moved to make room
     restart_gpu_hours: float = 0.0  # what those moves cost (each pod's restart time x its GPUs)
+    power_at_end: dict | None = None  # sim.energy.PowerSnapshot.as_dict() after the last arrival
+    # {arrived % of capacity: (kW all nodes on, kW empty nodes asleep, useful TFLOPS)} at each whole percent
+    power_curve: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+
+    def energy_summary(self) -> dict[str, float]:
+        """Mean power over the arrivals (pods arrive at a steady rate: proportional to energy) with all
+        nodes on and with empty nodes asleep, the same up to 80 % arrived, and joules per useful TFLOP."""
+        if not self.power_curve:
+            return {}
+        v = np.array(list(self.power_curve.values()))
+        low = np.array([x for k, x in self.power_curve.items() if k <= 80])
+        tf = float(v[:, 2].sum())
+        return {
+            "mean_kw_all_on": round(float(v[:, 0].mean()), 2),
+            "mean_kw_sleep": round(float(v[:, 1].mean()), 2),
+            # up to 80 % arrived every policy places every pod: equal work, so power compares directly
+            "mean_kw_all_on_to80": round(float(low[:, 0].mean()), 2) if len(low) else float("nan"),
+            "mean_kw_sleep_to80": round(float(low[:, 1].mean()), 2) if len(low) else float("nan"),
+            "j_per_tflop_all_on": round(float(v[:, 0].sum()) * 1000 / tf, 4) if tf else float("nan"),
+            "j_per_tflop_sleep": round(float(v[:, 1].sum()) * 1000 / tf, 4) if tf else float("nan"),
+        }
 
     @property
     def final_allocation(self) -> float:
@@ -70,6 +91,8 @@ class ProtocolResult:
             "seconds": round(self.seconds, 3),
             "migrations": self.migrations,
             "restart_gpu_hours": round(self.restart_gpu_hours, 3),
+            "power_at_end": self.power_at_end,
+            "energy": self.energy_summary(),
             "notes": self.notes,
         }
 
@@ -198,6 +221,10 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
     failed = 0
     pod_spec = sim.pod_spec
     step = max(1, n // 100)
+    from clusterdoctor.sim.energy import PowerTable
+
+    ptab = PowerTable(sim.state.type_names)
+    pct_milli, next_pct, pcurve = total_gpus * 10, 1, {}
     for i, p in enumerate(order):
         s = int(pod_spec[p])
         a += int(sp.num[s] * sp.milli[s])
@@ -213,6 +240,11 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         arrived[i] = a
         used[i] = sim.state.used_milli
         frag[i] = sim.frag_total
+        if a >= next_pct * pct_milli:  # power at each whole percent of capacity arrived
+            snap = ptab.snapshot(sim.state)
+            while a >= next_pct * pct_milli:
+                pcurve[next_pct] = (snap.all_on_w / 1000, snap.sleep_w / 1000, snap.useful_tflops)
+                next_pct += 1
         if progress is not None and i % step == 0:
             progress(i, n)
     if progress is not None:
@@ -231,6 +263,7 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         discrete_curve(arrived, used, total_gpus), discrete_curve(arrived, frag, total_gpus),
         time.perf_counter() - t0, notes,
         dfg.stats.migrations if dfg else 0, dfg.stats.gpu_seconds_lost / 3600 if dfg else 0.0,
+        ptab.snapshot(sim.state).as_dict(), pcurve,
     )  # fmt: skip
 
 
@@ -268,6 +301,8 @@ class TimedResult:
     notes: list[str] = field(default_factory=list)
     priority: np.ndarray | None = None  # per job, aligned with queue_delay_by_job
     queue_delay_by_job: np.ndarray | None = None  # nan: never started
+    useful_tflop: float = 0.0  # FP16 TFLOP delivered by allocated GPU shares (sim.power.fp16_tflops)
+    energy_kwh_sleep: float = 0.0  # the same run with the GPUs of nodes that run nothing switched off
 
     def queue_delay_by_priority(self) -> dict[str, dict[str, float | None]]:
         from clusterdoctor.sim.metrics import percentiles
@@ -310,6 +345,10 @@ class TimedResult:
             "idle_share_pct": round(100.0 - self.mean_allocation, 3),
             "gpu_hours": round(self.gpu_hours, 3),
             "energy_kwh": round(self.energy_kwh, 3),
+            "energy_kwh_idle_nodes_asleep": round(self.energy_kwh_sleep, 3),
+            "j_per_useful_tflop": round(self.energy_kwh * 3.6e6 / self.useful_tflop, 4)
+            if self.useful_tflop
+            else None,
             "cost_usd": {"fleet": round(self.cost_usd_fleet, 2), "energy": round(self.cost_usd_energy, 2)},
             "preemptions": self.preemptions,
             "migrations": self.migrations,
@@ -413,6 +452,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     tl_u: list[int] = []
     tl_w: list[int] = []
     energy_j = 0.0
+    sleep_saved_j = 0.0
+    tflop_done = 0.0
+    tflops_by_type = np.array([pw.fp16_tflops(p) for p in pm])
     gpu_milli_s = 0.0
     last_t = float(arrivals.min()) if n else 0.0
     preempt = migr = 0
@@ -542,6 +584,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         if dt > 0:
             busy_frac = used_by_type / 1000.0
             energy_j += dt * float((gpus_by_type * idle_w + busy_frac * dyn_w).sum())
+            tflop_done += dt * float((busy_frac * tflops_by_type).sum())
+            empty = st.pods_on == 0
+            sleep_saved_j += dt * float((st.ngpu[empty] * idle_w[st.type_id[empty]]).sum())
             gpu_milli_s += dt * st.used_milli
             last_t = now
         if kind == _FINISH:
@@ -597,5 +642,6 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         (finish - np.asarray(arrivals))[np.isfinite(finish)],
         np.asarray(tl_t), np.asarray(tl_u, dtype=np.float64), np.asarray(tl_w), st.total_gpus,
         gpu_milli_s / 1000.0 / 3600.0, energy_kwh, fleet_rate * hours, energy_kwh * usd_kwh, preempt, migr,
-        time.perf_counter() - t0, notes, prio, first_start - np.asarray(arrivals),
+        time.perf_counter() - t0, notes, prio, first_start - np.asarray(arrivals), tflop_done,
+        (energy_j - sleep_saved_j) / 3.6e6 * pue_v,
     )  # fmt: skip

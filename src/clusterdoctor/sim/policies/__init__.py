@@ -2,7 +2,8 @@
 
 Names follow the FGD artifact's table (01-Random .. 06-FGD) plus ours: first-fit, tidal and
 fgd-bf (FGD with a best-fit tie-break), fgd-cpu (FGD, CPU-only pods to GPU-busy nodes), hetero (heterogeneity-aware, Gavel/Sia throughputs),
-defrag / defrag-cpu (FGD / FGD-CPU plus budgeted migration when a pod fits nowhere).
+defrag / defrag-cpu (FGD / FGD-CPU plus budgeted migration), pwr / pwr-fgd (PWR, CCGrid'25, alone
+and with FGD), pwr-sleep (ours: PWR+FGD that also counts waking a sleeping node).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "hetero": ("clusterdoctor.sim.policies.hetero", "HeteroPolicy", None),
     "defrag": ("clusterdoctor.sim.policies.defrag", "DefragPolicy", None),
     "defrag-cpu": ("clusterdoctor.sim.policies.defrag", "DefragCpuPolicy", None),
+    "pwr": ("clusterdoctor.sim.policies.pwr", "PowerPolicy", None),
+    "pwr-fgd": ("clusterdoctor.sim.policies.pwr", "PwrFgdPolicy", None),
+    "pwr-sleep": ("clusterdoctor.sim.policies.pwr", "PwrSleepPolicy", None),
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
