@@ -185,6 +185,7 @@ class _Sim:
         gpus = self.policy.pick_gpus(node, s)
         tag = int(sp.s_tag[sp.score_id[s]])
         self.state.place(node, int(sp.cpu[s]), int(sp.mem[s]), int(sp.milli[s]), gpus, tag)
+        self.policy.placed(node, gpus, s)
         self.changed(node)
         return gpus
 
@@ -192,6 +193,7 @@ class _Sim:
         sp = self.specs
         tag = int(sp.s_tag[sp.score_id[s]])
         self.state.remove(node, int(sp.cpu[s]), int(sp.mem[s]), int(sp.milli[s]), gpus, tag)
+        self.policy.removed(node, gpus, s)
         self.changed(node)
 
 
@@ -382,7 +384,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     that fits starts: greedy backfill), run for their duration and leave. Tidal adds a tick every 30 s:
     during the day (08-20 h) high-priority jobs that wait reclaim nodes from low-priority jobs, and one
     low-priority job per tick may migrate when its node's score is beaten by ``MIGRATION_MIN_GAIN``;
-    reclaimed and migrated jobs lose ``MIGRATION_PENALTY_S`` of progress and are not moved again within
+    reclaimed and migrated jobs lose their restart cost (``storage.restart_cost_s``) and are not moved again within
     ``MIGRATION_COOLDOWN_S``.
 
     ``speed`` ({app: {GPU model: relative speed}}, needs ``pods.app``) makes durations reference work:
@@ -426,6 +428,11 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     used_by_type = np.zeros(len(models))
     fleet_rate = float(sum(gpus_by_type[i] * pm[i].usd_per_gpu_hour for i in range(len(models))))
 
+    from clusterdoctor.sim.storage import restart_cost_s
+
+    # a reclaimed or migrated job loses its restart cost, from the storage tier model, per GPU count
+    _cost = {k: restart_cost_s(k) for k in set(pods.num_gpu)}
+    restart_s = np.array([_cost[k] for k in pods.num_gpu], dtype=np.float64)
     node_of = np.full(n, -1, dtype=np.int64)
     gpus_of: list[list[int]] = [[] for _ in range(n)]
     start = np.full(n, np.nan)
@@ -541,7 +548,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
             for j in lows:
                 done = (now - start[j]) * rate[j]
                 stop_job(j, now)
-                remaining[j] = max(remaining[j] - done, 0.0) + td.MIGRATION_PENALTY_S
+                remaining[j] = max(remaining[j] - done, 0.0) + restart_s[j]
                 last_move[j] = now
                 preempt += 1
                 enqueue(j)
@@ -571,7 +578,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
             return
         done = (now - start[j]) * rate[j]
         stop_job(j, now)
-        remaining[j] = max(remaining[j] - done, 0.0) + td.MIGRATION_PENALTY_S
+        remaining[j] = max(remaining[j] - done, 0.0) + restart_s[j]
         last_move[j] = now
         start_job(j, best, now)
         migr += 1
@@ -634,7 +641,14 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         if bad:
             notes.append(f"{bad} pods without a deletion time run {DEFAULT_DURATION_S:.0f} s")
     if tidal:
-        notes.append("tidal scores use a synthetic NVLink/PCIe topology (the trace has none)")
+        notes.append(
+            "tidal scores use a synthetic NVLink/PCIe layout (the trace has none); the loads on it "
+            "come from where pods are placed"
+        )
+        notes.append(
+            "a reclaimed or migrated job loses its restart cost from the storage tier model "
+            f"({min(_cost.values()):.0f}-{max(_cost.values()):.0f} s by GPU count)"
+        )
     energy_kwh = energy_j / 3.6e6 * pue_v
     return TimedResult(
         pol.name, seed, n, int(np.isfinite(finish).sum()), int(np.isnan(first_start).sum()), makespan,
