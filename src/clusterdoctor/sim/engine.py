@@ -148,6 +148,12 @@ class _Sim:
         st = self.state
         self.frag = node_frag(st.cpu_left, st.gl, st.type_id, self.typical)
         self.frag_total = float(self.frag.sum())
+        self.warnings = list(pods.warnings)
+        dead = [c for c in range(len(self.specs.constraints)) if c and not self.specs.access[c].any()]
+        if dead:  # pods that ask only for GPU models no node has: they can never be placed
+            cnt = int(np.isin(self.specs.con[self.pod_spec], dead).sum())
+            names = ", ".join(sorted(self.specs.constraints[c] for c in dead))[:80]
+            self.warnings.append(f"{cnt} pods ask only for GPU models no node has ({names}): they never fit")
 
     def choose(self, s: int) -> int:
         """Node for a pod of full spec ``s``, or -1 when it fits nowhere."""
@@ -251,7 +257,7 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
             progress(i, n)
     if progress is not None:
         progress(n, n)
-    notes = []
+    notes = list(sim.warnings)
     if cluster.topology_synthetic:
         notes.append("intra-node topology is synthetic")
     if dfg is not None:
@@ -635,7 +641,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     t_first = float(np.nanmin(arrivals)) if n else 0.0
     makespan = float(np.nanmax(finish) - t_first) if np.isfinite(finish).any() else 0.0
     hours = makespan / 3600.0
-    notes = []
+    notes = list(sim.warnings)
     if pods.creation is not None:
         bad = int((~np.isfinite(np.asarray(pods.deletion, dtype=float))).sum())
         if bad:
