@@ -1,6 +1,6 @@
 """Energy on the FGD paper's protocol: FGD, PWR (CCGrid'25: pack onto powered GPUs), PWR+FGD (the
-paper's combination, equal weights) and pwr-sleep (ours: FGD first, then the smallest power step,
-waking a sleeping node counted). openb_pod_list_default, 6212 GPUs, tune 1.3, seeds 42-51; power from
+paper's combination, equal weights), pwr-sleep (ours: FGD first, then the smallest power step,
+waking a sleeping node counted) and pwr-eff (ours: the same per useful TFLOPS). openb_pod_list_default, 6212 GPUs, tune 1.3, seeds 42-51; power from
 clusterdoctor.sim.energy at each percent of capacity arrived (pods arrive at a steady rate, so the mean
 is proportional to energy). Then the same four on the design's fleet (--nodes design-mix: 10,000 GPUs,
 42 % A100 / 58 % H100; openb's GPU-model constraints dropped, they name other models).
@@ -21,7 +21,7 @@ from clusterdoctor.sim.synthetic import design_mix_cluster
 from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
 from clusterdoctor.testing import fixture_path
 
-POLICIES = ["fgd", "pwr", "pwr-fgd", "pwr-sleep"]
+POLICIES = ["fgd", "pwr", "pwr-fgd", "pwr-sleep", "pwr-eff"]
 KEYS = [("alloc", "alloc %"), ("mean_kw_all_on_to80", "kW<=80"), ("mean_kw_sleep_to80", "sleep<=80"),
         ("mean_kw_all_on", "kW all"), ("j_per_tflop_all_on", "J/TF"), ("j_per_tflop_sleep", "J/TF sl")]  # fmt: skip
 

@@ -50,7 +50,7 @@ def main() -> int:
     wall = time.perf_counter() - t0
     cpu_s = sum(cpu) if a.workers > 1 else time.process_time() - c0
     comps = compare({p: average_curves(sweep[p]) for p in pols}, pub, FGD_LABELS)
-    print(f"openb_pod_list_default, 6212 GPUs, tune 1.3, seeds {a.seeds}: mean GPU allocation (%)")
+    print(f"openb_pod_list_default, 6212 GPUs, tune 1.3, seeds {a.seeds}: mean alloc %")
     print(f"{'policy':<15}{'ours@130':>9}{'paper':>7}{'diff':>7}{'max|d| 0..130':>14}"
           f"{'ours@100':>9}{'paper':>7}{'s/run':>7}")  # fmt: skip
     for c in comps:

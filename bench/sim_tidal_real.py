@@ -83,7 +83,7 @@ def main() -> int:
     }
     hourly: dict[str, dict[int, float]] = {}
     print(f"{'scenario':<15}{'policy':<9}{'idle %':>7}{'04h':>6}{'14h':>6}"
-          f"{'hi q p50':>9}{'hi q p99':>9}{'preempt':>8}{'batch GPU-h':>12}")  # fmt: skip
+          f"{'hi q p50':>9}{'hi q p99':>9}{'preempt':>8}{'batch GPU-h*':>12}")  # fmt: skip
     end = a.days * 86400
     for name, (pods, arr, dur) in scen.items():
         for pol in POLICIES:
@@ -107,6 +107,7 @@ def main() -> int:
     for note in real.notes:
         print(f"note: {note}")
     print("note: the batch backfill is synthetic (Poisson, 2 h mean, 1-8 GPUs); the GPU model is assumed")
+    print("* batch GPU-hours offered (queued work that tidal may preempt), not completed")
     return 0
 
 

@@ -342,10 +342,9 @@ def policies_cmd() -> None:
     """List the placement policies."""
     from clusterdoctor.sim.policies import FGD_LABELS, POLICY_NAMES
 
+    published = {"pwr": "PWR (CCGrid'25)", "pwr-fgd": "PWR+FGD (CCGrid'25)"}
     for p in POLICY_NAMES:
-        typer.echo(
-            f"{p:<16}{FGD_LABELS.get(p, '(ours)' if p in ('tidal', 'fgd-bf', 'fgd-cpu', 'hetero', 'first-fit') else '')}"
-        )
+        typer.echo(f"{p:<16}{FGD_LABELS.get(p) or published.get(p) or '(ours)'}")
 
 
 @app.command("traces")

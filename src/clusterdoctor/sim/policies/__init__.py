@@ -32,6 +32,7 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "pwr": ("clusterdoctor.sim.policies.pwr", "PowerPolicy", None),
     "pwr-fgd": ("clusterdoctor.sim.policies.pwr", "PwrFgdPolicy", None),
     "pwr-sleep": ("clusterdoctor.sim.policies.pwr", "PwrSleepPolicy", None),
+    "pwr-eff": ("clusterdoctor.sim.policies.pwr", "PwrEffPolicy", None),
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)

@@ -11,7 +11,8 @@ fixed bound keeps the argmax of pure PWR unchanged (a deviation only for mixed w
 ``pwr-sleep`` (ours): FGD's score first (``tiebreak``), and among FGD's best nodes the one whose power
 grows least, counting that a node without pods is asleep (:mod:`clusterdoctor.sim.energy`): placing a
 pod there also costs waking it (host idle watts + its idle GPUs - sleep watts), so work goes to awake
-nodes and empty nodes stay empty. Pure PWR gives a sharing pod the tightest-fitting GPU (an already busy
+nodes and empty nodes stay empty. ``pwr-eff`` (ours) divides the power step by the useful TFLOPS the pod
+adds there (TFLOPS/W per generation), so on a mixed fleet work goes to the more efficient GPUs. Pure PWR gives a sharing pod the tightest-fitting GPU (an already busy
 one when there is); mixed with FGD, FGD's GPU choice.
 """
 
@@ -28,12 +29,14 @@ from clusterdoctor.sim.traces import MILLI
 class PowerPolicy(FGDPolicy):
     name = "pwr"
 
-    def __init__(self, alpha: float = 1.0, sleep: bool = False, tiebreak: bool = False) -> None:
+    def __init__(self, alpha: float = 1.0, sleep: bool = False, tiebreak: bool = False,
+                 per_tflop: bool = False) -> None:  # fmt: skip
         if not 0.0 <= alpha <= 1.0:
             raise ValueError("pwr: alpha must be within 0..1")
         self.alpha = float(alpha)
         self.sleep = bool(sleep)
         self.tiebreak = bool(tiebreak)  # FGD first, the power score only among FGD's best nodes
+        self.per_tflop = bool(per_tflop)  # watts per useful TFLOPS added, not watts (mixed fleets)
         # pure PWR: tightest GPU (a busy one first); mixed with FGD: FGD's GPU choice
         self.gpu_select = "best" if self.alpha >= 1.0 else "own"
 
@@ -46,6 +49,9 @@ class PowerPolicy(FGDPolicy):
         wake = energy.HOST_IDLE_W + st.g * float(self.table.idle_w.max()) - energy.NODE_SLEEP_W
         self.bound = sp.s_num * float(step.max()) + energy.CORE_W * cores + (wake if self.sleep else 0.0)
         self.bound = np.maximum(self.bound, 1.0)
+        if self.per_tflop:  # the bound in W/TFLOPS: the largest step over the least efficient GPU
+            work = np.maximum(sp.s_num * sp.s_milli / MILLI, 1e-3) * float(self.table.tflops.min())
+            self.bound = self.bound / work
 
     def power_delta(self, rows: np.ndarray) -> np.ndarray:
         """Watts a node's draw grows by when a pod of each score spec lands there, shape (R, S)."""
@@ -66,6 +72,9 @@ class PowerPolicy(FGDPolicy):
         if self.sleep:
             wake = energy.HOST_IDLE_W + st.ngpu[rows] * tb.idle_w[t] - energy.NODE_SLEEP_W
             d = d + np.where(st.pods_on[rows] == 0, wake, 0.0)[:, None]
+        if self.per_tflop:
+            work = np.maximum(sp.s_num * sp.s_milli / MILLI, 1e-3)[None, :] * tb.tflops[t][:, None]
+            d = d / work
         return d
 
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
@@ -90,5 +99,16 @@ class PwrSleepPolicy(PowerPolicy):
 
     name = "pwr-sleep"
 
-    def __init__(self, alpha: float = 0.5, sleep: bool = True, tiebreak: bool = True) -> None:
-        super().__init__(alpha, sleep, tiebreak)
+    def __init__(self, alpha: float = 0.5, sleep: bool = True, tiebreak: bool = True,
+                 per_tflop: bool = False) -> None:  # fmt: skip
+        super().__init__(alpha, sleep, tiebreak, per_tflop)
+
+
+class PwrEffPolicy(PwrSleepPolicy):
+    """Ours: pwr-sleep with the power step per useful TFLOPS added (a mixed fleet's H100 before A100)."""
+
+    name = "pwr-eff"
+
+    def __init__(self, alpha: float = 0.5, sleep: bool = True, tiebreak: bool = True,
+                 per_tflop: bool = True) -> None:  # fmt: skip
+        super().__init__(alpha, sleep, tiebreak, per_tflop)
