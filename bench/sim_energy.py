@@ -1,8 +1,9 @@
 """Energy on the FGD paper's protocol: FGD, PWR (CCGrid'25: pack onto powered GPUs), PWR+FGD (the
 paper's combination, equal weights), pwr-sleep (ours: FGD first, then the smallest power step,
-waking a sleeping node counted) and pwr-eff (ours: the same per useful TFLOPS). openb_pod_list_default, 6212 GPUs, tune 1.3, seeds 42-51; power from
-clusterdoctor.sim.energy at each percent of capacity arrived (pods arrive at a steady rate, so the mean
-is proportional to energy). Then the same four on the design's fleet (--nodes design-mix: 10,000 GPUs,
+waking a sleeping node counted) and pwr-eff (ours: the same per useful TFLOPS).
+openb_pod_list_default, 6212 GPUs, tune 1.3, seeds 42-51; power from clusterdoctor.sim.energy at
+each percent of capacity arrived (pods arrive at a steady rate, so the mean is proportional to
+energy). Then the same on the design's fleet (--nodes design-mix: 10,000 GPUs,
 42 % A100 / 58 % H100; openb's GPU-model constraints dropped, they name other models).
 
     .venv/bin/python bench/sim_energy.py [--seeds 42-51] [--mix-seeds 42-44]
@@ -38,7 +39,14 @@ def table(title: str, cluster, pods, seeds: list[int]) -> None:
     for pol, rows in res.items():
         vals = [statistics.mean(x[k] for x in rows) for k, _ in KEYS]
         d = statistics.mean(x["mean_kw_all_on_to80"] / y - 1 for x, y in zip(rows, pwr, strict=True))
-        print(f"{pol:<11}" + "".join(f"{v:>10.2f}" for v in vals) + f"{d * 100:>+7.1f}%")
+        print(
+            f"{pol:<11}"
+            + "".join(
+                f"{v:>10.3f}" if k.startswith("j_") else f"{v:>10.2f}"
+                for v, (k, _) in zip(vals, KEYS, strict=True)
+            )
+            + f"{d * 100:>+7.1f}%"
+        )
     fgd = [x["mean_kw_all_on_to80"] for x in res["fgd"]]
     for pol in POLICIES[1:]:
         d = [x["mean_kw_all_on_to80"] / y - 1 for x, y in zip(res[pol], fgd, strict=True)]
@@ -47,9 +55,11 @@ def table(title: str, cluster, pods, seeds: list[int]) -> None:
             for x, y in zip(res[pol], res["fgd"], strict=True)
         ]
         a = [x["alloc"] - y["alloc"] for x, y in zip(res[pol], res["fgd"], strict=True)]
-        print(f"  {pol} vs FGD (paired): power<=80 % {statistics.mean(d) * 100:+.1f} % "
-              f"({min(d) * 100:+.1f}..{max(d) * 100:+.1f}), asleep {statistics.mean(s) * 100:+.1f} %, "
-              f"alloc {statistics.mean(a):+.2f} ({min(a):+.2f}..{max(a):+.2f})")  # fmt: skip
+        print(
+            f"  {pol} vs FGD (paired): power<=80 % {statistics.mean(d) * 100:+.1f} % "
+            f"({min(d) * 100:+.1f}..{max(d) * 100:+.1f}), asleep {statistics.mean(s) * 100:+.1f} %,"
+        )
+        print(f"    alloc {statistics.mean(a):+.2f} ({min(a):+.2f}..{max(a):+.2f})")  # fmt: skip
 
 
 def main() -> int:

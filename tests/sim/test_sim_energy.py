@@ -84,3 +84,14 @@ def test_design_mix_fleet():
 def test_bad_alpha():
     with pytest.raises(ValueError):
         get_policy("pwr", alpha=1.5)
+
+
+def test_pwr_eff_prefers_the_efficient_generation():
+    c = Cluster([GpuNode("a", 32_000, 64_000, 8, "A100-SXM4"), GpuNode("h", 32_000, 64_000, 8, "H100-SXM5")])
+    pods = _pods([(1000, 10, 1, 1000), (1000, 10, 1, 1000)])
+    on = {}
+    for name in ("pwr", "pwr-eff"):
+        res = run_fgd_protocol(c, pods, get_policy(name), seed=0, tune=0)
+        on[name] = res.power_at_end
+    # PWR takes the smaller power step (A100); pwr-eff the fewer watts per TFLOPS (H100)
+    assert on["pwr-eff"]["j_per_useful_tflop_all_on"] < on["pwr"]["j_per_useful_tflop_all_on"]
