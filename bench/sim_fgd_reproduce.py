@@ -62,7 +62,7 @@ def main() -> int:
               f"{c.ours.get(100, float('nan')):>9.2f}"
               f"{(f'{c.published[100]:.2f}' if has else '-'):>7}"
               f"{sum(secs[c.policy]) / len(secs[c.policy]):>7.2f}")  # fmt: skip
-    worst = max(c.max_abs_diff for c in comps if c.published)
+    worst = max((c.max_abs_diff for c in comps if c.published), default=float("nan"))
     print(f"worst |ours - paper|, all published policies, columns 0..130: {worst:.2f} points")
     ff = sum(secs["first-fit"]) / len(secs["first-fit"]) if "first-fit" in secs else None
     if ff and "fgd" in secs:
