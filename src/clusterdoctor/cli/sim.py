@@ -141,7 +141,11 @@ def run(
     trace: str = typer.Option(
         "openb-default", "--trace", help="Built-in trace name (openb-default, ...) or a pod-list CSV."
     ),
-    nodes: str = typer.Option(None, "--nodes", help="Node-list CSV (default: openb's 6212-GPU node list)."),
+    nodes: str = typer.Option(
+        None,
+        "--nodes",
+        help="Node-list CSV, or design-mix (10,000 GPUs: 42 % A100, 58 % H100); default openb.",
+    ),
     policy: str = typer.Option("fgd", "--policy", help="Placement policy (see `sim policies`)."),
     seed: int = typer.Option(1, "--seed", help="Seed: drives shuffle, copies, node order and tie-breaks."),
     tune: float = typer.Option(
@@ -179,9 +183,15 @@ def run(
     if time_scale <= 0:
         raise UsageError(f"--time-scale {time_scale}: must be positive")
     check_writable(output, "--output")
-    nodes_path = resolve_nodes(nodes) if nodes else None  # the user's paths before the built-in ones
+    mix = nodes == "design-mix" and not Path(nodes).exists()
+    nodes_path = resolve_nodes(nodes) if nodes and not mix else None  # the user's paths before built-ins
     pods_path, _ = resolve_trace(trace)
-    cluster = load_openb_nodes(nodes_path or resolve_nodes(None))
+    if mix:
+        from clusterdoctor.sim.synthetic import design_mix_cluster
+
+        cluster = design_mix_cluster()
+    else:
+        cluster = load_openb_nodes(nodes_path or resolve_nodes(None))
     pods = load_openb_pods(pods_path)
     with _progress() as prog:
         task = prog.add_task(f"{pol.name} seed {seed}", total=None)
@@ -228,6 +238,13 @@ def run(
             f"allocated GPU % by arriving load: {pts}",
             f"final allocation: {res.final_allocation:.2f} %",
         ]
+        e = res.energy_summary()
+        if e:
+            lines.append(
+                f"power over the arrivals (mean, PUE incl.): {e['mean_kw_all_on']:,.0f} kW all nodes on, "
+                f"{e['mean_kw_sleep']:,.0f} kW empty nodes asleep; {e['j_per_tflop_all_on']:.2f} / "
+                f"{e['j_per_tflop_sleep']:.2f} J per useful TFLOP"
+            )
     lines += [f"note: {n}" for n in res.notes]
     from clusterdoctor.report.text import terminal_width, wrap
 
@@ -254,7 +271,7 @@ def _sweep(
             pending = list(refs)
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                pol, sd, curve, _, _ = ray.get(done[0])
+                pol, sd, curve = ray.get(done[0])[:3]
                 out.setdefault(pol, {})[sd] = curve
                 prog.advance(task)
         return out
@@ -349,10 +366,9 @@ def policies_cmd() -> None:
     """List the placement policies."""
     from clusterdoctor.sim.policies import FGD_LABELS, POLICY_NAMES
 
+    published = {"pwr": "PWR (CCGrid'25)", "pwr-fgd": "PWR+FGD (CCGrid'25)"}
     for p in POLICY_NAMES:
-        typer.echo(
-            f"{p:<16}{FGD_LABELS.get(p, '(ours)' if p in ('tidal', 'fgd-bf', 'fgd-cpu', 'hetero', 'first-fit') else '')}"
-        )
+        typer.echo(f"{p:<16}{FGD_LABELS.get(p) or published.get(p) or '(ours)'}")
 
 
 @app.command("traces")

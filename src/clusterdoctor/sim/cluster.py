@@ -84,9 +84,12 @@ def synthetic_topology(
     up = model.upper()
     if gpus <= 0:
         return (), ()
-    if any(up.startswith(m) for m in _PCIE_MODELS):
-        nv: tuple[tuple[int, ...], ...] = ()
-    elif any(up.startswith(m) for m in _NVSWITCH_MODELS) or gpus in (4, 8):
+    # NVSwitch names first: "A100-SXM4" starts with the PCIe card "A10"
+    if any(up.startswith(m) for m in _NVSWITCH_MODELS):
+        nv: tuple[tuple[int, ...], ...] = (idx,)
+    elif any(up.startswith(m) for m in _PCIE_MODELS):
+        nv = ()
+    elif gpus in (4, 8):
         nv = (idx,)
     else:
         nv = ()

@@ -46,6 +46,29 @@ class ProtocolResult:
     frag_curve: dict[int, float]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    migrations: int = 0  # defrag policies: pods moved to make room
+    restart_gpu_hours: float = 0.0  # what those moves cost (each pod's restart time x its GPUs)
+    power_at_end: dict | None = None  # sim.energy.PowerSnapshot.as_dict() after the last arrival
+    # {arrived % of capacity: (kW all nodes on, kW empty nodes asleep, useful TFLOPS)} at each whole percent
+    power_curve: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+
+    def energy_summary(self) -> dict[str, float]:
+        """Mean power over the arrivals (pods arrive at a steady rate: proportional to energy) with all
+        nodes on and with empty nodes asleep, the same up to 80 % arrived, and joules per useful TFLOP."""
+        if not self.power_curve:
+            return {}
+        v = np.array(list(self.power_curve.values()))
+        low = np.array([x for k, x in self.power_curve.items() if k <= 80])
+        tf = float(v[:, 2].sum())
+        return {
+            "mean_kw_all_on": round(float(v[:, 0].mean()), 2),
+            "mean_kw_sleep": round(float(v[:, 1].mean()), 2),
+            # up to 80 % arrived every policy places every pod: equal work, so power compares directly
+            "mean_kw_all_on_to80": round(float(low[:, 0].mean()), 2) if len(low) else float("nan"),
+            "mean_kw_sleep_to80": round(float(low[:, 1].mean()), 2) if len(low) else float("nan"),
+            "j_per_tflop_all_on": round(float(v[:, 0].sum()) * 1000 / tf, 4) if tf else float("nan"),
+            "j_per_tflop_sleep": round(float(v[:, 1].sum()) * 1000 / tf, 4) if tf else float("nan"),
+        }
 
     @property
     def final_allocation(self) -> float:
@@ -66,6 +89,10 @@ class ProtocolResult:
             "allocation_curve": {str(k): v for k, v in self.allocation_curve.items()},
             "fragmentation_curve": {str(k): v for k, v in self.frag_curve.items()},
             "seconds": round(self.seconds, 3),
+            "migrations": self.migrations,
+            "restart_gpu_hours": round(self.restart_gpu_hours, 3),
+            "power_at_end": self.power_at_end,
+            "energy": self.energy_summary(),
             "notes": self.notes,
         }
 
@@ -121,6 +148,12 @@ class _Sim:
         st = self.state
         self.frag = node_frag(st.cpu_left, st.gl, st.type_id, self.typical)
         self.frag_total = float(self.frag.sum())
+        self.warnings = list(pods.warnings)
+        dead = [c for c in range(len(self.specs.constraints)) if c and not self.specs.access[c].any()]
+        if dead:  # pods that ask only for GPU models no node has: they can never be placed
+            cnt = int(np.isin(self.specs.con[self.pod_spec], dead).sum())
+            names = ", ".join(sorted(self.specs.constraints[c] for c in dead))[:80]
+            self.warnings.append(f"{cnt} pods ask only for GPU models no node has ({names}): they never fit")
 
     def choose(self, s: int) -> int:
         """Node for a pod of full spec ``s``, or -1 when it fits nowhere."""
@@ -158,6 +191,7 @@ class _Sim:
         gpus = self.policy.pick_gpus(node, s)
         tag = int(sp.s_tag[sp.score_id[s]])
         self.state.place(node, int(sp.cpu[s]), int(sp.mem[s]), int(sp.milli[s]), gpus, tag)
+        self.policy.placed(node, gpus, s)
         self.changed(node)
         return gpus
 
@@ -165,6 +199,7 @@ class _Sim:
         sp = self.specs
         tag = int(sp.s_tag[sp.score_id[s]])
         self.state.remove(node, int(sp.cpu[s]), int(sp.mem[s]), int(sp.milli[s]), gpus, tag)
+        self.policy.removed(node, gpus, s)
         self.changed(node)
 
 
@@ -181,6 +216,11 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         order = order[:limit]
     sim = _Sim(cluster, pods, pol, rng, typical_from=pods)
     sp = sim.specs
+    dfg = None
+    if getattr(pol, "defrag", None):
+        from clusterdoctor.sim.defrag import Defragmenter
+
+        dfg = Defragmenter(sim, **pol.defrag)
     n = len(order)
     arrived = np.empty(n, dtype=np.int64)
     used = np.empty(n, dtype=np.int64)
@@ -189,28 +229,49 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
     failed = 0
     pod_spec = sim.pod_spec
     step = max(1, n // 100)
+    from clusterdoctor.sim.energy import PowerTable
+
+    ptab = PowerTable(sim.state.type_names)
+    pct_milli, next_pct, pcurve = total_gpus * 10, 1, {}
     for i, p in enumerate(order):
         s = int(pod_spec[p])
         a += int(sp.num[s] * sp.milli[s])
         node = sim.choose(s)
-        if node < 0:
-            failed += 1
+        if node >= 0:
+            gpus = sim.place(node, s)
+            if dfg is not None:
+                dfg.placed_pod(int(p), node, s, gpus)
+        elif dfg is not None and (node := dfg.try_admit(int(p), s)) >= 0:
+            dfg.placed_pod(int(p), node, s, sim.place(node, s))
         else:
-            sim.place(node, s)
+            failed += 1
         arrived[i] = a
         used[i] = sim.state.used_milli
         frag[i] = sim.frag_total
+        if a >= next_pct * pct_milli:  # power at each whole percent of capacity arrived
+            snap = ptab.snapshot(sim.state)
+            while a >= next_pct * pct_milli:
+                pcurve[next_pct] = (snap.all_on_w / 1000, snap.sleep_w / 1000, snap.useful_tflops)
+                next_pct += 1
         if progress is not None and i % step == 0:
             progress(i, n)
     if progress is not None:
         progress(n, n)
-    notes = []
+    notes = list(sim.warnings)
     if cluster.topology_synthetic:
         notes.append("intra-node topology is synthetic")
+    if dfg is not None:
+        d = dfg.stats
+        notes.append(
+            f"defrag: {d.migrations} migrations for {dfg.placed} placed pods (budget {pol.defrag['per_100']:g}"
+            f"/100), {d.admitted} pods admitted by them, {d.gpu_seconds_lost / 3600:.2f} GPU-hours of restarts"
+        )
     return ProtocolResult(
         pol.name, seed, tune, total_gpus, n, failed, arrived, used, frag,
         discrete_curve(arrived, used, total_gpus), discrete_curve(arrived, frag, total_gpus),
         time.perf_counter() - t0, notes,
+        dfg.stats.migrations if dfg else 0, dfg.stats.gpu_seconds_lost / 3600 if dfg else 0.0,
+        ptab.snapshot(sim.state).as_dict(), pcurve,
     )  # fmt: skip
 
 
@@ -248,6 +309,8 @@ class TimedResult:
     notes: list[str] = field(default_factory=list)
     priority: np.ndarray | None = None  # per job, aligned with queue_delay_by_job
     queue_delay_by_job: np.ndarray | None = None  # nan: never started
+    useful_tflop: float = 0.0  # FP16 TFLOP delivered by allocated GPU shares (sim.power.fp16_tflops)
+    energy_kwh_sleep: float = 0.0  # the same run with the GPUs of nodes that run nothing switched off
 
     def queue_delay_by_priority(self) -> dict[str, dict[str, float | None]]:
         from clusterdoctor.sim.metrics import percentiles
@@ -290,6 +353,10 @@ class TimedResult:
             "idle_share_pct": round(100.0 - self.mean_allocation, 3),
             "gpu_hours": round(self.gpu_hours, 3),
             "energy_kwh": round(self.energy_kwh, 3),
+            "energy_kwh_idle_nodes_asleep": round(self.energy_kwh_sleep, 3),
+            "j_per_useful_tflop": round(self.energy_kwh * 3.6e6 / self.useful_tflop, 4)
+            if self.useful_tflop
+            else None,
             "cost_usd": {"fleet": round(self.cost_usd_fleet, 2), "energy": round(self.cost_usd_energy, 2)},
             "preemptions": self.preemptions,
             "migrations": self.migrations,
@@ -323,7 +390,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     that fits starts: greedy backfill), run for their duration and leave. Tidal adds a tick every 30 s:
     during the day (08-20 h) high-priority jobs that wait reclaim nodes from low-priority jobs, and one
     low-priority job per tick may migrate when its node's score is beaten by ``MIGRATION_MIN_GAIN``;
-    reclaimed and migrated jobs lose ``MIGRATION_PENALTY_S`` of progress and are not moved again within
+    reclaimed and migrated jobs lose their restart cost (``storage.restart_cost_s``) and are not moved again within
     ``MIGRATION_COOLDOWN_S``.
 
     ``speed`` ({app: {GPU model: relative speed}}, needs ``pods.app``) makes durations reference work:
@@ -367,6 +434,11 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     used_by_type = np.zeros(len(models))
     fleet_rate = float(sum(gpus_by_type[i] * pm[i].usd_per_gpu_hour for i in range(len(models))))
 
+    from clusterdoctor.sim.storage import restart_cost_s
+
+    # a reclaimed or migrated job loses its restart cost, from the storage tier model, per GPU count
+    _cost = {k: restart_cost_s(k) for k in set(pods.num_gpu)}
+    restart_s = np.array([_cost[k] for k in pods.num_gpu], dtype=np.float64)
     node_of = np.full(n, -1, dtype=np.int64)
     gpus_of: list[list[int]] = [[] for _ in range(n)]
     start = np.full(n, np.nan)
@@ -393,6 +465,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     tl_u: list[int] = []
     tl_w: list[int] = []
     energy_j = 0.0
+    sleep_saved_j = 0.0
+    tflop_done = 0.0
+    tflops_by_type = np.array([pw.fp16_tflops(p) for p in pm])
     gpu_milli_s = 0.0
     last_t = float(arrivals.min()) if n else 0.0
     preempt = migr = 0
@@ -479,7 +554,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
             for j in lows:
                 done = (now - start[j]) * rate[j]
                 stop_job(j, now)
-                remaining[j] = max(remaining[j] - done, 0.0) + td.MIGRATION_PENALTY_S
+                remaining[j] = max(remaining[j] - done, 0.0) + restart_s[j]
                 last_move[j] = now
                 preempt += 1
                 enqueue(j)
@@ -509,7 +584,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
             return
         done = (now - start[j]) * rate[j]
         stop_job(j, now)
-        remaining[j] = max(remaining[j] - done, 0.0) + td.MIGRATION_PENALTY_S
+        remaining[j] = max(remaining[j] - done, 0.0) + restart_s[j]
         last_move[j] = now
         start_job(j, best, now)
         migr += 1
@@ -522,6 +597,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         if dt > 0:
             busy_frac = used_by_type / 1000.0
             energy_j += dt * float((gpus_by_type * idle_w + busy_frac * dyn_w).sum())
+            tflop_done += dt * float((busy_frac * tflops_by_type).sum())
+            empty = st.pods_on == 0
+            sleep_saved_j += dt * float((st.ngpu[empty] * idle_w[st.type_id[empty]]).sum())
             gpu_milli_s += dt * st.used_milli
             last_t = now
         if kind == _FINISH:
@@ -563,13 +641,20 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     t_first = float(np.nanmin(arrivals)) if n else 0.0
     makespan = float(np.nanmax(finish) - t_first) if np.isfinite(finish).any() else 0.0
     hours = makespan / 3600.0
-    notes = []
+    notes = list(sim.warnings)
     if pods.creation is not None:
         bad = int((~np.isfinite(np.asarray(pods.deletion, dtype=float))).sum())
         if bad:
             notes.append(f"{bad} pods without a deletion time run {DEFAULT_DURATION_S:.0f} s")
     if tidal:
-        notes.append("tidal scores use a synthetic NVLink/PCIe topology (the trace has none)")
+        notes.append(
+            "tidal scores use a synthetic NVLink/PCIe layout (the trace has none); the loads on it "
+            "come from where pods are placed"
+        )
+        notes.append(
+            "a reclaimed or migrated job loses its restart cost from the storage tier model "
+            f"({min(_cost.values()):.0f}-{max(_cost.values()):.0f} s by GPU count)"
+        )
     energy_kwh = energy_j / 3.6e6 * pue_v
     return TimedResult(
         pol.name, seed, n, int(np.isfinite(finish).sum()), int(np.isnan(first_start).sum()), makespan,
@@ -577,5 +662,6 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         (finish - np.asarray(arrivals))[np.isfinite(finish)],
         np.asarray(tl_t), np.asarray(tl_u, dtype=np.float64), np.asarray(tl_w), st.total_gpus,
         gpu_milli_s / 1000.0 / 3600.0, energy_kwh, fleet_rate * hours, energy_kwh * usd_kwh, preempt, migr,
-        time.perf_counter() - t0, notes, prio, first_start - np.asarray(arrivals),
+        time.perf_counter() - t0, notes, prio, first_start - np.asarray(arrivals), tflop_done,
+        (energy_j - sleep_saved_j) / 3.6e6 * pue_v,
     )  # fmt: skip

@@ -67,3 +67,30 @@ def time_weighted_mean(times: np.ndarray, values: np.ndarray, end: float) -> flo
     dt = np.diff(np.append(t, end))
     dt = np.clip(dt, 0, None)
     return float((v * dt).sum() / dt.sum()) if dt.sum() > 0 else float(v[-1])
+
+
+def idle_share_by_hour(t: np.ndarray, used_milli: np.ndarray, total_gpus: int, t_end: float | None = None,
+                       t0_hour: float = 0.0) -> dict[int, float]:  # fmt: skip
+    """{hour of day: idle GPU share in %}, time-weighted, from a step timeline (value holds until the next
+    point); ``t0_hour`` is the wall-clock hour at t = 0."""
+    t = np.asarray(t, dtype=np.float64)
+    u = np.asarray(used_milli, dtype=np.float64)
+    if t.size == 0 or total_gpus <= 0:
+        return {}
+    end = float(t[-1]) if t_end is None else float(t_end)
+    cap = total_gpus * 1000.0
+    idle = np.zeros(24)
+    span = np.zeros(24)
+    # split every step at hour boundaries
+    edges = np.append(t, end)
+    for i in range(t.size):
+        a, b = float(edges[i]), float(edges[i + 1])
+        while a < b:
+            h_abs = a / 3600.0 + t0_hour
+            nxt = min(b, (np.floor(h_abs) + 1 - t0_hour) * 3600.0)
+            h = int(np.floor(h_abs)) % 24
+            dt = nxt - a
+            idle[h] += dt * (1.0 - u[i] / cap)
+            span[h] += dt
+            a = nxt
+    return {h: round(float(100.0 * idle[h] / span[h]), 2) for h in range(24) if span[h] > 0}

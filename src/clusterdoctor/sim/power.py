@@ -115,6 +115,26 @@ USD_PER_KWH = 0.10  # assumption: electricity price, set your own with --usd-per
 PUE = 1.2  # assumption: facility overhead on IT power (typical modern data centre), set with --pue
 
 
+# Dense FP16 tensor TFLOPS from datasheets, for generations without a TFLOPS/W entry (sources: NVIDIA
+# V100 SXM2, P100 PCIe (no tensor cores: FP16 18.7), T4 and A10 datasheets); openb's undisclosed G1-G3 get
+# a V100-class assumption.
+DENSE_FP16_TFLOPS = {"V100": 125.0, "P100": 18.7, "T4": 65.0, "A10": 125.0, "generic": 125.0}
+
+
+def fp16_tflops(entry: GpuPower) -> float:
+    """FP16 TFLOPS of one GPU: TFLOPS/W x busy watts where the catalogue has TFLOPS/W (A100, H100),
+    else the dense datasheet figure (``DENSE_FP16_TFLOPS``)."""
+    if entry.fp16_tflops_per_w:
+        return entry.fp16_tflops_per_w * entry.peak_w
+    for k, v in DENSE_FP16_TFLOPS.items():
+        if entry.model.upper().startswith(k.upper()):
+            return v
+    if entry.source == GENERIC.source:
+        return DENSE_FP16_TFLOPS["generic"]
+    key = _ALIASES.get(entry.model, entry.model)
+    return DENSE_FP16_TFLOPS.get(key, DENSE_FP16_TFLOPS["generic"])
+
+
 def power_model(model: str, overrides: dict[str, GpuPower] | None = None) -> GpuPower:
     """The power/price entry for a GPU model name as it appears in a trace."""
     if overrides and model in overrides:

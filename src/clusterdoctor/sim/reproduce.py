@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from clusterdoctor.errors import InputError
@@ -74,13 +76,23 @@ class Comparison:
         return self.published[max(self.published)]
 
 
-def _one(args):
-    nodes_path, pods_path, policy, seed, tune = args
-    from clusterdoctor.sim.engine import run_fgd_protocol
+@lru_cache(maxsize=4)
+def _load(nodes_path: str, pods_path: str):
     from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
 
-    res = run_fgd_protocol(load_openb_nodes(nodes_path), load_openb_pods(pods_path), policy, seed, tune)
-    return policy, seed, res.allocation_curve, res.frag_curve, res.seconds
+    return load_openb_nodes(nodes_path), load_openb_pods(pods_path)
+
+
+def _one(args):
+    """(policy, seed, allocation curve, fragmentation curve, wall s, CPU s) of one run; the traces are
+    parsed once per process."""
+    nodes_path, pods_path, policy, seed, tune = args
+    from clusterdoctor.sim.engine import run_fgd_protocol
+
+    c0 = time.process_time()
+    nodes, pods = _load(nodes_path, pods_path)
+    res = run_fgd_protocol(nodes, pods, policy, seed, tune)
+    return policy, seed, res.allocation_curve, res.frag_curve, res.seconds, time.process_time() - c0
 
 
 def run_sweep(nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float = 1.3,

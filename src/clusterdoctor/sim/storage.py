@@ -122,3 +122,17 @@ def stall_per_checkpoint(size_gb: float, interval_s: float, tiered: bool = True,
     for i in range(saves):
         m.save(f"ckpt-{i}", size_gb, i * interval_s)
     return sum(m.stalls_s) / len(m.stalls_s)
+
+
+CKPT_GB_PER_GPU = 5.0  # assumption: checkpoint bytes per GPU of a job (a 40 GB checkpoint per 8-GPU node)
+CKPT_INTERVAL_S = 600.0  # a checkpoint every 10 min (the stall example above)
+
+
+def restart_cost_s(num_gpus: int, gb_per_gpu: float = CKPT_GB_PER_GPU, interval_s: float = CKPT_INTERVAL_S,
+                   tiered: bool = True, warm: Tier = WARM, cold: Tier = COLD) -> float:  # fmt: skip
+    """Seconds of progress a job loses when stopped and restarted elsewhere: half a checkpoint interval of
+    work since the last checkpoint, plus reading the checkpoint back (the host snapshot dies with the
+    node, so from the warm tier when tiered, else from NVMe) and the save stall it pays again."""
+    size = max(num_gpus, 1) * gb_per_gpu
+    read = size / warm.read_gbps if tiered else size / cold.compression_ratio / cold.read_gbps
+    return interval_s / 2 + read + stall_per_checkpoint(size, interval_s, tiered)

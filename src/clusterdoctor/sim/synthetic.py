@@ -30,6 +30,25 @@ def synthetic_cluster(gpus: int = 10_000, gpus_per_node: int = 8, model: str = "
     return Cluster(nodes, source=f"synthetic:{gpus}x{model}", notes=["synthetic cluster"])
 
 
+DESIGN_MIX = (("A100-SXM4", 0.42), ("H100-SXM5", 0.58))  # the design's fleet: 42 % A100, 58 % H100
+
+
+def design_mix_cluster(gpus: int = 10_000, gpus_per_node: int = 8, mix=DESIGN_MIX) -> Cluster:
+    """The design's A100/H100 fleet as a built-in scenario: ``gpus`` GPUs split by ``mix`` (whole nodes,
+    rounded), 8 GPUs, 192 cores (Cluster.source ``design-mix``)."""
+    nodes: list[GpuNode] = []
+    n_nodes = max(1, gpus // gpus_per_node)
+    counts = [round(n_nodes * share) for _, share in mix]
+    counts[-1] = n_nodes - sum(counts[:-1])
+    for (model, _), c in zip(mix, counts, strict=True):
+        for _ in range(c):
+            nodes.append(
+                GpuNode(f"mix-{model.lower()}-{len(nodes):05d}", 192_000, 2_097_152, gpus_per_node, model)
+            )
+    share = ", ".join(f"{m} {c * gpus_per_node}" for (m, _), c in zip(mix, counts, strict=True))
+    return Cluster(nodes, source="design-mix", notes=[f"synthetic design fleet: {share} GPUs"])
+
+
 def synthetic_jobs(n: int, cluster: Cluster, seed: int = 0, load: float = 0.9, mean_duration_s: float = 3600.0,
                    shapes=OPENB_SHAPES, low_priority_share: float = 0.3) -> tuple[PodTrace, np.ndarray, np.ndarray]:  # fmt: skip
     """(pods, arrival times, durations): ``n`` jobs whose offered GPU load is ``load`` x capacity."""

@@ -47,6 +47,7 @@ class PodTrace:
     deletion: list[float] | None = None
     source: str = ""
     app: list[str] | None = None  # application / model name per pod when the trace has one
+    warnings: list[str] = field(default_factory=list)  # rows repaired or skipped while parsing, counted
 
     def __len__(self) -> int:
         return len(self.names)
@@ -178,6 +179,7 @@ def parse_openb_pods(data: str | bytes, path: str = "<pods>") -> PodTrace:
     names, cpu, mem, ngpu, milli, spec, prio = [], [], [], [], [], [], []
     creation: list[float] = []
     deletion: list[float] = []
+    negative: list[int] = []
     for line, r in rows:
         name = r["name"].strip()
         if not name:
@@ -203,13 +205,21 @@ def parse_openb_pods(data: str | bytes, path: str = "<pods>") -> PodTrace:
         if has_times:
             c = _float_or_none(r, "creation_time", path, line)
             d = _float_or_none(r, "deletion_time", path, line)
+            if c is not None and d is not None and d < c:
+                negative.append(line)  # a negative duration: the deletion time is dropped
+                d = None
             creation.append(0.0 if c is None else c)
             deletion.append(float("nan") if d is None else d)
     if not names:
         raise InputError("no pods in the pod list", path)
+    warn = []
+    if negative:
+        rows_s = ", ".join(str(x) for x in negative[:5]) + (" ..." if len(negative) > 5 else "")
+        warn.append(f"{path}: {len(negative)} pods with deletion_time before creation_time (rows {rows_s}): "
+                    "deletion time dropped")  # fmt: skip
     return PodTrace(
         names, cpu, mem, ngpu, milli, spec, prio,
-        creation if has_times else None, deletion if has_times else None, source=path,
+        creation if has_times else None, deletion if has_times else None, source=path, warnings=warn,
     )  # fmt: skip
 
 

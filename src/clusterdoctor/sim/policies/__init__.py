@@ -1,7 +1,9 @@
 """Placement policies, one module each. ``get_policy(name)`` imports the module lazily (numpy).
 
 Names follow the FGD artifact's table (01-Random .. 06-FGD) plus ours: first-fit, tidal and
-fgd-bf (FGD with a best-fit tie-break), fgd-cpu (FGD, CPU-only pods to GPU-busy nodes), hetero (heterogeneity-aware, Gavel/Sia throughputs).
+fgd-bf (FGD with a best-fit tie-break), fgd-cpu (FGD, CPU-only pods to GPU-busy nodes), hetero (heterogeneity-aware, Gavel/Sia throughputs),
+defrag / defrag-cpu (FGD / FGD-CPU plus budgeted migration), pwr / pwr-fgd (PWR, CCGrid'25, alone
+and with FGD), pwr-sleep (ours: PWR+FGD that also counts waking a sleeping node).
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ _REGISTRY: dict[str, tuple[str, str, str | None]] = {
     "fgd-bf": ("clusterdoctor.sim.policies.fgd_bf", "FGDBestFitPolicy", None),
     "fgd-cpu": ("clusterdoctor.sim.policies.fgd_cpu", "FGDCpuPolicy", None),
     "hetero": ("clusterdoctor.sim.policies.hetero", "HeteroPolicy", None),
+    "defrag": ("clusterdoctor.sim.policies.defrag", "DefragPolicy", None),
+    "defrag-cpu": ("clusterdoctor.sim.policies.defrag", "DefragCpuPolicy", None),
+    "pwr": ("clusterdoctor.sim.policies.pwr", "PowerPolicy", None),
+    "pwr-fgd": ("clusterdoctor.sim.policies.pwr", "PwrFgdPolicy", None),
+    "pwr-sleep": ("clusterdoctor.sim.policies.pwr", "PwrSleepPolicy", None),
+    "pwr-eff": ("clusterdoctor.sim.policies.pwr", "PwrEffPolicy", None),
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)

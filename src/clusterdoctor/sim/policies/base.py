@@ -48,6 +48,12 @@ class Policy:
         """Integer scores, shape (len(rows), n score specs); higher is better."""
         raise NotImplementedError
 
+    def placed(self, node: int, gpus: list[int], full_spec: int) -> None:
+        """Called after a pod of ``full_spec`` took ``gpus`` on ``node`` (before the node is re-scored)."""
+
+    def removed(self, node: int, gpus: list[int], full_spec: int) -> None:
+        """Called after that pod left (before the node is re-scored)."""
+
     def own_gpus(self, node: int, score_spec: int) -> list[int]:
         """GPU choice for ``gpu_select == 'own'`` policies."""
         raise NotImplementedError

@@ -86,13 +86,20 @@ class FGDPolicy(Policy):
             after[:, ss] = np.take_along_axis(fr, best[:, :, None], axis=2)[:, :, 0]
         return frag_now, after, gpu
 
+    keep_delta = False  # subclasses that need the exact deltas (frag before - after) set this
+
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
         out = np.empty((len(rows), self.ctx.specs.n_score), dtype=np.int64)
+        delta = np.empty(out.shape) if self.keep_delta else None
         for i in range(0, len(rows), _CHUNK):
             blk = rows[i : i + _CHUNK]
             now, after, gpu = self.frag_after(blk)
-            out[i : i + len(blk)] = _score(now[:, None] - after)
+            d = now[:, None] - after
+            out[i : i + len(blk)] = _score(d)
+            if delta is not None:
+                delta[i : i + len(blk)] = d
             self.gpu_pick[blk] = gpu
+        self._last_delta = delta
         return out
 
     def own_gpus(self, node: int, score_spec: int) -> list[int]:

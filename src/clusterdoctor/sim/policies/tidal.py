@@ -5,11 +5,14 @@ Node score for a pod::
     score = (0.4 * (1 - NVLink utilisation) + 0.35 * (1 - PCIe congestion) + 0.25 * free GPU memory ratio)
             * job priority
 
-- NVLink utilisation: allocated share of the GPUs in the node's NVLink domains (1 on a node without
-  NVLink: no NVLink headroom to offer);
-- PCIe congestion: mean over the node's PCIe switches of the allocated share of the GPUs behind it;
+- NVLink utilisation: share of the GPUs in the node's NVLink domains held by pods that span two or more
+  GPUs of the node (only those talk over NVLink; 1 on a node without NVLink: no headroom to offer);
+- PCIe congestion: mean over the node's PCIe switches of the share of the GPUs behind the switch held by
+  pods whose GPUs sit behind more than one switch (their traffic crosses the switch uplink), plus, on a
+  node without NVLink, every multi-GPU pod (its peer traffic rides PCIe);
 - free GPU memory ratio: idle GPU milli / node GPU milli (openb's GPU milli is a GPU-memory share).
 
+Both come from where pods are placed (``placed``/``removed`` keep per-GPU loads), not from constants.
 Real node lists carry no NVLink/PCIe layout; the engine layers the synthetic one of
 :func:`clusterdoctor.sim.cluster.synthetic_topology` and says so in every result. The priority factor
 scales all nodes alike for one pod, so it decides *which pod* wins contention (reclaim, re-scoring in
@@ -63,18 +66,34 @@ class TidalPolicy(Policy):
         self.nv_mask = nv
         self.sw_mask = sw
         self.sw_size = sw.sum(axis=2)
+        self.nv_load = np.zeros((st.n, g))  # milli per GPU held by pods spanning >= 2 GPUs
+        self.pcie_load = np.zeros((st.n, g))  # milli per GPU held by pods whose traffic crosses switches
+
+    def _account(self, node: int, gpus: list[int], full_spec: int, sign: int) -> None:
+        if len(gpus) < 2:
+            return
+        milli = sign * int(self.ctx.specs.milli[full_spec])
+        self.nv_load[node, gpus] += milli
+        switches = {j for j in range(self.sw_mask.shape[1]) if self.sw_mask[node, j, gpus].any()}
+        if len(switches) > 1 or not self.has_nvlink[node]:
+            self.pcie_load[node, gpus] += milli
+
+    def placed(self, node: int, gpus: list[int], full_spec: int) -> None:
+        self._account(node, gpus, full_spec, 1)
+
+    def removed(self, node: int, gpus: list[int], full_spec: int) -> None:
+        self._account(node, gpus, full_spec, -1)
 
     def node_terms(self, rows: np.ndarray):
         """(NVLink utilisation, PCIe congestion, free GPU memory ratio) of each node row."""
         st = self.ctx.state
         gl = st.gl[rows]
-        busy = (MILLI - gl) * st.gpu_exists[rows]
         nv = self.nv_mask[rows]
         nv_cap = nv.sum(axis=1) * MILLI
-        nv_util = np.where(nv_cap > 0, (busy * nv).sum(axis=1) / np.maximum(nv_cap, 1), 1.0)
+        nv_util = np.where(nv_cap > 0, (self.nv_load[rows] * nv).sum(axis=1) / np.maximum(nv_cap, 1), 1.0)
         sw = self.sw_mask[rows]
         size = self.sw_size[rows]
-        sw_busy = (busy[:, None, :] * sw).sum(axis=2)
+        sw_busy = (self.pcie_load[rows][:, None, :] * sw).sum(axis=2)
         used_sw = size > 0
         sw_util = np.where(used_sw, sw_busy / np.maximum(size * MILLI, 1), 0.0)
         cong = np.where(used_sw.any(axis=1), sw_util.sum(axis=1) / np.maximum(used_sw.sum(axis=1), 1), 1.0)

@@ -1,0 +1,117 @@
+"""Defrag: budgeted migration in the FGD protocol (issue 24)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterdoctor.sim.cluster import Cluster, GpuNode
+from clusterdoctor.sim.defrag import Defragmenter
+from clusterdoctor.sim.engine import _Sim, run_fgd_protocol
+from clusterdoctor.sim.policies import get_policy
+from clusterdoctor.sim.traces import PodTrace, load_openb_nodes, load_openb_pods
+from tests.conftest import shared_fixture
+
+
+def _pods(rows):
+    n = len(rows)
+    return PodTrace([f"p{i:03d}" for i in range(n)], [r[0] for r in rows], [r[1] for r in rows],
+                    [r[2] for r in rows], [r[3] for r in rows], [""] * n, [1] * n)  # fmt: skip
+
+
+def _two_nodes():
+    return Cluster([GpuNode("a", 16_000, 64_000, 1, "T4"), GpuNode("b", 16_000, 64_000, 1, "T4")])
+
+
+def _sim(pods, **kw):
+    pol = get_policy("defrag", **kw)
+    sim = _Sim(_two_nodes(), pods, pol, np.random.default_rng(0), typical_from=pods)
+    return sim, Defragmenter(sim, **pol.defrag)
+
+
+def test_one_migration_makes_room_for_a_whole_gpu_pod():
+    pods = _pods([(1000, 100, 1, 400), (1000, 100, 1, 500), (2000, 100, 1, 1000)])
+    sim, d = _sim(pods, per_100=100, repack_every=0)
+    for p, node in ((0, 0), (1, 1)):
+        s = int(sim.pod_spec[p])
+        d.placed_pod(p, node, s, sim.place(node, s))
+    s_big = int(sim.pod_spec[2])
+    assert sim.choose(s_big) == -1
+    node = d.try_admit(2, s_big)
+    assert node == 0  # the 0.4 pod moved next to the 0.5 one, GPU 0 of node a is free
+    assert d.stats.migrations == 1 and d.stats.admitted == 1
+    assert d.stats.moves == [(0, 0, 1)]
+    assert sim.state.gl[1, 0] == 100 and sim.state.gl[0, 0] == 1000
+    assert d.stats.gpu_seconds_lost == pytest.approx(120.0 * 0.4)
+
+
+def test_no_migration_without_budget():
+    pods = _pods([(1000, 100, 1, 400), (1000, 100, 1, 500), (2000, 100, 1, 1000)])
+    sim, d = _sim(pods, per_100=1, repack_every=0)  # 2 placed pods: 0.02 migrations allowed
+    for p, node in ((0, 0), (1, 1)):
+        s = int(sim.pod_spec[p])
+        d.placed_pod(p, node, s, sim.place(node, s))
+    assert d.try_admit(2, int(sim.pod_spec[2])) == -1
+    assert d.stats.migrations == 0 and sim.state.gl[0, 0] == 600
+
+
+def test_failed_move_leaves_state_unchanged():
+    # the 0.6 pod on b cannot go anywhere: nothing may change
+    pods = _pods([(1000, 100, 1, 600), (1000, 100, 1, 600), (2000, 100, 1, 1000)])
+    sim, d = _sim(pods, per_100=100, repack_every=0)
+    for p, node in ((0, 0), (1, 1)):
+        s = int(sim.pod_spec[p])
+        d.placed_pod(p, node, s, sim.place(node, s))
+    before = (sim.state.gl.copy(), sim.state.cpu_left.copy(), sim.state.used_milli, sim.matrix.copy())
+    assert d.try_admit(2, int(sim.pod_spec[2])) == -1
+    assert (sim.state.gl == before[0]).all() and (sim.state.cpu_left == before[1]).all()
+    assert sim.state.used_milli == before[2] and (sim.matrix == before[3]).all()
+
+
+def _random_trace(seed, n=300):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        kind = rng.integers(4)
+        if kind == 0:
+            rows.append((int(rng.integers(1, 8)) * 1000, 1000, 0, 0))
+        elif kind == 1:
+            rows.append((int(rng.integers(1, 8)) * 1000, 1000, 1, int(rng.choice([250, 400, 500, 750]))))
+        else:
+            rows.append((int(rng.integers(1, 8)) * 1000, 1000, int(rng.choice([1, 2, 4])), 1000))
+    nodes = [GpuNode(f"n{i}", 32_000, 256_000, 4 if i % 2 else 8, "T4") for i in range(24)]
+    return Cluster(nodes), _pods(rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_budget_kept_and_pods_never_lost(seed):
+    cluster, pods = _random_trace(seed)
+    res = run_fgd_protocol(
+        cluster, pods, get_policy("defrag", per_100=5, start_alloc=0.0, min_frag_gain=0), seed
+    )
+    placed = res.pods_arrived - res.pods_failed
+    assert res.migrations <= placed * 5 // 100
+    assert (np.diff(res.used_milli) >= 0).all()  # a migration moves a pod, never drops one
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_zero_budget_is_fgd(seed):
+    cluster, pods = _random_trace(seed)
+    a = run_fgd_protocol(cluster, pods, "fgd", seed)
+    b = run_fgd_protocol(cluster, pods, get_policy("defrag", per_100=0), seed)
+    assert a.allocation_curve == b.allocation_curve and b.migrations == 0
+
+
+def test_bad_parameters_rejected():
+    with pytest.raises(ValueError):
+        get_policy("defrag", per_100=-1)
+
+
+def test_openb_seed42_beats_fgd():
+    nodes = load_openb_nodes(shared_fixture("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv"))
+    pods = load_openb_pods(shared_fixture("sched/alibaba_gpu_v2023/openb_pod_list_default.csv"))
+    fgd = run_fgd_protocol(nodes, pods, "fgd", 42)
+    dfg = run_fgd_protocol(nodes, pods, "defrag", 42)
+    placed = dfg.pods_arrived - dfg.pods_failed
+    assert 0 < dfg.migrations <= placed // 100
+    assert dfg.final_allocation > fgd.final_allocation + 0.1
