@@ -99,11 +99,44 @@ LINES = [
         "peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
         "nccl#795",
     ),
+    # the NVLS bind failure is FABMGR105's (one entry per message; NCCL116 is gone)
     (
-        "NCCL116",
+        "FABMGR105",
         "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present state'.",
         None,
         "pytorch#177472",
+    ),
+    # NCCL120: the two messages of an address without a family (no interface found)
+    (
+        "NCCL120",
+        "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+        None,
+        "nccl#1837",
+    ),
+    (
+        "NCCL120",
+        "e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol",
+        None,
+        "incidents nccl-013",
+    ),
+    (
+        "NCCL120",
+        "include/socket.h:344 WARN Socket creation failed : Address family not supported by protocol",
+        None,
+        "incidents nccl-047",
+    ),
+    # NCCL121: the peer is the loopback (NCCL113 is any other peer)
+    (
+        "NCCL121",
+        "10: socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort",
+        "peer 127.0.0.1<45069>",
+        "awsome-distributed-ai#192",
+    ),
+    (
+        "NCCL122",
+        "Spotllm:73025:73112 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/microsoft/ncv4/graph.xml",
+        "NCCL_GRAPH_FILE=/opt/microsoft/ncv4/graph.xml",
+        "nccl#1240",
     ),
     (
         "NCCL117",

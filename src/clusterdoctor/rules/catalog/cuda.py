@@ -154,7 +154,7 @@ MESSAGES: tuple[Message, ...] = (
             "/var/tmp/relion/src/ml_optimiser.cpp at line 1143 (error-code 35)"
         ),
         example_source="https://github.com/NVIDIA/hpc-container-maker/issues/239",
-        causes=("gpu.driver-mismatch",),
+        causes=("gpu.driver-mismatch", "nccl.cuda-driver-runtime"),
     ),
     Message(
         code="CUDA105",
