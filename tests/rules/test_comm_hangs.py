@@ -108,6 +108,25 @@ def test_ranks_stuck_in_different_collectives(tmp_path: Path) -> None:
     assert "COMM014" not in {x.rule for x in _diagnose(_paste(tmp_path, one, "one.txt"))}
 
 
+def test_interleaved_tracebacks_without_rank_prefix_in_two_collectives(tmp_path: Path) -> None:
+    # dev case nccl-037 (Lightning log_dict with different keys): the lines of two processes' tracebacks
+    # are interleaved, one in broadcast, one in barrier; no rank prefix
+    (f, *_) = _diagnose(INCIDENTS / "nccl-037" / "paste.txt")
+    assert f.rule == "COMM014" and "barrier, broadcast" in f.summary
+    # one process's stack through broadcast_object_list into broadcast is one collective, not two
+    one = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in <module>\n'
+        "    dist.broadcast_object_list(objs, src=0)\n"
+        '  File "/opt/torch/distributed/distributed_c10d.py", line 2, in broadcast_object_list\n'
+        "    broadcast(object_sizes_tensor, src=src, group=group)\n"
+        '  File "/opt/torch/distributed/distributed_c10d.py", line 3, in broadcast\n'
+        "    work = default_pg.broadcast([tensor], opts)\n"
+        "KeyboardInterrupt\n"
+    )
+    assert "COMM014" not in {x.rule for x in _diagnose(_paste(tmp_path, one))}
+
+
 def test_healthy_controls_of_the_comm_share_are_read_and_quiet() -> None:
     for case in ("ok-nccl-004", "ok-nccl-005", "ok-nccl-007", "ok-nccl-008"):
         obs = diagnosis.new_observations(clock=lambda: NOW)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules import comm_subject  # noqa: F401  (registers the nccl subject resolver)
 
 # the bandwidth and hang rules live in their own modules; they are imported here too, so that comm_rules()
 # (this module's globals) is every communication rule

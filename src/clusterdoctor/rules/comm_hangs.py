@@ -308,6 +308,7 @@ def tracebacks_in_different_collectives(obs: Observations) -> Iterator[Finding]:
     for rank, (c, _tb, _p) in sorted(by_rank.items()):
         calls.setdefault(c, []).append(rank)
     if len(calls) < 2:
+        yield from _interleaved_in_different_collectives(obs)
         return
     from clusterdoctor.analyze.comm.hangs import ranks_label
 
@@ -323,3 +324,27 @@ def tracebacks_in_different_collectives(obs: Observations) -> Iterator[Finding]:
         subject=ranks_label(odd) if odd else ranks_label(sorted(by_rank)),
         confidence=0.8,
     )
+
+
+def _interleaved_in_different_collectives(obs: Observations) -> Iterator[Finding]:
+    """Tracebacks without rank prefixes whose lines hold two leaf collectives: one process's stack is in
+    at most one, so these are several processes' tracebacks interleaved, stuck in different collectives."""
+    for log in obs.get("py_traceback") or []:
+        for tb in log.tracebacks:
+            leaves = sorted(tb.leaf_collectives)
+            if tb.rank is not None or len(leaves) < 2:
+                continue
+            yield tracebacks_in_different_collectives.finding(
+                "the interleaved tracebacks of several processes (no rank prefix) stop in different "
+                f"collectives: {', '.join(leaves)}; one process's stack is in at most one",
+                evidence=[
+                    Evidence(
+                        "collectives in one run of traceback lines",
+                        ", ".join(leaves),
+                        source=f"{log.path}:{tb.line}",
+                    ),
+                    Evidence("ranks", "not printed: add TORCH_DISTRIBUTED_DEBUG=DETAIL or a rank prefix"),
+                ],
+                confidence=0.6,
+            )
+            return

@@ -176,6 +176,22 @@ def test_copies_without_mpi_print_rank_0_on_every_host() -> None:
     assert parse_nccl_tests(one_host).independent_copies == 1
 
 
+def test_copies_without_mpi_told_by_nccl_comm_lines_when_the_device_list_is_cut() -> None:
+    # dev case nccl-034: the excerpt starts inside the rows; NCCL's 'comm ... rank 0 nranks 2' lines
+    # of testgpu1 and testgpu2 say that each host ran its own 2-rank test
+    run = parse_nccl_tests(_paste("nccl-034"))
+    assert run.independent_copies == 2 and run.hosts == {"testgpu1", "testgpu2"}
+    assert run.gpu_models == set()  # the comm lines do not name the GPU
+    # one MPI run over two hosts: each rank number once (Init and Destroy lines of one process)
+    mpi = "".join(
+        f"{h}:{pid}:{pid} [{d}] NCCL INFO comm 0x55c6f1c65b50 rank {r} nranks 4 cudaDev {d} busId 3000 - {w} COMPLETE\n"
+        for h, pid, r, d in (("a", 1, 0, 0), ("a", 1, 1, 1), ("b", 2, 2, 0), ("b", 2, 3, 1))
+        for w in ("Init", "Destroy")
+    )
+    row = "   268435456      67108864     float     sum      -1    55270    4.86    4.86      0    55213    4.86    4.86      0\n"
+    assert parse_nccl_tests(row + mpi).independent_copies == 1
+
+
 # -- fr_trace (torchfrtrace) reports ---------------------------------------------------------------
 
 # pytorch/pytorch#140969: fr_trace's block as printed by PyTorch 2.6 ("Not all ranks joining collective:

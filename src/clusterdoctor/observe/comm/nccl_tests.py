@@ -44,6 +44,13 @@ _RANK = re.compile(
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )
+# NCCL's own line for each rank of a communicator (NCCL_DEBUG=INFO), in nccl-tests output whose "# Rank"
+# device list was cut: "host:pid:tid [dev] NCCL INFO comm 0x.. rank 0 nranks 2 cudaDev 0 busId 3000 - ..."
+_COMM_RANK = re.compile(
+    r"(?:^|[\s\]:>])(?P<host>[A-Za-z0-9_.\-]{1,128}):(?P<pid>\d{1,9}):\d{1,9} \[\d{1,4}\] NCCL INFO comm "
+    r"0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks \d{1,7} cudaDev (?P<dev>\d{1,4}) busId (?P<bus>[0-9a-fA-F]{1,16})",
+    re.MULTILINE,
+)
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
 _WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
 _BINARY = re.compile(
@@ -114,7 +121,7 @@ class NcclTestsRun:
 
     @property
     def gpu_models(self) -> set[str]:
-        return {r.gpu for r in self.ranks}
+        return {r.gpu for r in self.ranks if r.gpu}
 
     def large_rows(self, min_bytes: int = 1 << 28) -> list[TestRow]:
         """Rows at or above ``min_bytes`` (bandwidth-bound), else the largest quarter of the rows."""
@@ -180,6 +187,13 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
                 int(r.group("pid")),
             )
         )
+    if not run.ranks:  # the device list was cut: NCCL's comm lines say which process is which rank
+        seen: set[tuple[int, str, int]] = set()
+        for r in _COMM_RANK.finditer(text):
+            key = (int(r.group("rank")), r.group("host"), int(r.group("pid")))
+            if key not in seen:
+                seen.add(key)
+                run.ranks.append(RankInfo(key[0], key[1], int(r.group("dev")), r.group("bus"), "", key[2]))
     header = _HEADER.search(text)
     newline_pos = 0
     line = 1
