@@ -166,6 +166,22 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
         if nnodes is not None:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
         key = (frozenset(hosts) or log.path, multi)
+        configured = log.env.get("NCCL_IB_DISABLE") == "1" or log.env.get("NCCL_NET", "").lower() == "socket"
+        if configured and not log.no_device:
+            # the user chose sockets (NCCL_IB_DISABLE=1 / NCCL_NET=Socket) and nothing says RDMA was expected:
+            # a setting to know about, not a fault
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL uses TCP sockets ({subject}) because the environment disables the RDMA transport; "
+                    "if the nodes have IB/RoCE or EFA, unset NCCL_IB_DISABLE / NCCL_NET to use it.",
+                    evidence=ev,
+                    severity=Severity.INFO,
+                    confidence=0.5,
+                    subject=subject,
+                ),
+            )
+            continue
         if multi:
             yield (
                 key,
