@@ -155,6 +155,21 @@ def test_header_and_devices_only_is_read_with_a_warning() -> None:
         parse_nccl_tests("# just a comment\n")
 
 
+def test_nccl_tests_device_list_alone_and_summary_alone_are_read_not_judged() -> None:
+    # dev control ok-nccl-009: the device list of a cuda-gdb session (no '#', no header line)
+    text = _paste("ok-nccl-009")
+    assert sniff_nccl_tests(text.encode())
+    run = parse_nccl_tests(text)
+    assert len(run.ranks) == 4 and not run.rows and run.hosts == {"51e6e7896958"}
+    # dev case nccl-035: the two summary lines only
+    text = _paste("nccl-035", "paste-2.txt")
+    assert sniff_nccl_tests(text.encode())
+    run = parse_nccl_tests(text)
+    assert run.avg_busbw_gbs == 3.95192 and any("summary lines only" in w for w in run.warnings)
+    # prose that mentions a rank is not nccl-tests output
+    assert not sniff_nccl_tests(b"Rank 0 is running collective on host a\n")
+
+
 def test_copies_without_mpi_print_rank_0_on_every_host() -> None:
     # nccl-tests#254: "all the ranks show as Rank 0" on dgx01 and dgx02 (the '#' lost in the paste)
     lines = [

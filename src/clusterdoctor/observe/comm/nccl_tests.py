@@ -234,7 +234,13 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
         if not run.headers and not run.ranks:
-            raise InputError("no nccl-tests result rows found", path)
+            if run.avg_busbw_gbs is None:
+                raise InputError("no nccl-tests result rows found", path)
+            run.warnings.append(
+                f"{path}: nccl-tests summary lines only ('# Avg bus bandwidth'), no header, devices or rows: "
+                "its bandwidth is not judged (the link and the GPUs are not known)"
+            )
+            return run
         run.warnings.append(
             f"{path}: nccl-tests header and device list only, no result rows (the output was cut before "
             "them, or the test stopped): its bandwidth is not judged"
@@ -264,6 +270,8 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
 
 _SNIFF = re.compile(
     rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+    # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
+    rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
 )
 
 
