@@ -234,7 +234,7 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
         if not run.headers and not run.ranks:
-            if run.avg_busbw_gbs is None:
+            if run.avg_busbw_gbs is None or run.out_of_bounds is None:  # nccl-tests prints both lines
                 raise InputError("no nccl-tests result rows found", path)
             run.warnings.append(
                 f"{path}: nccl-tests summary lines only ('# Avg bus bandwidth'), no header, devices or rows: "
