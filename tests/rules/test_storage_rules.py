@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from clusterdoctor.model import Severity
 from clusterdoctor.rules import storage
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS
@@ -62,3 +64,28 @@ def test_checkpoint_and_dataloader_messages_name_their_class(tmp_path):
     for text, cls in cases.items():
         d = diagnose(tmp_path, text)
         assert cls in d.findings[0].causes, (text, d.findings[0].rule)
+
+
+def test_checkpoint_writer_and_object_store_messages(tmp_path):
+    def sub(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+
+    inc = Path(__file__).resolve().parents[1] / "data" / "incidents"
+    # dev case stor-002: torch.save's writer cannot open the file (the disk was full)
+    d = diagnose(tmp_path, (inc / "stor-002" / "paste.txt").read_text())
+    f = d.findings[0]
+    assert (f.rule, f.subject) == ("STOR114", "my_out/checkpoints/checkpoint_0.pt")
+    assert "storage.disk-full" in f.causes
+    # thunlp/KnowledgeablePromptTuning#24: PyTorch 2.1+ names a missing directory itself
+    d = diagnose(sub("b"), "RuntimeError: Parent directory ckpts does not exist.\n")
+    assert first(d) == ("STOR115", "ckpts")
+    # dev case stor-018: botocore gave up on the S3 upload
+    d = diagnose(sub("c"), (inc / "stor-018" / "paste.txt").read_text())
+    assert d.findings[0].rule == "STOR116" and "storage.object-store" in d.findings[0].causes
+    # another program's "cannot be opened." is not torch.save's
+    from clusterdoctor.observe.messages import scan_text
+
+    assert not [
+        h for h in scan_text("xdg-open: File /tmp/x.pdf cannot be opened.\n", "p") if h.code == "STOR114"
+    ]
