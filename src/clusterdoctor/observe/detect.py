@@ -426,6 +426,7 @@ _KIND_LABELS = {
     "probe": "numa probe result",
     "train_log": "training progress log",
     "py_traceback": "Python traceback",
+    "python_packages": "pip package listing",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

@@ -32,7 +32,16 @@ from typing import Any, NamedTuple
 from clusterdoctor.errors import InputError
 
 HEAD_BYTES = 64 << 10
-KINDS = ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu", "train_log", "py_traceback")
+KINDS = (
+    "kineto",
+    "nccl_log",
+    "nccl_tests",
+    "flight_recorder",
+    "ncu",
+    "train_log",
+    "py_traceback",
+    "python_packages",
+)
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
     "training progress log"
@@ -88,6 +97,11 @@ def classify(head: bytes, name: str) -> list[str]:
         kinds.append("train_log")
     if sniff_tracebacks(head):
         kinds.append("py_traceback")
+    if not kinds:
+        from clusterdoctor.observe.comm.pip_freeze import sniff_packages
+
+        if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
+            kinds.append("python_packages")
     return kinds
 
 
@@ -226,6 +240,10 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.pytraceback import load_tracebacks
 
             loaded[kind] = load_tracebacks(p)
+        elif kind == "python_packages":
+            from clusterdoctor.observe.comm.pip_freeze import load_packages
+
+            loaded[kind] = load_packages(p)
     # Only a file whose every kind loaded contributes (no half-read file).
     for kind, value in loaded.items():
         out[kind].append(value)
