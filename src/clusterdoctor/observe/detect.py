@@ -427,6 +427,7 @@ _KIND_LABELS = {
     "train_log": "training progress log",
     "py_traceback": "Python traceback",
     "python_packages": "pip package listing",
+    "p2p_test": "p2pBandwidthLatencyTest output",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

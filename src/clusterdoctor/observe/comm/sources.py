@@ -41,6 +41,7 @@ KINDS = (
     "train_log",
     "py_traceback",
     "python_packages",
+    "p2p_test",
 )
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
@@ -102,6 +103,10 @@ def classify(head: bytes, name: str) -> list[str]:
 
         if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
             kinds.append("python_packages")
+        from clusterdoctor.observe.comm.p2p_test import sniff_p2p_test
+
+        if sniff_p2p_test(head):  # the CUDA samples' p2pBandwidthLatencyTest
+            kinds.append("p2p_test")
     return kinds
 
 
@@ -244,6 +249,10 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.pip_freeze import load_packages
 
             loaded[kind] = load_packages(p)
+        elif kind == "p2p_test":
+            from clusterdoctor.observe.comm.p2p_test import load_p2p_test
+
+            loaded[kind] = load_p2p_test(p)
     # Only a file whose every kind loaded contributes (no half-read file).
     for kind, value in loaded.items():
         out[kind].append(value)
