@@ -428,6 +428,7 @@ _KIND_LABELS = {
     "py_traceback": "Python traceback",
     "python_packages": "pip package listing",
     "p2p_test": "p2pBandwidthLatencyTest output",
+    "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

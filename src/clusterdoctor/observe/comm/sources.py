@@ -42,6 +42,7 @@ KINDS = (
     "py_traceback",
     "python_packages",
     "p2p_test",
+    "launcher_log",
 )
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
@@ -107,6 +108,11 @@ def classify(head: bytes, name: str) -> list[str]:
 
         if sniff_p2p_test(head):  # the CUDA samples' p2pBandwidthLatencyTest
             kinds.append("p2p_test")
+    if not kinds:
+        from clusterdoctor.observe.comm.launcher import sniff_launcher_log
+
+        if sniff_launcher_log(head):  # torchrun / srun / DeepSpeed launcher lines, nothing else of ours
+            kinds.append("launcher_log")
     return kinds
 
 
@@ -253,6 +259,10 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.p2p_test import load_p2p_test
 
             loaded[kind] = load_p2p_test(p)
+        elif kind == "launcher_log":
+            from clusterdoctor.observe.comm.launcher import load_launcher_log
+
+            loaded[kind] = load_launcher_log(p)
     # Only a file whose every kind loaded contributes (no half-read file).
     for kind, value in loaded.items():
         out[kind].append(value)
