@@ -244,6 +244,10 @@ MESSAGES: tuple[Message, ...] = (
             r"(?: \((?:errno: \d{1,5} - |system error: \d{1,6} - )?(?P<err>[A-Za-z][\w .]{0,60})\))?"
         ),
         trigger="The client socket has failed to connect",
+        triggers=("The client socket has timed out after",),
+        variants=(
+            r"The client socket has timed out after \d{1,12} ?m?s while trying to connect to \((?P<addr2>[^)\n]{1,120})\)",
+        ),
         meaning="a rank's TCPStore client could not open a connection to the store on the master host",
         cause=(
             "MASTER_ADDR/MASTER_PORT are wrong or resolve to an address the rank cannot reach (a hostname "
@@ -486,6 +490,52 @@ MESSAGES: tuple[Message, ...] = (
         causes=("nccl.socket-iface",),
         notes=(
             "gloo/transport/tcp/pair.cc: 'timed out connecting: ...' / 'SO_ERROR: ...' with 'remote=[addr]:port'",
+        ),
+    ),
+    Message(
+        code="TORCH118",
+        name="torch-store-ranks-missing",
+        title="Not every rank reached the store: the process group cannot form (workers joined < world size)",
+        pattern=(
+            r"Timed out initializing process group in store based barrier on rank: ?(?P<reporter>\d{1,7}), for key: "
+            r"[^\s(]{1,120} \(world_size=(?P<world>\d{1,7}), worker_count=(?P<joined>\d{1,7})"
+        ),
+        trigger="in store based barrier on rank",
+        triggers=("waiting for clients.", "waiting for workers."),
+        variants=(
+            r"Timed out after \d{1,9} seconds waiting for (?:clients|workers)\. (?P<joined2>\d{1,7})/(?P<world2>\d{1,7}) "
+            r"(?:clients|workers) joined",
+        ),
+        meaning=(
+            "the rendezvous store counted another number of ranks than the world size before its timeout: the "
+            "process group never formed"
+        ),
+        cause=(
+            "fewer joined: ranks that never started (WORLD_SIZE or --nnodes/--nproc_per_node larger than what was "
+            "launched, a node whose launcher failed), cannot reach MASTER_ADDR:MASTER_PORT, or are still busy before "
+            "init_process_group (loading data or a model past the timeout); more joined than the world size: two "
+            "launches share the store (mp.spawn inside torchrun, two jobs on one MASTER_PORT)"
+        ),
+        fix=(
+            "launch exactly world_size processes (derive world size and rank from the launcher's WORLD_SIZE/RANK, "
+            "not from the GPU count), start every node's launcher, check that all reach MASTER_ADDR:MASTER_PORT, "
+            "give each job its own port, and move slow preparation after init or raise the timeout"
+        ),
+        verify=("nc -zv $MASTER_ADDR $MASTER_PORT", "env | grep -E 'WORLD_SIZE|RANK|MASTER_'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/distributed/distributed_c10d.py",
+        example=(
+            "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+            "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:10:00)"
+        ),
+        example_source="https://github.com/NVIDIA/Megatron-LM/issues/782",
+        causes=("torch.world-size-mismatch", "torch.rendezvous", "nccl.rank-behind"),
+        detail="({joined} of {world} ranks joined)",
+        notes=(
+            "distributed_c10d.py _store_based_barrier: 'Timed out initializing process group in store based barrier "
+            "on rank: {}, for key: {} (world_size={}, worker_count={}, timeout={})' (1.x-2.1); c10d TCPStore server "
+            "(2.2+): 'Timed out after {} seconds waiting for clients. {}/{} clients joined.' ('workers' in 2.2)",
         ),
     ),
 )
