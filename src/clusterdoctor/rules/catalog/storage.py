@@ -415,4 +415,69 @@ MESSAGES: tuple[Message, ...] = (
             "to the endpoint URL'",
         ),
     ),
+    Message(
+        code="STOR117",
+        name="stale-file-handle",
+        title="A shared filesystem returned ESTALE (Stale file handle)",
+        pattern=r"Stale (?:NFS )?file handle",
+        trigger="Stale file handle",
+        triggers=("Stale NFS file handle",),
+        variants=(r"Stale NFS file handle",),
+        meaning=(
+            "a file the process had open (or had looked up) on a network filesystem no longer exists on the "
+            "server under that handle: the read, write or stat failed with ESTALE (errno 116)"
+        ),
+        cause=(
+            "another node deleted or replaced the file or its directory while this one used it: shared caches "
+            "(HF datasets/modelscope caches, lock files that filelock deletes on release), checkpoints rewritten "
+            "by another rank, an output directory cleaned by a second job; also an NFS/EFS server restart or "
+            "export change"
+        ),
+        fix=(
+            "give each node (or job) its own cache and temp directories (HF_HOME, HF_DATASETS_CACHE, TMPDIR on "
+            "local disk), write shared files from one rank only and atomically (write then rename), upgrade "
+            "filelock, and remount the share if the server restarted"
+        ),
+        verify=("mount | grep -E 'nfs|efs|lustre'", "ls -la <the file's directory>"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://man7.org/linux/man-pages/man3/errno.3.html",
+        example="OSError: [Errno 116] Stale file handle",
+        example_source="https://github.com/nanoporetech/taiyaki/issues/66",
+        causes=("storage.stale-handle",),
+        notes=(
+            "errno.h ESTALE (116): strerror 'Stale file handle' (glibc 2.17+), 'Stale NFS file handle' before",
+        ),
+    ),
+    Message(
+        code="STOR118",
+        name="dataloader-worker-exited",
+        title="A DataLoader worker exited unexpectedly (shared memory or host memory, most often)",
+        pattern=r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]{1,200})\) exited unexpectedly",
+        trigger="exited unexpectedly",
+        meaning="a DataLoader worker process died without reporting an exception; the main process gave up",
+        cause=(
+            "the worker was killed: in a container the 64 MB /dev/shm is exhausted by the batches workers pass "
+            "through shared memory (docker without --shm-size / --ipc=host), or the host ran out of memory and "
+            "the OOM killer took it (many workers, a large dataset held in each)"
+        ),
+        fix=(
+            "give the container more shared memory (--shm-size=8g or --ipc=host; a memory-backed emptyDir at "
+            "/dev/shm in Kubernetes), check dmesg for the OOM killer, lower num_workers / prefetch_factor; rerun "
+            "with num_workers=0 to see a worker's own error"
+        ),
+        verify=("df -h /dev/shm", "dmesg -T | grep -i -E 'killed process|out of memory'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_TORCH + "/torch/utils/data/dataloader.py",
+        example="RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly",
+        example_source="https://github.com/facebookresearch/detectron2/issues/384",
+        causes=("storage.shm-dataloader", "torch.host-oom"),
+        role="symptom",
+        confidence=0.6,
+        notes=(
+            "torch/utils/data/dataloader.py _try_get_data: RuntimeError(f'DataLoader worker (pid(s) {pids_str}) "
+            "exited unexpectedly'); older: 'DataLoader worker (pid N) exited unexpectedly with exit code N'",
+        ),
+    ),
 )
