@@ -313,6 +313,24 @@ LINES = [
         "incidents nccl-038",
     ),
     (
+        "TORCH119",
+        "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by key '1', but store->get('1') got error: Socket Timeout",
+        "rank 0",
+        "nccl#845",
+    ),
+    (
+        "TORCH119",
+        "B-nemo-ft3/0 [default1]:[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: /default_pg/0//cuda//0",
+        "rank 0",
+        "NeMo/Speech#14399",
+    ),
+    (
+        "TORCH119",
+        "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got exception: Socket Timeout",
+        "rank 0",
+        "pytorch#68597",
+    ),
+    (
         "TORCH112",
         "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. ",
         None,

@@ -538,4 +538,46 @@ MESSAGES: tuple[Message, ...] = (
             "(2.2+): 'Timed out after {} seconds waiting for clients. {}/{} clients joined.' ('workers' in 2.2)",
         ),
     ),
+    Message(
+        code="TORCH119",
+        name="torch-nccl-unique-id-not-received",
+        title="A rank waited in vain for the NCCL unique id that the group's first rank publishes",
+        pattern=(
+            r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d{1,7})\] via c10d "
+            r"key-value store by key '[^'\n]{1,80}', but store->get\('[^'\n]{1,80}'\) got (?:error|exception): "
+            r"(?P<err>[^\n,]{1,80})"
+        ),
+        trigger="ncclUniqueId from [",
+        meaning=(
+            "creating an NCCL communicator, a rank asked the store for the id that the first rank of the group "
+            "publishes when it reaches the same collective, and the id never came"
+        ),
+        cause=(
+            "the group's first rank did not reach that collective in time: it is still busy before it (downloading "
+            "or preprocessing data, loading a model: only rank 0 does it), took another code path, or died; less "
+            "often the store itself is unreachable (MASTER_ADDR/PORT, firewall)"
+        ),
+        fix=(
+            "look at rank 0's log for what it was doing (a progress bar, an error); move one-rank preparation "
+            "before init_process_group or behind a barrier with a long enough timeout, prepare data offline, and "
+            "check that rank 0 is alive and reachable"
+        ),
+        verify=("nc -zv $MASTER_ADDR $MASTER_PORT", "py-spy dump --pid RANK0_PID"),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_PT + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+        example=(
+            "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d "
+            "key-value store by key '1', but store->get('1') got error: Socket Timeout"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/845",
+        causes=("nccl.rank-behind", "torch.rendezvous"),
+        subject="rank {root}",
+        detail="({err})",
+        notes=(
+            "ProcessGroupNCCL.cpp broadcastUniqueNCCLID: '[', rank_, '] is setting up NCCL communicator and "
+            "retrieving ncclUniqueId from [0] via c10d key-value store by key ', storeKey, ', but store->get(', "
+            "storeKey, ') got error: ' ('retreiving' and 'got exception' before 2.0)",
+        ),
+    ),
 )
