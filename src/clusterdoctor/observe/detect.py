@@ -429,6 +429,7 @@ _KIND_LABELS = {
     "python_packages": "pip package listing",
     "p2p_test": "p2pBandwidthLatencyTest output",
     "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
+    "torch_env": "PyTorch environment report (collect_env)",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

@@ -35,7 +35,10 @@ from clusterdoctor.rules.comm_bandwidth import (  # noqa: F401  (re-exported: co
 from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instance, comm_analysis
 from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
 from clusterdoctor.rules.comm_p2p import p2p_slower_than_host  # noqa: F401  (comm_rules())
-from clusterdoctor.rules.comm_versions import nccl_version_differs  # noqa: F401  (comm_rules())
+from clusterdoctor.rules.comm_versions import (  # noqa: F401  (comm_rules())
+    nccl_version_differs,
+    torch_cuda_newer_than_driver,
+)
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("nccl_log", "no NCCL debug log (run with NCCL_DEBUG=INFO and pass the log)")

@@ -90,3 +90,82 @@ def nccl_version_differs(obs: Observations) -> Iterator[Finding]:
 
 def _short(paths: list[Any]) -> str:
     return ", ".join(str(p).rsplit("/", 1)[-1] for p in paths[:3])
+
+
+# The oldest Linux driver each CUDA major release runs on (minor version compatibility: a build for any 12.x
+# runtime runs on 525.60.13 or newer), from the CUDA Toolkit release notes, "CUDA Toolkit and Minimum
+# Required Driver Version for CUDA Minor Version Compatibility" (Table 2), and the CUDA 10.x/9.x tables.
+CUDA_MIN_DRIVER: dict[str, tuple[int, ...]] = {
+    "13": (580, 0, 0),
+    "12": (525, 60, 13),
+    "11": (450, 80, 2),
+    "10.2": (440, 33, 0),
+    "10.1": (418, 39, 0),
+    "10.0": (410, 48, 0),
+    "9.2": (396, 26, 0),
+    "9.1": (390, 46, 0),
+    "9.0": (384, 81, 0),
+}
+_CUDA_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
+
+
+def _min_driver(cuda: str) -> tuple[str, tuple[int, ...]] | None:
+    parts = cuda.split(".")
+    for key in (".".join(parts[:2]), parts[0]):
+        if key in CUDA_MIN_DRIVER:
+            return key, CUDA_MIN_DRIVER[key]
+    return None
+
+
+def _fmt(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in (v[:2] if len(v) == 3 and v[2] == 0 else v))
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+register_input("torch_env", "no PyTorch environment report (python -m torch.utils.collect_env)")
+
+
+@rule(
+    id="COMM018",
+    name="torch-cuda-newer-than-driver",
+    layer="comm",
+    title="The PyTorch build's CUDA needs a newer NVIDIA driver than the node has",
+    requires=("torch_env",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.cuda-driver-runtime", "gpu.driver-mismatch"),
+)
+def torch_cuda_newer_than_driver(obs: Observations) -> Iterator[Finding]:
+    """collect_env's ``CUDA used to build PyTorch`` is of a CUDA release the ``Nvidia driver version`` is too old for.
+
+    **Symptom**: ``torch.cuda.is_available()`` is False with a working ``nvidia-smi``, or every CUDA call
+    (NCCL's too: ``unhandled cuda error``) fails with ``CUDA driver version is insufficient for CUDA
+    runtime version`` (error 35).
+    **Why**: PyTorch wheels ship their CUDA runtime; the kernel driver must be at least the minimum of that
+    CUDA major release (minor version compatibility: 525.60.13 for any 12.x, 450.80.02 for 11.x on Linux).
+    **Fix**: upgrade the NVIDIA driver, or install the PyTorch build for an older CUDA (e.g. a cu118
+    wheel on a 470/515 driver); in containers, the host's driver is the one that counts.
+    **Verify**: `nvidia-smi --query-gpu=driver_version --format=csv` and `python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'`.
+    """
+    for env in obs.get("torch_env") or []:
+        cuda, driver = env.cuda_build, env.driver
+        if not cuda or not driver or "windows" in (env.os or "").lower():
+            continue  # Windows drivers are numbered otherwise
+        need = _min_driver(cuda)
+        if need is None or _version(driver) >= need[1]:
+            continue
+        f = torch_cuda_newer_than_driver.finding(
+            f"PyTorch {env.torch_version or '?'} is built for CUDA {cuda}, which needs NVIDIA driver "
+            f"{_fmt(need[1])} or newer; the node has {driver}.",
+            evidence=[
+                Evidence("CUDA used to build PyTorch", cuda, source=env.path),
+                Evidence("Nvidia driver version", driver, _fmt(need[1]), source=env.path),
+                Evidence("minimum drivers per CUDA release", _CUDA_NOTES),
+            ],
+            subject=f"driver {driver}",
+            confidence=0.85,
+        )
+        f.action = Action.CONFIGURE
+        yield f

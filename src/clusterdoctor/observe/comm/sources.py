@@ -43,6 +43,7 @@ KINDS = (
     "python_packages",
     "p2p_test",
     "launcher_log",
+    "torch_env",
 )
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
@@ -100,6 +101,10 @@ def classify(head: bytes, name: str) -> list[str]:
     if sniff_tracebacks(head):
         kinds.append("py_traceback")
     if not kinds:
+        from clusterdoctor.observe.comm.collect_env import sniff_collect_env
+
+        if sniff_collect_env(head):  # python -m torch.utils.collect_env
+            return ["torch_env"]
         from clusterdoctor.observe.comm.pip_freeze import sniff_packages
 
         if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
@@ -259,6 +264,13 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.p2p_test import load_p2p_test
 
             loaded[kind] = load_p2p_test(p)
+        elif kind == "torch_env":
+            from clusterdoctor.observe.comm.collect_env import load_collect_env
+
+            env = load_collect_env(p)
+            loaded[kind] = env
+            if env.packages is not None:  # its [pip3] lines: the NCCL wheel of this node
+                loaded["python_packages"] = env.packages
         elif kind == "launcher_log":
             from clusterdoctor.observe.comm.launcher import load_launcher_log
 
