@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from clusterdoctor.errors import InputError
 
 HEAD_BYTES = 64 << 10
+PROGRESS_BYTES = 4 << 20  # progress bars are looked for in a log's first 4 MiB
 KINDS = (
     "kineto",
     "nccl_log",
@@ -279,6 +280,13 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
     for kind, value in loaded.items():
         out[kind].append(value)
         out["warnings"].extend(getattr(value, "warnings", []))
+    if "nccl_log" in loaded:  # what the ranks were busy with (progress bars), for the hang rules
+        from clusterdoctor.observe.comm.progress import scan_progress
+        from clusterdoctor.observe.limits import read_head
+
+        bars = scan_progress(read_head(p, PROGRESS_BYTES).decode("utf-8", "replace"), p)
+        if bars:
+            out.setdefault("rank_progress", []).extend(bars)
     t = loaded.get("kineto")
     if t is not None and (t.truncated or t.events_read == 0):
         # analysed, but the CLI's exit code says the input was cut or empty
