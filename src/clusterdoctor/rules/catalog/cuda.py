@@ -403,4 +403,40 @@ MESSAGES: tuple[Message, ...] = (
             "current PyTorch installation. The current PyTorch install supports CUDA capabilities {}.'",
         ),
     ),
+    Message(
+        code="CUDA113",
+        name="cuda-too-many-peers",
+        title="CUDA error 711: peer mapping resources exhausted (too many GPUs peer-mapped by one process)",
+        pattern=r"peer mapping resources exhausted",
+        trigger="peer mapping resources exhausted",
+        triggers=("CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers"),
+        variants=(r"CUDA_ERROR_TOO_MANY_PEERS\b", r"cudaErrorTooManyPeers\b"),
+        meaning=(
+            "enabling peer access to one more GPU failed: the driver's per-device limit of peer mappings "
+            "(8 peers per GPU) is reached"
+        ),
+        cause=(
+            "one process drives more than 8 GPUs that can reach each other (nccl-tests -g 10, a framework that "
+            "enables peer access between all visible GPUs, 10-GPU PCIe servers), so NCCL or the framework asks "
+            "for more peer mappings than a GPU has"
+        ),
+        fix=(
+            "run one process per GPU (mpirun -np N ... -g 1, torchrun) instead of one process for all, or "
+            "limit the GPUs a process sees (CUDA_VISIBLE_DEVICES) to 8; NCCL_P2P_DISABLE=1 avoids the peer "
+            "mappings at a bandwidth cost"
+        ),
+        verify=("nvidia-smi topo -p2p r", "mpirun -np 10 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorTooManyPeers = 711)",
+        example=(
+            "[2025-06-20 02:14:03] ubuntu:33207:33207 [0] allocator.cc:79 NCCL WARN Cuda failure 711 'peer "
+            "mapping resources exhausted'"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/324",
+        causes=("nccl.too-many-peers",),
+        notes=(
+            "cudaGetErrorString(cudaErrorTooManyPeers) = 'peer mapping resources exhausted' (CUDA_ERROR_TOO_MANY_PEERS = 711)",
+        ),
+    ),
 )
