@@ -331,6 +331,24 @@ LINES = [
         "pytorch#68597",
     ),
     (
+        "NCCL123",
+        ":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+        None,
+        "nccl#653",
+    ),
+    (
+        "NCCL123",
+        "Error : no algorithm/protocol available for function AllReduce with datatype ncclInt64. NCCL_ALGO was set to reducescatter:nvls;allreduce:nvls.",
+        "NCCL_ALGO=reducescatter:nvls;allreduce:nvls",
+        "nccl#1898",
+    ),
+    (
+        "NCCL123",
+        "238: [rank238]: Error : no algorithm/protocol available for function AllGather with datatype ncclInt8.",
+        None,
+        "nccl#1709",
+    ),
+    (
         "TORCH112",
         "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. ",
         None,

@@ -564,4 +564,37 @@ MESSAGES: tuple[Message, ...] = (
             "src/graph/search.cc ncclTopoCompute: NCCL_PARAM GraphFile read via ncclGetEnv('NCCL_GRAPH_FILE')",
         ),
     ),
+    Message(
+        code="NCCL123",
+        name="nccl-no-algorithm-protocol",
+        title="NCCL has no algorithm/protocol for a collective (NCCL_ALGO / NCCL_PROTO restrict it)",
+        pattern=(
+            r"no algorithm/protocol available(?: for function (?P<func>\w{1,40}) with datatype (?P<dtype>\w{1,40})\.)?"
+            r"(?: ?NCCL_ALGO was set to (?P<algo>[^\s.]{1,120}))?"
+        ),
+        trigger="no algorithm/protocol available",
+        meaning="NCCL found no (algorithm, protocol) pair allowed for this collective and datatype and failed it",
+        cause=(
+            "NCCL_ALGO or NCCL_PROTO (environment or /etc/nccl.conf) leaves only algorithms that do not implement "
+            "this collective or datatype: Tree for Broadcast/AllGather, NVLS for 64-bit types, CollNet/SHARP "
+            "without a working SHARP setup; without such a setting, a defect of that NCCL release"
+        ),
+        fix=(
+            "unset NCCL_ALGO / NCCL_PROTO (or restrict them per collective: NCCL_ALGO='allreduce:tree'), check "
+            "/etc/nccl.conf and container defaults; if nothing is set, upgrade NCCL"
+        ),
+        verify=("env | grep -E 'NCCL_(ALGO|PROTO|COLLNET)'", "cat /etc/nccl.conf"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/enqueue.cc",
+        example=":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+        example_source="https://github.com/NVIDIA/nccl/issues/653",
+        causes=("nccl.env-misconfigured",),
+        subject="NCCL_ALGO={algo}",
+        notes=(
+            "src/enqueue.cc topoGetAlgoInfo: 'Error : no algorithm/protocol available for function %s with "
+            "datatype %s.%s%s%s' (the NCCL_ALGO / NCCL_PROTO settings appended when set, 2.19+); 'Error : no "
+            "algorithm/protocol available' before",
+        ),
+    ),
 )
