@@ -430,6 +430,7 @@ _KIND_LABELS = {
     "p2p_test": "p2pBandwidthLatencyTest output",
     "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
     "torch_env": "PyTorch environment report (collect_env)",
+    "net_ifaces": "network interfaces (ip addr / ifconfig)",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

@@ -45,6 +45,7 @@ KINDS = (
     "p2p_test",
     "launcher_log",
     "torch_env",
+    "net_ifaces",
 )
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
@@ -106,6 +107,12 @@ def classify(head: bytes, name: str) -> list[str]:
 
         if sniff_collect_env(head):  # python -m torch.utils.collect_env
             return ["torch_env"]
+        from clusterdoctor.observe.comm.ifaces import sniff_ifaces
+
+        if sniff_ifaces(head) and not _other_listing(
+            head
+        ):  # ip addr / ifconfig: what NCCL_SOCKET_IFNAME can match
+            return ["net_ifaces"]
         from clusterdoctor.observe.comm.pip_freeze import sniff_packages
 
         if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
@@ -199,6 +206,13 @@ def _json_prefix(text: str) -> bool:
     return bool(stack) or expect == "end"
 
 
+def _other_listing(head: bytes) -> bool:
+    """A paste that an RDMA listing reader claims (ibdev2netdev beside ifconfig in one session): left to it."""
+    from clusterdoctor.observe.network.ibports import sniff_ib_listing
+
+    return bool(sniff_ib_listing(head))
+
+
 def sniff_comm(head: bytes, name: str = "") -> bool:
     """Whether a file is a communication input this module can load."""
     return bool(classify(head, name))
@@ -272,6 +286,10 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             loaded[kind] = env
             if env.packages is not None:  # its [pip3] lines: the NCCL wheel of this node
                 loaded["python_packages"] = env.packages
+        elif kind == "net_ifaces":
+            from clusterdoctor.observe.comm.ifaces import load_ifaces
+
+            loaded[kind] = load_ifaces(p)
         elif kind == "launcher_log":
             from clusterdoctor.observe.comm.launcher import load_launcher_log
 
