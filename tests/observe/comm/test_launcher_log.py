@@ -50,3 +50,13 @@ def test_text_without_launcher_lines_is_not_claimed() -> None:
         assert not sniff_launcher_log(text.encode())
         with pytest.raises(InputError):
             parse_launcher_log(text)
+
+
+def test_a_kernel_log_with_srun_lines_stays_the_gpu_readers(tmp_path: Path) -> None:
+    # written for the test in the two programs' formats: srun's allocation lines, then an NVRM Xid line
+    p = tmp_path / "paste.txt"
+    p.write_text(
+        "srun: job 11300781 queued and waiting for resources\nsrun: job 11300781 has been allocated resources\n"
+        "[Tue Mar  5 10:00:00 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+    )
+    assert _diagnose(p).findings[0].rule == "GPU001"

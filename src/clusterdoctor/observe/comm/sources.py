@@ -124,7 +124,9 @@ def classify(head: bytes, name: str) -> list[str]:
     if not kinds:
         from clusterdoctor.observe.comm.launcher import sniff_launcher_log
 
-        if sniff_launcher_log(head):  # torchrun / srun / DeepSpeed launcher lines, nothing else of ours
+        # torchrun / srun / DeepSpeed launcher lines and nothing else of ours; a paste that the GPU, RDMA
+        # or log readers claim (an srun job's kernel log) stays theirs
+        if sniff_launcher_log(head) and not _other_listing(head) and not _other_reader(head, name):
             kinds.append("launcher_log")
     return kinds
 
@@ -211,6 +213,14 @@ def _other_listing(head: bytes) -> bool:
     from clusterdoctor.observe.network.ibports import sniff_ib_listing
 
     return bool(sniff_ib_listing(head))
+
+
+def _other_reader(head: bytes, name: str) -> bool:
+    """A paste that the GPU-health or the log reader (kernel, kubelet, etcd lines) claims."""
+    from clusterdoctor.observe.event_sources import sniff_events
+    from clusterdoctor.observe.gpu.load import sniff_gpu
+
+    return bool(sniff_gpu(head, name) or sniff_events(head, name))
 
 
 def sniff_comm(head: bytes, name: str = "") -> bool:
