@@ -431,6 +431,7 @@ _KIND_LABELS = {
     "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
     "torch_env": "PyTorch environment report (collect_env)",
     "net_ifaces": "network interfaces (ip addr / ifconfig)",
+    "nccl_env": "NCCL settings (env, nccl.conf)",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

@@ -16,6 +16,7 @@ from clusterdoctor.model import Action, Evidence, Finding, Severity
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("net_ifaces", "no interface listing (ip addr, ip -br addr, ifconfig)")
+register_input("nccl_env", "no NCCL settings listing (env | grep NCCL, /etc/nccl.conf)")
 
 _ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname"
 
@@ -40,12 +41,13 @@ def matches(spec: str, name: str) -> bool:
     name="nccl-socket-ifname-matches-nothing",
     layer="comm",
     title="NCCL_SOCKET_IFNAME matches no usable interface of the host",
-    requires=("net_ifaces", "nccl_log"),
+    requires=("net_ifaces",),
+    requires_any=("nccl_log", "nccl_env"),
     severity=Severity.CRITICAL,
     causes=("nccl.socket-iface",),
 )
 def socket_ifname_matches_nothing(obs: Observations) -> Iterator[Finding]:
-    """The NCCL log's ``NCCL_SOCKET_IFNAME`` selects none of the interfaces (up, with a routable address)
+    """The ``NCCL_SOCKET_IFNAME`` of the NCCL log (or of a pasted ``env`` / ``nccl.conf``) selects none of the interfaces (up, with a routable address)
     that the pasted ``ip addr`` / ``ifconfig`` of the host lists.
 
     **Symptom**: NCCL init fails with ``Bootstrap : no socket interface found``, ``no NCCL_SOCKET_IFNAME
@@ -59,8 +61,8 @@ def socket_ifname_matches_nothing(obs: Observations) -> Iterator[Finding]:
     """
     specs = {
         v.strip()
-        for log in obs.get("nccl_log") or []
-        if (v := (getattr(log, "env", None) or {}).get("NCCL_SOCKET_IFNAME"))
+        for src in (*(obs.get("nccl_log") or []), *(obs.get("nccl_env") or []))
+        if (v := (getattr(src, "env", None) or {}).get("NCCL_SOCKET_IFNAME"))
     }
     lists = obs.get("net_ifaces") or []
     if len(specs) != 1 or not lists:
@@ -74,7 +76,7 @@ def socket_ifname_matches_nothing(obs: Observations) -> Iterator[Finding]:
         f = socket_ifname_matches_nothing.finding(
             f"NCCL_SOCKET_IFNAME={spec} selects none of this host's usable interfaces ({lst.program}: {named}).",
             evidence=[
-                Evidence("NCCL_SOCKET_IFNAME (from the NCCL log)", spec),
+                Evidence("NCCL_SOCKET_IFNAME (NCCL log or settings)", spec),
                 Evidence(f"interfaces ({lst.program})", len(lst.ifaces), source=lst.path),
                 Evidence("how NCCL matches the names", _ENV_DOC),
             ],

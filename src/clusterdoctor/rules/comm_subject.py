@@ -27,8 +27,8 @@ def socket_iface_subject(obs: Observations, m: Message, hits: list[Any], subject
         return subject
     values = {
         v.strip()
-        for log in obs.get("nccl_log") or []
-        if (v := (getattr(log, "env", None) or {}).get(IFACE_ENV))
+        for src in (*(obs.get("nccl_log") or []), *(obs.get("nccl_env") or []))
+        if (v := (getattr(src, "env", None) or {}).get(IFACE_ENV))
     }
     if len(values) == 1:
         return f"{IFACE_ENV}={values.pop()}"

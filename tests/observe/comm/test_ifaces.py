@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from clusterdoctor import diagnosis
 from clusterdoctor.errors import InputError
+from clusterdoctor.model import Severity
 from clusterdoctor.observe.comm.ifaces import parse_ifaces, sniff_ifaces
 from clusterdoctor.rules.comm_ifaces import matches
 
@@ -100,3 +101,24 @@ def test_any_mix_is_read_or_refused(parts: list[str]) -> None:
     except InputError:
         return
     assert all(i.name for i in lst.ifaces)
+
+
+def test_env_listing_beside_the_interfaces(tmp_path: Path) -> None:
+    # `env | grep NCCL` (written for the test in env's format) naming an interface the host lacks
+    from clusterdoctor.observe.comm.env_listing import parse_env_listing, sniff_env_listing
+
+    env = "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=eth2\nNCCL_IB_DISABLE=1\n"
+    assert sniff_env_listing(env.encode()) and parse_env_listing(env).env["NCCL_SOCKET_IFNAME"] == "eth2"
+    assert sniff_env_listing(b"# /etc/nccl.conf\nexport NCCL_SOCKET_IFNAME='ens'\n")
+    assert not sniff_env_listing(b"PATH=/usr/bin\nHOME=/root\n")  # no NCCL_ variable
+    assert not sniff_env_listing(b"NCCL_DEBUG=INFO\nthen it hung\n")  # not every line a setting
+    (tmp_path / "env.txt").write_text(env)
+    (tmp_path / "ip.txt").write_text(IP_ADDR)
+    obs = diagnosis.new_observations(clock=lambda: NOW)
+    d = diagnosis.run(obs, diagnosis.load_sources(obs, [tmp_path]))
+    (f,) = [x for x in d.findings if x.rule == "COMM019"]
+    assert f.subject == "NCCL_SOCKET_IFNAME=eth2"
+    # the settings alone are read and not judged
+    obs = diagnosis.new_observations(clock=lambda: NOW)
+    d = diagnosis.run(obs, diagnosis.load_sources(obs, [tmp_path / "env.txt"]))
+    assert not [x for x in d.findings if x.severity >= Severity.WARNING]

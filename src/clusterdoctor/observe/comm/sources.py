@@ -46,6 +46,7 @@ KINDS = (
     "launcher_log",
     "torch_env",
     "net_ifaces",
+    "nccl_env",
 )
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
@@ -113,6 +114,10 @@ def classify(head: bytes, name: str) -> list[str]:
             head
         ):  # ip addr / ifconfig: what NCCL_SOCKET_IFNAME can match
             return ["net_ifaces"]
+        from clusterdoctor.observe.comm.env_listing import sniff_env_listing
+
+        if sniff_env_listing(head):  # env | grep NCCL, /etc/nccl.conf
+            return ["nccl_env"]
         from clusterdoctor.observe.comm.pip_freeze import sniff_packages
 
         if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
@@ -300,6 +305,10 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.ifaces import load_ifaces
 
             loaded[kind] = load_ifaces(p)
+        elif kind == "nccl_env":
+            from clusterdoctor.observe.comm.env_listing import load_env_listing
+
+            loaded[kind] = load_env_listing(p)
         elif kind == "launcher_log":
             from clusterdoctor.observe.comm.launcher import load_launcher_log
 
