@@ -108,6 +108,50 @@ def test_ranks_stuck_in_different_collectives(tmp_path: Path) -> None:
     assert "COMM014" not in {x.rule for x in _diagnose(_paste(tmp_path, one, "one.txt"))}
 
 
+def test_interleaved_tracebacks_without_rank_prefix_in_two_collectives(tmp_path: Path) -> None:
+    # dev case nccl-037 (Lightning log_dict with different keys): the lines of two processes' tracebacks
+    # are interleaved, one in broadcast, one in barrier; no rank prefix
+    (f, *_) = _diagnose(INCIDENTS / "nccl-037" / "paste.txt")
+    assert f.rule == "COMM014" and "barrier, broadcast" in f.summary
+    # one process's stack through broadcast_object_list into broadcast is one collective, not two
+    one = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in <module>\n'
+        "    dist.broadcast_object_list(objs, src=0)\n"
+        '  File "/opt/torch/distributed/distributed_c10d.py", line 2, in broadcast_object_list\n'
+        "    broadcast(object_sizes_tensor, src=src, group=group)\n"
+        '  File "/opt/torch/distributed/distributed_c10d.py", line 3, in broadcast\n'
+        "    work = default_pg.broadcast([tensor], opts)\n"
+        "KeyboardInterrupt\n"
+    )
+    assert "COMM014" not in {x.rule for x in _diagnose(_paste(tmp_path, one))}
+
+
+def test_the_suspect_busy_in_its_own_progress_bar_is_the_rank_behind(tmp_path: Path) -> None:
+    # dev case nccl-015 (nanotron): ranks 2 and 3 time out in ALLREDUCE while rank 0 is still grouping a
+    # dataset (its tqdm bar at 8%, 30 min left); rank 1 printed nothing
+    (f, *_) = _diagnose(INCIDENTS / "nccl-015" / "paste.txt")
+    assert f.rule == "COMM009" and f.subject == "rank 0" and f.causes == ("nccl.rank-behind",)
+    assert "Grouping texts" in f.summary
+    text = (INCIDENTS / "nccl-015" / "paste.txt").read_text()
+    # two suspects with unfinished bars: neither is singled out
+    two = _paste(
+        tmp_path,
+        text.replace(
+            "[default2]:[E",
+            "[default1]:Tokenizing:  50%|#####     | 5/10 [00:01<00:01, 5.0it/s]\n[default2]:[E",
+            1,
+        ),
+        "two.txt",
+    )
+    (f2, *_) = _diagnose(two)
+    assert f2.subject == "ranks 0, 1"
+    # a finished bar is not work in progress
+    done = _paste(tmp_path, text.replace("   8%|", " 100%|", 1), "done.txt")
+    (f3, *_) = _diagnose(done)
+    assert f3.subject == "ranks 0, 1"
+
+
 def test_healthy_controls_of_the_comm_share_are_read_and_quiet() -> None:
     for case in ("ok-nccl-004", "ok-nccl-005", "ok-nccl-007", "ok-nccl-008"):
         obs = diagnosis.new_observations(clock=lambda: NOW)

@@ -99,11 +99,44 @@ LINES = [
         "peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",
         "nccl#795",
     ),
+    # the NVLS bind failure is FABMGR105's (one entry per message; NCCL116 is gone)
     (
-        "NCCL116",
+        "FABMGR105",
         "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present state'.",
         None,
         "pytorch#177472",
+    ),
+    # NCCL120: the two messages of an address without a family (no interface found)
+    (
+        "NCCL120",
+        "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+        None,
+        "nccl#1837",
+    ),
+    (
+        "NCCL120",
+        "e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol",
+        None,
+        "incidents nccl-013",
+    ),
+    (
+        "NCCL120",
+        "include/socket.h:344 WARN Socket creation failed : Address family not supported by protocol",
+        None,
+        "incidents nccl-047",
+    ),
+    # NCCL121: the peer is the loopback (NCCL113 is any other peer)
+    (
+        "NCCL121",
+        "10: socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort",
+        "peer 127.0.0.1<45069>",
+        "awsome-distributed-ai#192",
+    ),
+    (
+        "NCCL122",
+        "Spotllm:73025:73112 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/microsoft/ncv4/graph.xml",
+        "NCCL_GRAPH_FILE=/opt/microsoft/ncv4/graph.xml",
+        "nccl#1240",
     ),
     (
         "NCCL117",
@@ -216,6 +249,105 @@ LINES = [
         None,
         "ray docs",
     ),
+    # TORCH118: the store counted other than world_size ranks (both wordings, both directions)
+    (
+        "TORCH118",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:10:00)",
+        None,
+        "Megatron-LM#782",
+    ),
+    (
+        "TORCH118",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 2, for key: store_based_barrier_key:1 (world_size=2, worker_count=4, timeout=0:30:00)",
+        None,
+        "tczhangzhi/pytorch-distributed#18",
+    ),
+    (
+        "TORCH118",
+        "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+        None,
+        "OpenRLHF#1040",
+    ),
+    (
+        "TORCH118",
+        "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+        None,
+        "pytorch#111805",
+    ),
+    (
+        "TORCH108",
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (172.17.0.9, 46229).",
+        None,
+        "vllm#19670",
+    ),
+    (
+        "TORCH114",
+        'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")',
+        None,
+        "incidents nccl-048",
+    ),
+    ("TORCH114", "RuntimeError: Distributed package doesn't have NCCL built in", None, "whisper-vits-svc#97"),
+    ("TORCH115", "RuntimeError: Tensors must be CUDA and dense", None, "pytorch/examples#1030"),
+    (
+        "TORCH116",
+        "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback",
+        None,
+        "aws-do-eks#50",
+    ),
+    (
+        "TORCH117",
+        "[rank8] Gloo connectFullMesh failed ... timed out connecting: SO_ERROR: Connection refused,remote=[127.0.0.1]:14215",
+        None,
+        "aws-do-eks#50",
+    ),
+    (
+        "TORCH107",
+        "RuntimeError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+        "port 29500",
+        "mochi-xdit#22",
+    ),
+    (
+        "TORCH109",
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[4], TensorDtypes=Float",
+        "rank 0",
+        "incidents nccl-038",
+    ),
+    (
+        "TORCH119",
+        "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by key '1', but store->get('1') got error: Socket Timeout",
+        "rank 0",
+        "nccl#845",
+    ),
+    (
+        "TORCH119",
+        "B-nemo-ft3/0 [default1]:[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: /default_pg/0//cuda//0",
+        "rank 0",
+        "NeMo/Speech#14399",
+    ),
+    (
+        "TORCH119",
+        "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got exception: Socket Timeout",
+        "rank 0",
+        "pytorch#68597",
+    ),
+    (
+        "NCCL123",
+        ":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+        None,
+        "nccl#653",
+    ),
+    (
+        "NCCL123",
+        "Error : no algorithm/protocol available for function AllReduce with datatype ncclInt64. NCCL_ALGO was set to reducescatter:nvls;allreduce:nvls.",
+        "NCCL_ALGO=reducescatter:nvls;allreduce:nvls",
+        "nccl#1898",
+    ),
+    (
+        "NCCL123",
+        "238: [rank238]: Error : no algorithm/protocol available for function AllGather with datatype ncclInt8.",
+        None,
+        "nccl#1709",
+    ),
     (
         "TORCH112",
         "[rank0]: RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed. ",
@@ -240,6 +372,7 @@ NEAR_MISSES = [
     "bcc:89404:89404 [2] NCCL INFO P2P is disabled between connected GPUs 6 and 7. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.",
     # a flushed work request (status 5) is the consequence of an earlier error, not retries exhausted
     "NET/IB : Got completion from peer 192.168.1.1<40846> with error 5, opcode 0",
+    # a peer at the loopback is NCCL121's, not NCCL113's (checked in the test below)
     # normal NCCL init lines
     "node:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
     "node:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
@@ -320,3 +453,10 @@ def test_candidate_scan_equals_naive_per_line_match(lines: list[str]) -> None:
             if m.regex.search(line) or (nxt and m.regex.search(line + nxt.strip())):
                 want.append((n, m.code))
     assert got == sorted(set(want))
+
+
+def test_loopback_peer_is_not_the_firewall_entry() -> None:
+    line = "10: socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort\n"
+    assert {h.code for h in scan_text(line, "p")} == {"NCCL121"}
+    other = "socketStartConnect: Connect to 10.0.0.2<45763> failed : Software caused connection abort\n"
+    assert {h.code for h in scan_text(other, "p")} == {"NCCL113"}

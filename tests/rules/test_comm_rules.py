@@ -39,6 +39,17 @@ def test_socket_fallback_vs_efa() -> None:
         assert "COMM001" not in _ids(_fixture(name)), name
 
 
+def test_sockets_chosen_by_the_environment_are_info_not_a_fault() -> None:
+    # dev control ok-nccl-003: a working 2-node job with NCCL_IB_DISABLE=1 set on purpose
+    text = (TEST_DATA / "incidents" / "ok-nccl-003" / "paste.txt").read_text()
+    (sock,) = [x for x in _run({"nccl_log": [parse_nccl_log(text, "p")]}) if x.rule == "COMM001"]
+    assert sock.severity == Severity.INFO and "disables the RDMA transport" in sock.summary
+    # the same log where the IB plugin looked and found nothing stays a fault
+    no_dev = text.replace("NCCL_IB_DISABLE set by environment to 1.", "NET/IB : No device found.")
+    (sock,) = [x for x in _run({"nccl_log": [parse_nccl_log(no_dev, "p")]}) if x.rule == "COMM001"]
+    assert sock.severity >= Severity.WARNING
+
+
 def test_efa_runs_are_not_below_their_own_class() -> None:
     # The EFA log names its network (AWS Libfabric) and two hosts: compared with the EFA baseline, no finding.
     assert "COMM004" not in _ids(_fixture("nccl_efa_2node_t4_init_and_allreduce_perf.log"))
@@ -220,7 +231,7 @@ def test_ncu_dram_throttle() -> None:
 
 def test_every_comm_rule_is_documented() -> None:
     rules = [r for r in load_all() if r.fn.__module__.startswith("clusterdoctor.rules.comm")]
-    assert len(rules) == 15
+    assert len(rules) == 19  # COMM016, COMM018 (comm_versions), COMM017 (comm_p2p), COMM019 (comm_ifaces)
     for r in rules:
         sec = parse_sections(r.doc)
         assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from clusterdoctor.model import Severity
 from clusterdoctor.rules import storage
 from clusterdoctor.rules.registry import REQUIRED_SECTIONS
@@ -62,3 +64,67 @@ def test_checkpoint_and_dataloader_messages_name_their_class(tmp_path):
     for text, cls in cases.items():
         d = diagnose(tmp_path, text)
         assert cls in d.findings[0].causes, (text, d.findings[0].rule)
+
+
+def test_checkpoint_writer_and_object_store_messages(tmp_path):
+    def sub(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+
+    inc = Path(__file__).resolve().parents[1] / "data" / "incidents"
+    # dev case stor-002: torch.save's writer cannot open the file (the disk was full)
+    d = diagnose(tmp_path, (inc / "stor-002" / "paste.txt").read_text())
+    f = d.findings[0]
+    assert (f.rule, f.subject) == ("STOR114", "my_out/checkpoints/checkpoint_0.pt")
+    assert "storage.disk-full" in f.causes
+    # thunlp/KnowledgeablePromptTuning#24: PyTorch 2.1+ names a missing directory itself
+    d = diagnose(sub("b"), "RuntimeError: Parent directory ckpts does not exist.\n")
+    assert first(d) == ("STOR115", "ckpts")
+    # dev case stor-018: botocore gave up on the S3 upload
+    d = diagnose(sub("c"), (inc / "stor-018" / "paste.txt").read_text())
+    assert d.findings[0].rule == "STOR116" and "storage.object-store" in d.findings[0].causes
+    # another program's "cannot be opened." is not torch.save's
+    from clusterdoctor.observe.messages import scan_text
+
+    assert not [
+        h for h in scan_text("xdg-open: File /tmp/x.pdf cannot be opened.\n", "p") if h.code == "STOR114"
+    ]
+
+
+STORAGE_LINES = [
+    ("STOR117", "OSError: [Errno 116] Stale file handle", "taiyaki#66"),
+    ("STOR117", "[rank1]: OSError: [Errno 116] Stale file handle: xxx", "ms-swift#6695"),
+    (
+        "STOR117",
+        "OSError: [Errno 116] Unable to synchronously create file (unable to fstat file, errno = 116, error message = 'Stale file handle')",
+        "h5py#2346",
+    ),
+    ("STOR118", "RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly", "detectron2#384"),
+    (
+        "STOR118",
+        "RuntimeError: DataLoader worker (pid 7948) exited unexpectedly with exit code 1",
+        "semantic-segmentation-pytorch#80",
+    ),
+    (
+        "STOR116",
+        "botocore.exceptions.ConnectionClosedError: Connection was closed before we received a valid response from endpoint URL:",
+        "silnlp#565",
+    ),
+]
+
+
+def test_storage_lines_are_read_as_their_entry():
+    from clusterdoctor.observe.messages import scan_text
+
+    for code, line, source in STORAGE_LINES:
+        assert {h.code for h in scan_text(line + "\n", "p")} == {code}, source
+
+
+def test_a_bus_error_beside_the_worker_exit_leads(tmp_path):
+    # CVPR21Chal-SLR#5: the bus error names shared memory; the exit is its symptom
+    text = (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+        "RuntimeError: DataLoader worker (pid(s) 49) exited unexpectedly\n"
+    )
+    d = diagnose(tmp_path, text)
+    assert d.findings[0].rule == "STOR112" and "storage.shm-dataloader" in d.findings[0].causes

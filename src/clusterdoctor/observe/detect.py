@@ -426,6 +426,12 @@ _KIND_LABELS = {
     "probe": "numa probe result",
     "train_log": "training progress log",
     "py_traceback": "Python traceback",
+    "python_packages": "pip package listing",
+    "p2p_test": "p2pBandwidthLatencyTest output",
+    "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
+    "torch_env": "PyTorch environment report (collect_env)",
+    "net_ifaces": "network interfaces (ip addr / ifconfig)",
+    "nccl_env": "NCCL settings (env, nccl.conf)",
 }
 _TOPOLOGY_LABELS = {
     "hwloc-xml": "topology (hwloc XML)",

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules import comm_subject  # noqa: F401  (registers the nccl subject resolver)
 
 # the bandwidth and hang rules live in their own modules; they are imported here too, so that comm_rules()
 # (this module's globals) is every communication rule
@@ -33,6 +34,12 @@ from clusterdoctor.rules.comm_bandwidth import (  # noqa: F401  (re-exported: co
 )
 from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instance, comm_analysis
 from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
+from clusterdoctor.rules.comm_ifaces import socket_ifname_matches_nothing  # noqa: F401  (comm_rules())
+from clusterdoctor.rules.comm_p2p import p2p_slower_than_host  # noqa: F401  (comm_rules())
+from clusterdoctor.rules.comm_versions import (  # noqa: F401  (comm_rules())
+    nccl_version_differs,
+    torch_cuda_newer_than_driver,
+)
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("nccl_log", "no NCCL debug log (run with NCCL_DEBUG=INFO and pass the log)")
@@ -165,6 +172,22 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
         if nnodes is not None:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
         key = (frozenset(hosts) or log.path, multi)
+        configured = log.env.get("NCCL_IB_DISABLE") == "1" or log.env.get("NCCL_NET", "").lower() == "socket"
+        if configured and not log.no_device:
+            # the user chose sockets (NCCL_IB_DISABLE=1 / NCCL_NET=Socket) and nothing says RDMA was expected:
+            # a setting to know about, not a fault
+            yield (
+                key,
+                socket_transport.finding(
+                    f"NCCL uses TCP sockets ({subject}) because the environment disables the RDMA transport; "
+                    "if the nodes have IB/RoCE or EFA, unset NCCL_IB_DISABLE / NCCL_NET to use it.",
+                    evidence=ev,
+                    severity=Severity.INFO,
+                    confidence=0.5,
+                    subject=subject,
+                ),
+            )
+            continue
         if multi:
             yield (
                 key,

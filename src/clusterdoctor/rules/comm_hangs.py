@@ -20,6 +20,18 @@ from clusterdoctor.rules.registry import Observations, register_input, rule
 register_input("py_traceback", "no Python traceback (a job log with the ranks' tracebacks)")
 
 
+def _busy_suspect(obs: Observations, h: Any) -> Any:
+    """The one suspect rank (of a timeout the others report) whose log shows an unfinished progress bar
+    (tqdm: data preprocessing, a download): it is still busy in its own work, so it is the one behind.
+    None when no suspect, or more than one, shows one."""
+    missing = set(h.missing)
+    bars: dict[int, Any] = {}
+    for b in obs.get("rank_progress") or []:
+        if b.rank in missing and b.pct < 100:
+            bars[b.rank] = b  # the last bar a rank printed
+    return next(iter(bars.values())) if len(bars) == 1 else None
+
+
 def _hang_subject(h: Any) -> str:
     """What a hang finding is about: the culprit ranks; else the ranks of the group that did not report a
     timeout the others report (the suspects: the reporter is not the culprit); else the reporting ranks;
@@ -178,16 +190,24 @@ def hang(obs: Observations) -> Iterator[Finding]:
         if h.partial:
             sev = min(sev, Severity.WARNING)
             partial = ". From a partial input: a trace of this job is truncated."
+        busy = None
         if h.kind == "timeout" and not h.culprit_ranks and h.missing and len(h.reporters) >= 2:
             label = "did not report the timeout the others report (the suspects)"
+            busy = _busy_suspect(obs, h)
+            if busy is not None:
+                subject = f"rank {busy.rank}"
+                label = (
+                    f"is still busy in its own work ('{busy.desc[:60]}' at {busy.pct}%, {busy.left} left by "
+                    "its progress bar) while the others time out; no other suspect shows one"
+                )
         f = hang.finding(
             (h.detail if h.detail.startswith(subject) else f"{subject} {label}: {h.detail}") + partial,
             evidence=_hang_evidence(h),
             severity=sev,
-            confidence=0.9 if h.culprit_ranks else 0.6,
+            confidence=0.9 if h.culprit_ranks else 0.75 if busy is not None else 0.6,
             subject=subject,
             verify=_GLOO_VERIFY if gloo and not h.culprit_ranks else None,
-            causes=_hang_causes(h),
+            causes=("nccl.rank-behind",) if busy is not None else _hang_causes(h),
         )
         f.role = _hang_role(h)
         yield f
@@ -308,6 +328,7 @@ def tracebacks_in_different_collectives(obs: Observations) -> Iterator[Finding]:
     for rank, (c, _tb, _p) in sorted(by_rank.items()):
         calls.setdefault(c, []).append(rank)
     if len(calls) < 2:
+        yield from _interleaved_in_different_collectives(obs)
         return
     from clusterdoctor.analyze.comm.hangs import ranks_label
 
@@ -323,3 +344,27 @@ def tracebacks_in_different_collectives(obs: Observations) -> Iterator[Finding]:
         subject=ranks_label(odd) if odd else ranks_label(sorted(by_rank)),
         confidence=0.8,
     )
+
+
+def _interleaved_in_different_collectives(obs: Observations) -> Iterator[Finding]:
+    """Tracebacks without rank prefixes whose lines hold two leaf collectives: one process's stack is in
+    at most one, so these are several processes' tracebacks interleaved, stuck in different collectives."""
+    for log in obs.get("py_traceback") or []:
+        for tb in log.tracebacks:
+            leaves = sorted(tb.leaf_collectives)
+            if tb.rank is not None or len(leaves) < 2:
+                continue
+            yield tracebacks_in_different_collectives.finding(
+                "the interleaved tracebacks of several processes (no rank prefix) stop in different "
+                f"collectives: {', '.join(leaves)}; one process's stack is in at most one",
+                evidence=[
+                    Evidence(
+                        "collectives in one run of traceback lines",
+                        ", ".join(leaves),
+                        source=f"{log.path}:{tb.line}",
+                    ),
+                    Evidence("ranks", "not printed: add TORCH_DISTRIBUTED_DEBUG=DETAIL or a rank prefix"),
+                ],
+                confidence=0.6,
+            )
+            return

@@ -108,11 +108,15 @@ def _subject(m: Message, h: Any) -> str | None:
     values.setdefault("rank", "" if h.rank is None else str(h.rank))
     values.setdefault("host", h.host or "")
     values.setdefault("dev", "" if h.device is None else str(h.device))
-    try:
-        text = m.subject.format(**values).strip()
-    except (KeyError, IndexError, ValueError):
-        return None
-    return text or None
+    # "a|b": alternatives tried in order (the first whose groups the line has)
+    for template in m.subject.split("|"):
+        try:
+            text = template.format(**values).strip()
+        except (KeyError, IndexError, ValueError):
+            continue
+        if text:
+            return text
+    return None
 
 
 def _who(h: Any) -> str | None:

@@ -155,6 +155,21 @@ def test_header_and_devices_only_is_read_with_a_warning() -> None:
         parse_nccl_tests("# just a comment\n")
 
 
+def test_nccl_tests_device_list_alone_and_summary_alone_are_read_not_judged() -> None:
+    # dev control ok-nccl-009: the device list of a cuda-gdb session (no '#', no header line)
+    text = _paste("ok-nccl-009")
+    assert sniff_nccl_tests(text.encode())
+    run = parse_nccl_tests(text)
+    assert len(run.ranks) == 4 and not run.rows and run.hosts == {"51e6e7896958"}
+    # dev case nccl-035: the two summary lines only
+    text = _paste("nccl-035", "paste-2.txt")
+    assert sniff_nccl_tests(text.encode())
+    run = parse_nccl_tests(text)
+    assert run.avg_busbw_gbs == 3.95192 and any("summary lines only" in w for w in run.warnings)
+    # prose that mentions a rank is not nccl-tests output
+    assert not sniff_nccl_tests(b"Rank 0 is running collective on host a\n")
+
+
 def test_copies_without_mpi_print_rank_0_on_every_host() -> None:
     # nccl-tests#254: "all the ranks show as Rank 0" on dgx01 and dgx02 (the '#' lost in the paste)
     lines = [
@@ -174,6 +189,22 @@ def test_copies_without_mpi_print_rank_0_on_every_host() -> None:
         + "#  Rank  0 Group  0 Pid 2 on h device  0 [0x1a] A\n"
     )
     assert parse_nccl_tests(one_host).independent_copies == 1
+
+
+def test_copies_without_mpi_told_by_nccl_comm_lines_when_the_device_list_is_cut() -> None:
+    # dev case nccl-034: the excerpt starts inside the rows; NCCL's 'comm ... rank 0 nranks 2' lines
+    # of testgpu1 and testgpu2 say that each host ran its own 2-rank test
+    run = parse_nccl_tests(_paste("nccl-034"))
+    assert run.independent_copies == 2 and run.hosts == {"testgpu1", "testgpu2"}
+    assert run.gpu_models == set()  # the comm lines do not name the GPU
+    # one MPI run over two hosts: each rank number once (Init and Destroy lines of one process)
+    mpi = "".join(
+        f"{h}:{pid}:{pid} [{d}] NCCL INFO comm 0x55c6f1c65b50 rank {r} nranks 4 cudaDev {d} busId 3000 - {w} COMPLETE\n"
+        for h, pid, r, d in (("a", 1, 0, 0), ("a", 1, 1, 1), ("b", 2, 2, 0), ("b", 2, 3, 1))
+        for w in ("Init", "Destroy")
+    )
+    row = "   268435456      67108864     float     sum      -1    55270    4.86    4.86      0    55213    4.86    4.86      0\n"
+    assert parse_nccl_tests(row + mpi).independent_copies == 1
 
 
 # -- fr_trace (torchfrtrace) reports ---------------------------------------------------------------

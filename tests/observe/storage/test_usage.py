@@ -114,3 +114,23 @@ def test_df_round_trip(rows):
     assert [(g.size, g.use_pct, g.mount) for g in got] == [
         (size << 10, float(pct), f"/mnt/d{i}") for i, (size, pct) in enumerate(rows)
     ]
+
+
+def test_df_rows_without_their_header():
+    # dev case stor-007 (pytorch#5040): `df -h | grep sh` every 10 s while DataLoader workers fill /dev/shm
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "data" / "incidents" / "stor-007" / "paste.txt").read_text()
+    assert sniff_usage(text.encode())
+    rows = parse_df(text)
+    assert len(rows) == 12 and {r.mount for r in rows} == {"/dev/shm"}
+    assert rows[-1].use_pct == 96.0 and rows[-1].avail == int(1.1 * (1 << 30))
+    # other tables with a % column are not df rows
+    for other in (
+        "sda      8:0    0   1.8T  0 disk /\n",  # lsblk
+        "4.0K\t/home/user\n",  # du -h
+        "tmpfs 24G 38M 24G 1% /dev/shm\nand a line of prose\n",  # not every line a row
+    ):
+        assert not sniff_usage(other.encode())
+        with pytest.raises(InputError):
+            parse_df(other)

@@ -44,6 +44,13 @@ _RANK = re.compile(
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )
+# NCCL's own line for each rank of a communicator (NCCL_DEBUG=INFO), in nccl-tests output whose "# Rank"
+# device list was cut: "host:pid:tid [dev] NCCL INFO comm 0x.. rank 0 nranks 2 cudaDev 0 busId 3000 - ..."
+_COMM_RANK = re.compile(
+    r"(?:^|[\s\]:>])(?P<host>[A-Za-z0-9_.\-]{1,128}):(?P<pid>\d{1,9}):\d{1,9} \[\d{1,4}\] NCCL INFO comm "
+    r"0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks \d{1,7} cudaDev (?P<dev>\d{1,4}) busId (?P<bus>[0-9a-fA-F]{1,16})",
+    re.MULTILINE,
+)
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
 _WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
 _BINARY = re.compile(
@@ -114,7 +121,7 @@ class NcclTestsRun:
 
     @property
     def gpu_models(self) -> set[str]:
-        return {r.gpu for r in self.ranks}
+        return {r.gpu for r in self.ranks if r.gpu}
 
     def large_rows(self, min_bytes: int = 1 << 28) -> list[TestRow]:
         """Rows at or above ``min_bytes`` (bandwidth-bound), else the largest quarter of the rows."""
@@ -180,6 +187,13 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
                 int(r.group("pid")),
             )
         )
+    if not run.ranks:  # the device list was cut: NCCL's comm lines say which process is which rank
+        seen: set[tuple[int, str, int]] = set()
+        for r in _COMM_RANK.finditer(text):
+            key = (int(r.group("rank")), r.group("host"), int(r.group("pid")))
+            if key not in seen:
+                seen.add(key)
+                run.ranks.append(RankInfo(key[0], key[1], int(r.group("dev")), r.group("bus"), "", key[2]))
     header = _HEADER.search(text)
     newline_pos = 0
     line = 1
@@ -220,7 +234,13 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
         if not run.headers and not run.ranks:
-            raise InputError("no nccl-tests result rows found", path)
+            if run.avg_busbw_gbs is None or run.out_of_bounds is None:  # nccl-tests prints both lines
+                raise InputError("no nccl-tests result rows found", path)
+            run.warnings.append(
+                f"{path}: nccl-tests summary lines only ('# Avg bus bandwidth'), no header, devices or rows: "
+                "its bandwidth is not judged (the link and the GPUs are not known)"
+            )
+            return run
         run.warnings.append(
             f"{path}: nccl-tests header and device list only, no result rows (the output was cut before "
             "them, or the test stopped): its bandwidth is not judged"
@@ -250,6 +270,8 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
 
 _SNIFF = re.compile(
     rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+    # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
+    rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
 )
 
 

@@ -23,7 +23,15 @@ from pathlib import Path
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.comm.torch_dist import RANK_TAG
 
-__all__ = ["Frame", "PyTraceback", "TracebackLog", "load_tracebacks", "parse_tracebacks", "sniff_tracebacks"]
+__all__ = [
+    "LEAF_COLLECTIVES",
+    "Frame",
+    "PyTraceback",
+    "TracebackLog",
+    "load_tracebacks",
+    "parse_tracebacks",
+    "sniff_tracebacks",
+]
 
 MAX_LINE = 16384  # a longer line is not a traceback line
 _HEADER = "Traceback (most recent call last):"
@@ -34,6 +42,14 @@ _EXC = re.compile(
     r"(?:: (?P<msg>[^\n]{0,2000}))?\s*$"
 )
 _C10D = "distributed_c10d.py"
+# the collectives that call no other collective (torch.distributed's API): one stack is inside at most one
+LEAF_COLLECTIVES = frozenset(
+    "barrier monitored_barrier broadcast all_reduce all_gather all_gather_into_tensor reduce_scatter "
+    "reduce_scatter_tensor all_to_all all_to_all_single reduce gather scatter send recv isend irecv".split()
+)
+# a frame's source line that calls one by its qualified name: torch.distributed.barrier(, dist.all_reduce(,
+# default_pg.broadcast( (c10d's own call into the process group)
+_CALL = re.compile(r"\b(?:torch\.distributed|dist|default_pg)\.(?P<c>[a-z_]{4,30})\(")
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,14 @@ class PyTraceback:
     exc_type: str | None = None
     message: str | None = None
     has_header: bool = False
+    calls: list[str] = field(default_factory=list)  # leaf collectives its source lines call by name
+
+    @property
+    def leaf_collectives(self) -> set[str]:
+        """The leaf collectives this traceback's frames are in or call by name. One process's stack holds
+        at most one; two mean the lines of several processes' tracebacks are interleaved (no rank prefix)."""
+        out = {f.func for f in self.frames if f.file.endswith(_C10D) and f.func in LEAF_COLLECTIVES}
+        return out | set(self.calls)
 
     @property
     def innermost_collective(self) -> str | None:
@@ -90,6 +114,10 @@ def parse_tracebacks(text: str, path: str = "<traceback>") -> TracebackLog:
             cur.frames.append(Frame(m.group("file"), int(m.group("line")), m.group("func"), n))
             continue
         if cur is not None and cur.exc_type is None and (cur.frames or cur.has_header):
+            c = _CALL.search(raw, 0, 400)
+            if c is not None and c.group("c") in LEAF_COLLECTIVES:
+                cur.calls.append(c.group("c"))
+                continue
             e = _EXC.search(raw)
             if e is not None and not raw.startswith((" " * 4, "\t")):
                 cur.exc_type, cur.message = e.group("type"), (e.group("msg") or "").strip() or None

@@ -32,7 +32,22 @@ from typing import Any, NamedTuple
 from clusterdoctor.errors import InputError
 
 HEAD_BYTES = 64 << 10
-KINDS = ("kineto", "nccl_log", "nccl_tests", "flight_recorder", "ncu", "train_log", "py_traceback")
+PROGRESS_BYTES = 4 << 20  # progress bars are looked for in a log's first 4 MiB
+KINDS = (
+    "kineto",
+    "nccl_log",
+    "nccl_tests",
+    "flight_recorder",
+    "ncu",
+    "train_log",
+    "py_traceback",
+    "python_packages",
+    "p2p_test",
+    "launcher_log",
+    "torch_env",
+    "net_ifaces",
+    "nccl_env",
+)
 WHAT = (
     "NCCL log, PyTorch distributed log, nccl-tests output, Kineto trace, Flight Recorder dump, ncu CSV or "
     "training progress log"
@@ -88,6 +103,36 @@ def classify(head: bytes, name: str) -> list[str]:
         kinds.append("train_log")
     if sniff_tracebacks(head):
         kinds.append("py_traceback")
+    if not kinds:
+        from clusterdoctor.observe.comm.collect_env import sniff_collect_env
+
+        if sniff_collect_env(head):  # python -m torch.utils.collect_env
+            return ["torch_env"]
+        from clusterdoctor.observe.comm.ifaces import sniff_ifaces
+
+        if sniff_ifaces(head) and not _other_listing(
+            head
+        ):  # ip addr / ifconfig: what NCCL_SOCKET_IFNAME can match
+            return ["net_ifaces"]
+        from clusterdoctor.observe.comm.env_listing import sniff_env_listing
+
+        if sniff_env_listing(head):  # env | grep NCCL, /etc/nccl.conf
+            return ["nccl_env"]
+        from clusterdoctor.observe.comm.pip_freeze import sniff_packages
+
+        if sniff_packages(head):  # pip freeze / pip list of a node: its NCCL and torch versions
+            kinds.append("python_packages")
+        from clusterdoctor.observe.comm.p2p_test import sniff_p2p_test
+
+        if sniff_p2p_test(head):  # the CUDA samples' p2pBandwidthLatencyTest
+            kinds.append("p2p_test")
+    if not kinds:
+        from clusterdoctor.observe.comm.launcher import sniff_launcher_log
+
+        # torchrun / srun / DeepSpeed launcher lines and nothing else of ours; a paste that the GPU, RDMA
+        # or log readers claim (an srun job's kernel log) stays theirs
+        if sniff_launcher_log(head) and not _other_listing(head) and not _other_reader(head, name):
+            kinds.append("launcher_log")
     return kinds
 
 
@@ -168,6 +213,21 @@ def _json_prefix(text: str) -> bool:
     return bool(stack) or expect == "end"
 
 
+def _other_listing(head: bytes) -> bool:
+    """A paste that an RDMA listing reader claims (ibdev2netdev beside ifconfig in one session): left to it."""
+    from clusterdoctor.observe.network.ibports import sniff_ib_listing
+
+    return bool(sniff_ib_listing(head))
+
+
+def _other_reader(head: bytes, name: str) -> bool:
+    """A paste that the GPU-health or the log reader (kernel, kubelet, etcd lines) claims."""
+    from clusterdoctor.observe.event_sources import sniff_events
+    from clusterdoctor.observe.gpu.load import sniff_gpu
+
+    return bool(sniff_gpu(head, name) or sniff_events(head, name))
+
+
 def sniff_comm(head: bytes, name: str = "") -> bool:
     """Whether a file is a communication input this module can load."""
     return bool(classify(head, name))
@@ -226,10 +286,44 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
             from clusterdoctor.observe.comm.pytraceback import load_tracebacks
 
             loaded[kind] = load_tracebacks(p)
+        elif kind == "python_packages":
+            from clusterdoctor.observe.comm.pip_freeze import load_packages
+
+            loaded[kind] = load_packages(p)
+        elif kind == "p2p_test":
+            from clusterdoctor.observe.comm.p2p_test import load_p2p_test
+
+            loaded[kind] = load_p2p_test(p)
+        elif kind == "torch_env":
+            from clusterdoctor.observe.comm.collect_env import load_collect_env
+
+            env = load_collect_env(p)
+            loaded[kind] = env
+            if env.packages is not None:  # its [pip3] lines: the NCCL wheel of this node
+                loaded["python_packages"] = env.packages
+        elif kind == "net_ifaces":
+            from clusterdoctor.observe.comm.ifaces import load_ifaces
+
+            loaded[kind] = load_ifaces(p)
+        elif kind == "nccl_env":
+            from clusterdoctor.observe.comm.env_listing import load_env_listing
+
+            loaded[kind] = load_env_listing(p)
+        elif kind == "launcher_log":
+            from clusterdoctor.observe.comm.launcher import load_launcher_log
+
+            loaded[kind] = load_launcher_log(p)
     # Only a file whose every kind loaded contributes (no half-read file).
     for kind, value in loaded.items():
         out[kind].append(value)
         out["warnings"].extend(getattr(value, "warnings", []))
+    if "nccl_log" in loaded:  # what the ranks were busy with (progress bars), for the hang rules
+        from clusterdoctor.observe.comm.progress import scan_progress
+        from clusterdoctor.observe.limits import read_head
+
+        bars = scan_progress(read_head(p, PROGRESS_BYTES).decode("utf-8", "replace"), p)
+        if bars:
+            out.setdefault("rank_progress", []).extend(bars)
     t = loaded.get("kineto")
     if t is not None and (t.truncated or t.events_read == 0):
         # analysed, but the CLI's exit code says the input was cut or empty

@@ -89,10 +89,32 @@ _DF_HDR = re.compile(
 )
 
 
+# a df row without its header (`df -h | grep shm`, a `watch df -h` excerpt): filesystem, size, used, avail,
+# use%, mount point (an absolute path)
+_DF_SIZE = r"\d{1,20}(?:[.,]\d{1,6})?[KMGTPE]?"
+_DF_ROW = re.compile(
+    rf"^\S{{1,256}}\s+{_DF_SIZE}\s+{_DF_SIZE}\s+{_DF_SIZE}\s+(?:\d{{1,3}}%|-)\s+/\S{{0,1024}}\s*$"
+)
+_DF_ROWS_HEADER = "Filesystem Size Used Avail Use% Mounted on"
+
+
+def _headerless_df(text: str) -> bool:
+    """Every non-empty line is a df row (the header cut by a grep or the paste)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (
+        bool(lines)
+        and len(lines) <= MAX_ROWS
+        and all(len(ln) <= 4096 and _DF_ROW.match(ln.strip()) for ln in lines)
+    )
+
+
 def parse_df(text: str, path: str = "<df>", origin: list[int] | None = None) -> list[FsUsage]:
-    """``df`` output → rows; raises :class:`InputError` without its header line."""
+    """``df`` output → rows; raises :class:`InputError` without its header line, unless every line is a
+    df row (``df -h | grep shm``: read with df's default columns)."""
     out: list[FsUsage] = []
     header: re.Match[str] | None = None
+    if _DF_HDR.search(text) is None and _headerless_df(text):
+        header = _DF_HDR.match(_DF_ROWS_HEADER)
     block = 1024
     pending: tuple[str, int] | None = None
     for lineno, line in numbered(text, origin):
@@ -227,8 +249,15 @@ _SNIFF_Q = re.compile(
 
 
 def sniff_usage(head: bytes, name: str = "") -> bool:
-    """True for ``df`` output or a quota table."""
-    return b"\x00" not in head[:4096] and bool(_SNIFF_DF.search(head) or _SNIFF_Q.search(head))
+    """True for ``df`` output (with its header, or rows only) or a quota table."""
+    if b"\x00" in head[:4096]:
+        return False
+    if _SNIFF_DF.search(head) or _SNIFF_Q.search(head):
+        return True
+    text = head[:16384].decode("utf-8", "replace")
+    if len(head) > 16384:  # judge whole lines only
+        text = text[: text.rfind("\n") + 1]
+    return _headerless_df(text)
 
 
 def load_usage(path: str | Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ _RT = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 _DRV = "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html"
 _FM = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 _COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/index.html"
+_PT_CUDA_INIT = "https://github.com/pytorch/pytorch/blob/main/torch/cuda/__init__.py"
 
 MESSAGES: tuple[Message, ...] = (
     Message(
@@ -154,7 +155,7 @@ MESSAGES: tuple[Message, ...] = (
             "/var/tmp/relion/src/ml_optimiser.cpp at line 1143 (error-code 35)"
         ),
         example_source="https://github.com/NVIDIA/hpc-container-maker/issues/239",
-        causes=("gpu.driver-mismatch",),
+        causes=("gpu.driver-mismatch", "nccl.cuda-driver-runtime"),
     ),
     Message(
         code="CUDA105",
@@ -323,5 +324,119 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/runpod/containers/issues/56",
         causes=("gpu.driver-not-loaded", "gpu.container-runtime"),
+    ),
+    Message(
+        code="CUDA111",
+        name="cuda-unspecified-launch-failure",
+        title="CUDA error 719 (4 before CUDA 10.1): unspecified launch failure, a kernel crashed",
+        pattern=r"unspecified launch failure",
+        trigger="unspecified launch failure",
+        triggers=("CUDA_ERROR_LAUNCH_FAILED", "cudaErrorLaunchFailure"),
+        variants=(r"CUDA_ERROR_LAUNCH_FAILED\b", r"cudaErrorLaunchFailure\b"),
+        meaning=(
+            "a kernel on the GPU faulted while it ran (CUDA does not say how); the CUDA context is lost and "
+            "every later call of the process fails"
+        ),
+        cause=(
+            "a kernel bug (an out-of-bounds access in the program, an extension or a library kernel), or the "
+            "GPU itself: a memory or hardware fault the kernel log shows as an Xid (13, 31, 43, 48, 79, 109) "
+            "when it happens after hours of good training"
+        ),
+        fix=(
+            "read dmesg for an Xid on that GPU at that time (then act on the GPU: reset, drain, RMA); without "
+            "one rerun with CUDA_LAUNCH_BLOCKING=1 (or compute-sanitizer) to find the kernel, and update the "
+            "library that owns it"
+        ),
+        verify=("dmesg -T | grep -E 'NVRM|Xid'", "CUDA_LAUNCH_BLOCKING=1 python train.py"),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_RT + " (cudaErrorLaunchFailure = 719)",
+        example="RuntimeError: CUDA error: unspecified launch failure",
+        example_source="https://github.com/XPixelGroup/BasicSR/issues/211",
+        causes=("torch.illegal-memory-access",),
+        confidence=0.75,
+        notes=(
+            "cudaGetErrorString(cudaErrorLaunchFailure) = 'unspecified launch failure' (= 4 up to CUDA 10.0); "
+            "printed by PyTorch ('CUDA error: ...', THCudaCheck 'error=4 : ...'), Paddle ('CUDA error(719), "
+            "...'), NCCL ('Cuda failure ...')",
+        ),
+    ),
+    Message(
+        code="CUDA112",
+        name="cuda-no-kernel-image",
+        title="CUDA error 209: the build has no kernels for this GPU's architecture",
+        pattern=r"no kernel image is available for execution on the device",
+        trigger="no kernel image is available",
+        triggers=(
+            "is not compatible with the current PyTorch installation",
+            "cudaErrorNoKernelImageForDevice",
+        ),
+        variants=(
+            r"with CUDA capability sm_(?P<sm>\d{2,3}) is not compatible with the current PyTorch installation",
+            r"cudaErrorNoKernelImageForDevice\b",
+        ),
+        meaning=(
+            "the program (PyTorch, an extension, a library) has no compiled kernel for the GPU's compute "
+            "capability, so the launch fails"
+        ),
+        cause=(
+            "the wheel or extension was built for other architectures than the GPU's: a new GPU (sm_120 "
+            "Blackwell consumer cards, sm_90 H100) with an older PyTorch/CUDA build, an old GPU dropped by a "
+            "newer build, or an extension compiled with TORCH_CUDA_ARCH_LIST that leaves it out"
+        ),
+        fix=(
+            "install a build whose CUDA version supports the GPU (e.g. a cu128 wheel for sm_120) or rebuild the "
+            "extension with TORCH_CUDA_ARCH_LIST naming the GPU's capability"
+        ),
+        verify=(
+            "python -c 'import torch; print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability())'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorNoKernelImageForDevice = 209); " + _PT_CUDA_INIT,
+        example="RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        example_source="https://github.com/facebookresearch/detectron2/issues/235",
+        causes=("torch.arch-unsupported",),
+        subject="sm_{sm}",
+        notes=(
+            "torch/cuda/__init__.py _check_capability: '{} with CUDA capability sm_{} is not compatible with the "
+            "current PyTorch installation. The current PyTorch install supports CUDA capabilities {}.'",
+        ),
+    ),
+    Message(
+        code="CUDA113",
+        name="cuda-too-many-peers",
+        title="CUDA error 711: peer mapping resources exhausted (too many GPUs peer-mapped by one process)",
+        pattern=r"peer mapping resources exhausted",
+        trigger="peer mapping resources exhausted",
+        triggers=("CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers"),
+        variants=(r"CUDA_ERROR_TOO_MANY_PEERS\b", r"cudaErrorTooManyPeers\b"),
+        meaning=(
+            "enabling peer access to one more GPU failed: the driver's per-device limit of peer mappings "
+            "(8 peers per GPU) is reached"
+        ),
+        cause=(
+            "one process drives more than 8 GPUs that can reach each other (nccl-tests -g 10, a framework that "
+            "enables peer access between all visible GPUs, 10-GPU PCIe servers), so NCCL or the framework asks "
+            "for more peer mappings than a GPU has"
+        ),
+        fix=(
+            "run one process per GPU (mpirun -np N ... -g 1, torchrun) instead of one process for all, or "
+            "limit the GPUs a process sees (CUDA_VISIBLE_DEVICES) to 8; NCCL_P2P_DISABLE=1 avoids the peer "
+            "mappings at a bandwidth cost"
+        ),
+        verify=("nvidia-smi topo -p2p r", "mpirun -np 10 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorTooManyPeers = 711)",
+        example=(
+            "[2025-06-20 02:14:03] ubuntu:33207:33207 [0] allocator.cc:79 NCCL WARN Cuda failure 711 'peer "
+            "mapping resources exhausted'"
+        ),
+        example_source="https://github.com/NVIDIA/nccl-tests/issues/324",
+        causes=("nccl.too-many-peers",),
+        notes=(
+            "cudaGetErrorString(cudaErrorTooManyPeers) = 'peer mapping resources exhausted' (CUDA_ERROR_TOO_MANY_PEERS = 711)",
+        ),
     ),
 )

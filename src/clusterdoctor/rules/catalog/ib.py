@@ -216,7 +216,7 @@ MESSAGES: tuple[Message, ...] = (
         source=f"{_NCCL}/graph/topo.cc",
         example=("hostname1:25668:27396 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"),
         example_source="https://github.com/NVIDIA/nccl/issues/1537",
-        causes=("rdma.driver-or-module",),
+        causes=("rdma.driver-or-module", "nccl.gdr-or-plugin"),
         subject="{hca}",
     ),
     Message(

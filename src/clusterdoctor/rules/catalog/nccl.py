@@ -336,7 +336,7 @@ MESSAGES: tuple[Message, ...] = (
         title="NCCL cannot open a TCP connection to a peer (refused, aborted, unreachable)",
         pattern=(
             # the literal first (a fast scan), the C/c behind it
-            r"onnect(?<=[Cc]onnect)(?: to (?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
+            r"onnect(?<=[Cc]onnect)(?: to (?!127\.|\[?::1\]?<)(?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
             r"| (?:timeout|failed) ?: )(?P<err>Connection refused|Software caused connection "
             r"abort|No route to host|Network is unreachable|Connection timed out)"
         ),
@@ -388,34 +388,6 @@ MESSAGES: tuple[Message, ...] = (
         causes=("nccl.rank-behind",),
         role="symptom",
         subject="peer {peer}",
-    ),
-    Message(
-        code="NCCL116",
-        name="nccl-nvls-multicast-bind-failed",
-        title="NVLink SHARP multicast memory cannot be bound (fabric manager / NVSwitch state)",
-        pattern=r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory(?: of size \d{1,20})?",
-        trigger="Failed to bind NVLink SHARP",
-        meaning="NCCL could not bind multicast memory on the NVSwitches for its NVLS algorithms",
-        cause=(
-            "the NVSwitch fabric is not in a usable state: the fabric manager is not running, was restarted "
-            "without a GPU reset, or runs another version than the driver (NCCL: 'usually caused by a system "
-            "or configuration error in the Fabric Manager or NVSwitches')"
-        ),
-        fix=(
-            "check nvidia-fabricmanager (running, same version as the driver); after an FM restart reset the "
-            "GPUs or reboot the node; NCCL_NVLS_ENABLE=0 avoids NVLS meanwhile"
-        ),
-        verify=("systemctl status nvidia-fabricmanager", "nvidia-smi -q | grep -A3 -i fabric"),
-        severity=Severity.CRITICAL,
-        action=Action.RESTART_SERVICE,
-        source=_SRC + "master/src/transport/nvls.cc",
-        example=(
-            "[2026-06-23 15:45:07] gpu-stress-dgc86-xfpt6:420:437 [5] transport/nvls.cc:379 (nvlsAllocateMem) "
-            "NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 "
-            "'the operation cannot be performed in the present state'."
-        ),
-        example_source="https://github.com/NVIDIA/DCGM/issues/304",
-        causes=("nccl.fabric-manager",),
     ),
     Message(
         code="NCCL117",
@@ -484,5 +456,145 @@ MESSAGES: tuple[Message, ...] = (
         example="fastmoe: Test NCCL failure common.cu:777 'unhandled system error'",
         example_source="https://github.com/NVIDIA/nccl/issues/473",
         role="symptom",
+    ),
+    Message(
+        code="NCCL120",
+        name="nccl-socket-address-without-family",
+        title="NCCL has no IP address to use: its socket address has no valid family (no interface found)",
+        pattern=(
+            r"connecting to address [^\n]{0,80}?with family (?P<family>\d{1,6}) is neither AF_INET\(\d{1,3}\) "
+            r"nor AF_INET6"
+        ),
+        variants=(r"Socket creation failed ?: ?Address family not supported by protocol",),
+        trigger="is neither AF_INET(",
+        triggers=("Address family not supported by protocol",),
+        meaning=(
+            "NCCL tried to open a socket on an address that is neither IPv4 nor IPv6 (family 0 or garbage): "
+            "it never found an interface, so the address it uses was never filled in"
+        ),
+        cause=(
+            "no usable IP interface for NCCL: NCCL_SOCKET_IFNAME names an interface the host or container "
+            "lacks (eth0/eth2 in a script), or the container's network namespace has only lo (docker without "
+            "--net=host); NCCL of that release does not stop with 'no socket interface found' first"
+        ),
+        fix=(
+            "set NCCL_SOCKET_IFNAME to an interface that exists and routes to the peers (ip -br addr), or "
+            "unset it; run the container with --net=host or give it a routable interface"
+        ),
+        verify=("ip -br addr", "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/misc/socket.cc",
+        example=(
+            "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor "
+            "AF_INET6(10)"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/1837",
+        causes=("nccl.socket-iface",),
+        notes=(
+            "src/misc/socket.cc: 'ncclSocketInit: connecting to address %s with family %d is neither AF_INET(%d) "
+            "nor AF_INET6(%d)' (2.12+), 'Net : connecting to address ...' (2.4-2.11); include/socket.h "
+            "(2.4-2.11): 'Socket creation failed : %s' with strerror(EAFNOSUPPORT) when the family is 0",
+        ),
+    ),
+    Message(
+        code="NCCL121",
+        name="nccl-socket-connect-loopback",
+        title="A rank connects to its peer at 127.0.0.1: NCCL's socket interface is the loopback",
+        pattern=(
+            r"onnect(?<=[Cc]onnect) to (?P<peer>(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[?::1\]?)<\d{1,5}>) "
+            r"(?:failed ?: ?|returned )(?P<err>Connection refused|Software caused connection abort|No route to "
+            r"host|Network is unreachable|Connection timed out)"
+        ),
+        trigger="onnect to 127.",
+        triggers=("onnect to ::1<", "onnect to [::1]<"),
+        meaning=(
+            "an NCCL socket (bootstrap or transport) to a peer failed, and the address the peer published is "
+            "the loopback: the peer bound NCCL to lo"
+        ),
+        cause=(
+            "NCCL chose the loopback interface (no other interface matched NCCL_SOCKET_IFNAME, or none was set "
+            "and the host's name resolves to 127.0.x.x): the address means 'this machine' to every rank, so "
+            "ranks on other nodes (or containers) connect to themselves"
+        ),
+        fix=(
+            "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface that routes between the nodes "
+            "(e.g. ^lo,docker,veth or the ENA/eth names: ip -br addr), and map the host name to a routable "
+            "address in /etc/hosts"
+        ),
+        verify=("ip -br addr", "getent hosts $(hostname)"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/misc/socket.cc",
+        example=(
+            "10: socketStartConnect: Connect to 127.0.0.1<45069> failed : Software caused connection abort"
+        ),
+        example_source="https://github.com/awslabs/awsome-distributed-ai/issues/192",
+        causes=("nccl.socket-iface",),
+        subject="peer {peer}",
+        notes=(
+            "src/misc/socket.cc: 'socketStartConnect: Connect to %s failed : %s', 'socketPollConnect: connect "
+            "to %s returned %s' (2.19+); 'Call to connect returned %s' (older)",
+        ),
+    ),
+    Message(
+        code="NCCL122",
+        name="nccl-graph-file-set",
+        title="NCCL_GRAPH_FILE is set: NCCL uses a fixed graph XML instead of searching its own",
+        pattern=r"NCCL_GRAPH_FILE set by environment to (?P<file>\S{1,200})",
+        trigger="NCCL_GRAPH_FILE set by environment to",
+        meaning="NCCL loads its rings/trees from a graph XML file instead of computing them for this job",
+        cause=(
+            "NCCL_GRAPH_FILE (a debugging parameter) is set in the environment or /etc/nccl.conf, often by a "
+            "VM or container image; a graph written for another machine, GPU count or NCCL version breaks "
+            "init (system/internal error) or slows the job"
+        ),
+        fix="unset NCCL_GRAPH_FILE (environment and /etc/nccl.conf, ~/.nccl.conf); NCCL_TOPO_FILE is the supported knob",
+        verify=("env | grep NCCL_", "cat /etc/nccl.conf"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/NVIDIA/nccl/blob/v2.21.5-1/src/graph/search.cc",
+        example=(
+            "Spotllm:73025:73112 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/microsoft/ncv4/graph.xml"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/1240",
+        causes=("nccl.env-misconfigured",),
+        subject="NCCL_GRAPH_FILE={file}",
+        notes=(
+            "src/graph/search.cc ncclTopoCompute: NCCL_PARAM GraphFile read via ncclGetEnv('NCCL_GRAPH_FILE')",
+        ),
+    ),
+    Message(
+        code="NCCL123",
+        name="nccl-no-algorithm-protocol",
+        title="NCCL has no algorithm/protocol for a collective (NCCL_ALGO / NCCL_PROTO restrict it)",
+        pattern=(
+            r"no algorithm/protocol available(?: for function (?P<func>\w{1,40}) with datatype (?P<dtype>\w{1,40})\.)?"
+            r"(?: ?NCCL_ALGO was set to (?P<algo>[^\s.]{1,120}))?"
+        ),
+        trigger="no algorithm/protocol available",
+        meaning="NCCL found no (algorithm, protocol) pair allowed for this collective and datatype and failed it",
+        cause=(
+            "NCCL_ALGO or NCCL_PROTO (environment or /etc/nccl.conf) leaves only algorithms that do not implement "
+            "this collective or datatype: Tree for Broadcast/AllGather, NVLS for 64-bit types, CollNet/SHARP "
+            "without a working SHARP setup; without such a setting, a defect of that NCCL release"
+        ),
+        fix=(
+            "unset NCCL_ALGO / NCCL_PROTO (or restrict them per collective: NCCL_ALGO='allreduce:tree'), check "
+            "/etc/nccl.conf and container defaults; if nothing is set, upgrade NCCL"
+        ),
+        verify=("env | grep -E 'NCCL_(ALGO|PROTO|COLLNET)'", "cat /etc/nccl.conf"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/enqueue.cc",
+        example=":41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available",
+        example_source="https://github.com/NVIDIA/nccl/issues/653",
+        causes=("nccl.env-misconfigured",),
+        subject="NCCL_ALGO={algo}",
+        notes=(
+            "src/enqueue.cc topoGetAlgoInfo: 'Error : no algorithm/protocol available for function %s with "
+            "datatype %s.%s%s%s' (the NCCL_ALGO / NCCL_PROTO settings appended when set, 2.19+); 'Error : no "
+            "algorithm/protocol available' before",
+        ),
     ),
 )

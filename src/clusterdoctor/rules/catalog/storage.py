@@ -320,4 +320,164 @@ MESSAGES: tuple[Message, ...] = (
         causes=("storage.slow-io",),
         confidence=0.7,
     ),
+    Message(
+        code="STOR114",
+        name="torch-checkpoint-cannot-be-opened",
+        title="torch.save cannot create the checkpoint file (File ... cannot be opened)",
+        pattern=r"File (?P<file>[^\n]{1,300}?) cannot be opened\.",
+        trigger=" cannot be opened.",
+        meaning="PyTorch's checkpoint writer could not open the target file for writing; nothing was saved",
+        cause=(
+            "the filesystem holding the checkpoint directory is full or over quota, the process may not write "
+            "there (permissions, a read-only mount), or, before PyTorch 2.1, the directory does not exist"
+        ),
+        fix=(
+            "check free space and quota of the volume the path is on (df -h, quota), that the directory exists "
+            "and is writable by the job's user, then save again; keep fewer checkpoints"
+        ),
+        verify=("df -h <checkpoint dir>", "touch <checkpoint dir>/.probe"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_CONTAINER,
+        example="RuntimeError: File my_out/checkpoints/checkpoint_0.pt cannot be opened.",
+        example_source="https://github.com/Sachini/ronin/issues/51",
+        causes=("storage.disk-full", "storage.checkpoint-path"),
+        subject="{file}",
+        context=r"PyTorchFileWriter|_open_zipfile_writer|RuntimeError: File ",
+        notes=(
+            "caffe2/serialize/inline_container.cc PyTorchStreamWriter::setup: TORCH_CHECK(file_stream_, "
+            "'File ', file_name_, ' cannot be opened.')",
+        ),
+    ),
+    Message(
+        code="STOR115",
+        name="torch-checkpoint-parent-missing",
+        title="torch.save: the checkpoint's directory does not exist",
+        pattern=r"Parent directory (?P<dir>[^\n]{1,300}?) does not exist\.",
+        trigger="Parent directory ",
+        meaning="PyTorch's checkpoint writer found no directory to create the file in; nothing was saved",
+        cause=(
+            "the path names a directory that was never created (a typo, a relative path from another working "
+            "directory, an output directory a rank other than 0 creates), or a mount that is not there"
+        ),
+        fix="create the directory before saving (os.makedirs(dir, exist_ok=True)) or fix the path",
+        verify=("ls -ld <checkpoint dir>",),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_CONTAINER,
+        example="RuntimeError: Parent directory ckpts does not exist.",
+        example_source="https://github.com/thunlp/KnowledgeablePromptTuning/issues/24",
+        causes=("storage.checkpoint-path",),
+        subject="{dir}",
+        notes=(
+            "caffe2/serialize/inline_container.cc PyTorchStreamWriter::setup (2.1+): TORCH_CHECK("
+            "c10::filesystem::exists(parent_dir), 'Parent directory ', parent_dir, ' does not exist.')",
+        ),
+    ),
+    Message(
+        code="STOR116",
+        name="object-store-request-failed",
+        title="An S3 (object store) request timed out or lost its connection (botocore)",
+        pattern=(
+            r"botocore\.exceptions\.(?P<exc>ConnectionClosedError|ReadTimeoutError|ConnectTimeoutError"
+            r"|EndpointConnectionError)\b"
+        ),
+        trigger="botocore.exceptions.",
+        meaning=(
+            "a request to the object store (S3 or an S3-compatible endpoint) got no valid response in time or "
+            "the connection closed, and botocore's retries ran out"
+        ),
+        cause=(
+            "the store or the path to it is slow or overloaded for the request's size: a large checkpoint "
+            "upload (multipart parts) or many jobs at once exceed botocore's 60 s read_timeout; less often "
+            "the endpoint is unreachable (proxy, DNS, security group)"
+        ),
+        fix=(
+            "raise read_timeout / connect_timeout and the retries (botocore Config(read_timeout=600, "
+            "retries={'max_attempts': 10, 'mode': 'adaptive'})), use multipart uploads with smaller parts "
+            "(TransferConfig), spread uploads over time, and check the endpoint from the node"
+        ),
+        verify=("aws s3 cp <file> s3://<bucket>/probe --debug",),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/boto/botocore/blob/develop/botocore/exceptions.py",
+        example=(
+            "botocore.exceptions.ConnectionClosedError: Connection was closed before we received a valid "
+            "response from endpoint URL:"
+        ),
+        example_source="https://github.com/sillsdev/silnlp/issues/565",
+        causes=("storage.object-store", "storage.slow-io"),
+        detail="({exc})",
+        notes=(
+            "botocore/exceptions.py: ConnectionClosedError 'Connection was closed before we received a valid "
+            "response from endpoint URL: \"{endpoint_url}\".', ReadTimeoutError 'Read timeout on endpoint URL', "
+            "ConnectTimeoutError 'Connect timeout on endpoint URL', EndpointConnectionError 'Could not connect "
+            "to the endpoint URL'",
+        ),
+    ),
+    Message(
+        code="STOR117",
+        name="stale-file-handle",
+        title="A shared filesystem returned ESTALE (Stale file handle)",
+        pattern=r"Stale (?:NFS )?file handle",
+        trigger="Stale file handle",
+        triggers=("Stale NFS file handle",),
+        variants=(r"Stale NFS file handle",),
+        meaning=(
+            "a file the process had open (or had looked up) on a network filesystem no longer exists on the "
+            "server under that handle: the read, write or stat failed with ESTALE (errno 116)"
+        ),
+        cause=(
+            "another node deleted or replaced the file or its directory while this one used it: shared caches "
+            "(HF datasets/modelscope caches, lock files that filelock deletes on release), checkpoints rewritten "
+            "by another rank, an output directory cleaned by a second job; also an NFS/EFS server restart or "
+            "export change"
+        ),
+        fix=(
+            "give each node (or job) its own cache and temp directories (HF_HOME, HF_DATASETS_CACHE, TMPDIR on "
+            "local disk), write shared files from one rank only and atomically (write then rename), upgrade "
+            "filelock, and remount the share if the server restarted"
+        ),
+        verify=("mount | grep -E 'nfs|efs|lustre'", "ls -la <the file's directory>"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://man7.org/linux/man-pages/man3/errno.3.html",
+        example="OSError: [Errno 116] Stale file handle",
+        example_source="https://github.com/nanoporetech/taiyaki/issues/66",
+        causes=("storage.stale-handle",),
+        notes=(
+            "errno.h ESTALE (116): strerror 'Stale file handle' (glibc 2.17+), 'Stale NFS file handle' before",
+        ),
+    ),
+    Message(
+        code="STOR118",
+        name="dataloader-worker-exited",
+        title="A DataLoader worker exited unexpectedly (shared memory or host memory, most often)",
+        pattern=r"DataLoader worker \(pid(?:\(s\))? (?P<pids>[\d, ]{1,200})\) exited unexpectedly",
+        trigger="exited unexpectedly",
+        meaning="a DataLoader worker process died without reporting an exception; the main process gave up",
+        cause=(
+            "the worker was killed: in a container the 64 MB /dev/shm is exhausted by the batches workers pass "
+            "through shared memory (docker without --shm-size / --ipc=host), or the host ran out of memory and "
+            "the OOM killer took it (many workers, a large dataset held in each)"
+        ),
+        fix=(
+            "give the container more shared memory (--shm-size=8g or --ipc=host; a memory-backed emptyDir at "
+            "/dev/shm in Kubernetes), check dmesg for the OOM killer, lower num_workers / prefetch_factor; rerun "
+            "with num_workers=0 to see a worker's own error"
+        ),
+        verify=("df -h /dev/shm", "dmesg -T | grep -i -E 'killed process|out of memory'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_TORCH + "/torch/utils/data/dataloader.py",
+        example="RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly",
+        example_source="https://github.com/facebookresearch/detectron2/issues/384",
+        causes=("storage.shm-dataloader", "torch.host-oom"),
+        role="symptom",
+        confidence=0.6,
+        notes=(
+            "torch/utils/data/dataloader.py _try_get_data: RuntimeError(f'DataLoader worker (pid(s) {pids_str}) "
+            "exited unexpectedly'); older: 'DataLoader worker (pid N) exited unexpectedly with exit code N'",
+        ),
+    ),
 )

@@ -202,7 +202,8 @@ MESSAGES: tuple[Message, ...] = (
         name="torch-store-port-in-use",
         title="The rendezvous store cannot bind its port (address already in use)",
         pattern=(
-            r"(?:The server socket has failed to (?:listen on|bind to) [^\n]{0,160}?(?:errno: 98 - Address "
+            r"(?:The server socket has failed to (?:listen on|bind to) [^\n]{0,160}?(?::(?P<port>\d{1,5}) \(errno: "
+            r"98 - Address already in use|port: (?P<port2>\d{1,5}), [^\n]{0,80}?EADDRINUSE|errno: 98 - Address "
             r"already in use|EADDRINUSE)|RuntimeError: Address already in use)"
         ),
         trigger="Address already in use",
@@ -227,6 +228,12 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/meta-pytorch/torchtune/issues/1025",
         causes=("torch.port-in-use",),
+        subject="port {port}",
+        notes=(
+            "torch/csrc/distributed/c10d/socket.cpp: 'The server socket has failed to listen on any local network "
+            "address.', 'The server socket has failed to bind to {}:{} (errno: {} - {}).' (2.0+); 'port: {}, "
+            "useIpv6: {}, code: {}, name: {}, message: {}' (2.3+ structured errors)",
+        ),
     ),
     Message(
         code="TORCH108",
@@ -237,6 +244,10 @@ MESSAGES: tuple[Message, ...] = (
             r"(?: \((?:errno: \d{1,5} - |system error: \d{1,6} - )?(?P<err>[A-Za-z][\w .]{0,60})\))?"
         ),
         trigger="The client socket has failed to connect",
+        triggers=("The client socket has timed out after",),
+        variants=(
+            r"The client socket has timed out after \d{1,12} ?m?s while trying to connect to \((?P<addr2>[^)\n]{1,120})\)",
+        ),
         meaning="a rank's TCPStore client could not open a connection to the store on the master host",
         cause=(
             "MASTER_ADDR/MASTER_PORT are wrong or resolve to an address the rank cannot reach (a hostname "
@@ -293,7 +304,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/speechbrain/speechbrain/issues/2401",
         causes=("nccl.collective-mismatch",),
-        subject="ranks {a} and {b}",
+        subject="ranks {a} and {b}|rank {a}",  # the inconsistent-collective form names one rank
     ),
     Message(
         code="TORCH110",
@@ -373,5 +384,200 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/pytorch/pytorch/issues/107021",
         causes=("torch.rendezvous",),
+    ),
+    Message(
+        code="TORCH114",
+        name="torch-no-nccl-built-in",
+        title="This PyTorch build has no NCCL, yet the program asks for the nccl backend",
+        pattern=r"Distributed package doesn't have NCCL (?:\" \")?built in",
+        trigger="Distributed package doesn't have NCCL",
+        meaning="init_process_group(backend='nccl') was called on a PyTorch built without NCCL",
+        cause=(
+            "PyTorch for Windows and macOS (and CPU-only builds) ship without NCCL; the script or its config "
+            "hard-codes backend='nccl'"
+        ),
+        fix="use backend='gloo' on Windows/macOS (or 'cuda:nccl,cpu:gloo' only on Linux CUDA builds), or run on a Linux CUDA build",
+        verify=("python -c 'import torch.distributed as d; print(d.is_nccl_available())'",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/distributed/distributed_c10d.py",
+        example='raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")',
+        example_source="https://github.com/PlayVoice/whisper-vits-svc/issues/97",
+        causes=("torch.nccl-unavailable",),
+        notes=(
+            'torch/distributed/distributed_c10d.py: raise RuntimeError("Distributed package doesn\'t have NCCL " '
+            "\"built in\") (1.x); 'Distributed package doesn't have NCCL built in' (2.x)",
+        ),
+    ),
+    Message(
+        code="TORCH115",
+        name="torch-nccl-cpu-tensor",
+        title="A collective on the NCCL backend got a CPU (or sparse) tensor",
+        pattern=r"Tensors must be CUDA and dense",
+        trigger="Tensors must be CUDA and dense",
+        meaning="ProcessGroupNCCL refused a tensor that is not a dense CUDA tensor",
+        cause=(
+            "the program built the tensor on the CPU (torch.tensor / torch.FloatTensor without device=, a "
+            "metric or loss moved to .cpu()) or passed a sparse tensor to an NCCL collective"
+        ),
+        fix=(
+            "create the tensor on the rank's GPU (device=torch.device('cuda', local_rank) or .cuda()) before "
+            "the collective; for CPU tensors use a gloo group"
+        ),
+        verify=("python -c 'import torch; t=torch.zeros(1); print(t.device)'",),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_PT + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+        example="RuntimeError: Tensors must be CUDA and dense",
+        example_source="https://github.com/pytorch/examples/issues/1030",
+        causes=("torch.cpu-tensor-nccl",),
+        notes=(
+            "ProcessGroupNCCL.cpp check_gpu_single_tensor: C10_THROW_ERROR(ValueError, 'Tensors must be CUDA and dense')",
+        ),
+    ),
+    Message(
+        code="TORCH116",
+        name="gloo-loopback-fallback",
+        title="Gloo could not resolve the host name to an address and binds to the loopback",
+        pattern=r"Unable to resolve hostname to a \(local\) address\. ?Using the loopback",
+        trigger="Unable to resolve hostname to a (local) address",
+        meaning=(
+            "the Gloo process group found no address for the host name and uses 127.0.0.1: fine on one node, "
+            "unreachable for ranks on other nodes"
+        ),
+        cause=(
+            "the host (or pod) name does not resolve to a routable address (it maps to 127.0.x.x or to nothing), "
+            "and GLOO_SOCKET_IFNAME is not set; common with hostNetwork pods and many NICs"
+        ),
+        fix=(
+            "set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface that routes between the nodes, "
+            "or map the host name to that address in /etc/hosts"
+        ),
+        verify=("getent hosts $(hostname)", "ip -br addr"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp",
+        example="[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback",
+        example_source="https://github.com/aws-samples/aws-do-eks/pull/50",
+        causes=("nccl.socket-iface",),
+        notes=(
+            "ProcessGroupGloo.cpp createDefaultDevice: TORCH_WARN_ONCE('Unable to resolve hostname to a (local) "
+            "address. ', 'Using the loopback address as fallback. ', 'Manually set the network interface to bind "
+            "to with GLOO_SOCKET_IFNAME.')",
+        ),
+    ),
+    Message(
+        code="TORCH117",
+        name="gloo-connect-loopback",
+        title="Gloo connects to a peer at 127.0.0.1: a rank bound Gloo to the loopback",
+        pattern=r"connectFullMesh failed[^\n]{0,300}?remote=\[(?P<peer>127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1)\]",
+        trigger="connectFullMesh failed",
+        meaning="Gloo's full-mesh connect failed, and the peer address it tried is the loopback",
+        cause=(
+            "a rank published 127.0.0.1 as its Gloo address (its host name did not resolve to a routable "
+            "address and GLOO_SOCKET_IFNAME is unset), so ranks on other nodes connect to themselves"
+        ),
+        fix="set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the routable interface on every node",
+        verify=("getent hosts $(hostname)", "ip -br addr"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/pytorch/gloo/blob/main/gloo/transport/tcp/pair.cc",
+        example=(
+            "[rank8] Gloo connectFullMesh failed ... timed out connecting: SO_ERROR: Connection refused, "
+            "remote=[127.0.0.1]:14215"
+        ),
+        example_source="https://github.com/aws-samples/aws-do-eks/pull/50",
+        causes=("nccl.socket-iface",),
+        notes=(
+            "gloo/transport/tcp/pair.cc: 'timed out connecting: ...' / 'SO_ERROR: ...' with 'remote=[addr]:port'",
+        ),
+    ),
+    Message(
+        code="TORCH118",
+        name="torch-store-ranks-missing",
+        title="Not every rank reached the store: the process group cannot form (workers joined < world size)",
+        pattern=(
+            r"Timed out initializing process group in store based barrier on rank: ?(?P<reporter>\d{1,7}), for key: "
+            r"[^\s(]{1,120} \(world_size=(?P<world>\d{1,7}), worker_count=(?P<joined>\d{1,7})"
+        ),
+        trigger="in store based barrier on rank",
+        triggers=("waiting for clients.", "waiting for workers."),
+        variants=(
+            r"Timed out after \d{1,9} seconds waiting for (?:clients|workers)\. (?P<joined2>\d{1,7})/(?P<world2>\d{1,7}) "
+            r"(?:clients|workers) joined",
+        ),
+        meaning=(
+            "the rendezvous store counted another number of ranks than the world size before its timeout: the "
+            "process group never formed"
+        ),
+        cause=(
+            "fewer joined: ranks that never started (WORLD_SIZE or --nnodes/--nproc_per_node larger than what was "
+            "launched, a node whose launcher failed), cannot reach MASTER_ADDR:MASTER_PORT, or are still busy before "
+            "init_process_group (loading data or a model past the timeout); more joined than the world size: two "
+            "launches share the store (mp.spawn inside torchrun, two jobs on one MASTER_PORT)"
+        ),
+        fix=(
+            "launch exactly world_size processes (derive world size and rank from the launcher's WORLD_SIZE/RANK, "
+            "not from the GPU count), start every node's launcher, check that all reach MASTER_ADDR:MASTER_PORT, "
+            "give each job its own port, and move slow preparation after init or raise the timeout"
+        ),
+        verify=("nc -zv $MASTER_ADDR $MASTER_PORT", "env | grep -E 'WORLD_SIZE|RANK|MASTER_'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/distributed/distributed_c10d.py",
+        example=(
+            "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+            "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:10:00)"
+        ),
+        example_source="https://github.com/NVIDIA/Megatron-LM/issues/782",
+        causes=("torch.world-size-mismatch", "torch.rendezvous", "nccl.rank-behind"),
+        detail="({joined} of {world} ranks joined)",
+        notes=(
+            "distributed_c10d.py _store_based_barrier: 'Timed out initializing process group in store based barrier "
+            "on rank: {}, for key: {} (world_size={}, worker_count={}, timeout={})' (1.x-2.1); c10d TCPStore server "
+            "(2.2+): 'Timed out after {} seconds waiting for clients. {}/{} clients joined.' ('workers' in 2.2)",
+        ),
+    ),
+    Message(
+        code="TORCH119",
+        name="torch-nccl-unique-id-not-received",
+        title="A rank waited in vain for the NCCL unique id that the group's first rank publishes",
+        pattern=(
+            r"is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<root>\d{1,7})\] via c10d "
+            r"key-value store by key '[^'\n]{1,80}', but store->get\('[^'\n]{1,80}'\) got (?:error|exception): "
+            r"(?P<err>[^\n,]{1,80})"
+        ),
+        trigger="ncclUniqueId from [",
+        meaning=(
+            "creating an NCCL communicator, a rank asked the store for the id that the first rank of the group "
+            "publishes when it reaches the same collective, and the id never came"
+        ),
+        cause=(
+            "the group's first rank did not reach that collective in time: it is still busy before it (downloading "
+            "or preprocessing data, loading a model: only rank 0 does it), took another code path, or died; less "
+            "often the store itself is unreachable (MASTER_ADDR/PORT, firewall)"
+        ),
+        fix=(
+            "look at rank 0's log for what it was doing (a progress bar, an error); move one-rank preparation "
+            "before init_process_group or behind a barrier with a long enough timeout, prepare data offline, and "
+            "check that rank 0 is alive and reachable"
+        ),
+        verify=("nc -zv $MASTER_ADDR $MASTER_PORT", "py-spy dump --pid RANK0_PID"),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_PT + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
+        example=(
+            "RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d "
+            "key-value store by key '1', but store->get('1') got error: Socket Timeout"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/845",
+        causes=("nccl.rank-behind", "torch.rendezvous"),
+        subject="rank {root}",
+        detail="({err})",
+        notes=(
+            "ProcessGroupNCCL.cpp broadcastUniqueNCCLID: '[', rank_, '] is setting up NCCL communicator and "
+            "retrieving ncclUniqueId from [0] via c10d key-value store by key ', storeKey, ', but store->get(', "
+            "storeKey, ') got error: ' ('retreiving' and 'got exception' before 2.0)",
+        ),
     ),
 )

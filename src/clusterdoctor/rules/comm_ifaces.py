@@ -1,0 +1,87 @@
+"""NCCL_SOCKET_IFNAME that matches no usable interface of the host the user listed (``ip addr``, ``ifconfig``).
+
+NCCL reads ``NCCL_SOCKET_IFNAME`` as a comma-separated list of interface-name prefixes (``eth`` matches
+``eth0``, ``eth1``), exact names after ``=``, and names to exclude after ``^`` (NCCL environment-variable
+docs; ``src/misc/socket.cc`` ``matchIfList``). When the NCCL log of a job says which value it was given
+(``NCCL_SOCKET_IFNAME set by environment to eth2``) and an interface listing of the host is beside it, an
+include list that matches no interface that is up with a routable address is the cause of NCCL's
+"no socket interface found" / bogus-address errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from clusterdoctor.model import Action, Evidence, Finding, Severity
+from clusterdoctor.rules.registry import Observations, register_input, rule
+
+register_input("net_ifaces", "no interface listing (ip addr, ip -br addr, ifconfig)")
+register_input("nccl_env", "no NCCL settings listing (env | grep NCCL, /etc/nccl.conf)")
+
+_ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname"
+
+
+def matches(spec: str, name: str) -> bool:
+    """Whether interface ``name`` is selected by an NCCL_SOCKET_IFNAME ``spec`` (prefixes, ``=`` exact,
+    ``^`` exclusion)."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    if exclude:
+        spec = spec[1:]
+    exact = spec.startswith("=")
+    if exact:
+        spec = spec[1:]
+    items = [x.strip() for x in spec.split(",") if x.strip()]
+    hit = any((name == x) if exact else name.startswith(x) for x in items)
+    return not hit if exclude else hit
+
+
+@rule(
+    id="COMM019",
+    name="nccl-socket-ifname-matches-nothing",
+    layer="comm",
+    title="NCCL_SOCKET_IFNAME matches no usable interface of the host",
+    requires=("net_ifaces",),
+    requires_any=("nccl_log", "nccl_env"),
+    severity=Severity.CRITICAL,
+    causes=("nccl.socket-iface",),
+)
+def socket_ifname_matches_nothing(obs: Observations) -> Iterator[Finding]:
+    """The ``NCCL_SOCKET_IFNAME`` of the NCCL log (or of a pasted ``env`` / ``nccl.conf``) selects none of the interfaces (up, with a routable address)
+    that the pasted ``ip addr`` / ``ifconfig`` of the host lists.
+
+    **Symptom**: NCCL init fails with ``Bootstrap : no socket interface found``, ``no NCCL_SOCKET_IFNAME
+    interface found``, or an address with a bogus family (``connecting to address with family 59936``).
+    **Why**: NCCL bootstraps and carries socket traffic only on the interfaces the variable selects; a name
+    from another machine or image (``eth0`` where the host has ``ens5``, ``eth2`` that does not exist, an
+    interface that is down) leaves it none.
+    **Fix**: set NCCL_SOCKET_IFNAME to the interface that routes between the nodes (a prefix such as
+    ``ens`` or an exact ``=ens5``), or unset it to let NCCL choose; exclude with ``^lo,docker``.
+    **Verify**: `ip -br addr` on every node, then `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1` ("Bootstrap : Using ...").
+    """
+    specs = {
+        v.strip()
+        for src in (*(obs.get("nccl_log") or []), *(obs.get("nccl_env") or []))
+        if (v := (getattr(src, "env", None) or {}).get("NCCL_SOCKET_IFNAME"))
+    }
+    lists = obs.get("net_ifaces") or []
+    if len(specs) != 1 or not lists:
+        return
+    spec = specs.pop()
+    for lst in lists:
+        usable = [i for i in lst.ifaces if i.routable]
+        if any(matches(spec, i.name) for i in usable):
+            continue
+        named = ", ".join(f"{i.name}{'' if i.routable else ' (down or no address)'}" for i in lst.ifaces[:8])
+        f = socket_ifname_matches_nothing.finding(
+            f"NCCL_SOCKET_IFNAME={spec} selects none of this host's usable interfaces ({lst.program}: {named}).",
+            evidence=[
+                Evidence("NCCL_SOCKET_IFNAME (NCCL log or settings)", spec),
+                Evidence(f"interfaces ({lst.program})", len(lst.ifaces), source=lst.path),
+                Evidence("how NCCL matches the names", _ENV_DOC),
+            ],
+            subject=f"NCCL_SOCKET_IFNAME={spec}",
+            confidence=0.9,
+        )
+        f.action = Action.CONFIGURE
+        yield f
