@@ -284,8 +284,15 @@ def load_all() -> list[Rule]:
     return sorted(_REGISTRY.values(), key=lambda r: (_module_order(r), r.id))
 
 
+# Modules split from one listed above keep its place in the catalog (rules/gpu.py imports them).
+_PART_OF = {
+    f"clusterdoctor.rules.gpu_{part}": "clusterdoctor.rules.gpu"
+    for part in ("xid", "memory", "clocks", "nvlink", "pcie", "dcgm")
+}
+
+
 def _module_order(r: Rule) -> int:
-    mod = r.fn.__module__
+    mod = _PART_OF.get(r.fn.__module__, r.fn.__module__)
     return RULE_MODULES.index(mod) if mod in RULE_MODULES else len(RULE_MODULES)
 
 
