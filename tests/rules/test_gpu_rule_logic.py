@@ -131,3 +131,17 @@ def test_topology_join_gives_numa_node_and_nearest_nic():
     thr = next(y for y in f if y.rule == "GPU009")
     assert thr.subject == "GPU2 0000:75:00.0 on hgx-7"
     assert any(e.description == "nearest NIC" and e.value.startswith("mlx5_3") for e in thr.evidence)
+
+
+def test_application_xid_recurring_across_processes_names_the_board():
+    from clusterdoctor.observe.gpu.kernel_log import parse_kernel_log
+
+    lines = "".join(
+        f"NVRM: Xid (PCI:0000:db:00): 31, pid={pid}, Ch 00000008, intr 00000000. MMU Fault\n"
+        for pid in (13641, 14323, 33275)
+    )
+    (f,) = [x for x in _run(parse_kernel_log(lines, "k"))[0] if x.rule == "GPU001"]
+    assert f.severity == Severity.WARNING and "gpu.hw-faulty" in f.causes
+    once = lines.replace("14323", "13641").replace("33275", "13641")
+    (f,) = [x for x in _run(parse_kernel_log(once, "k"))[0] if x.rule == "GPU001"]
+    assert "gpu.hw-faulty" not in f.causes

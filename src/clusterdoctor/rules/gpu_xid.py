@@ -92,6 +92,7 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
             if not info.hardware and len(procs) >= int(XID_APP_REPEAT.value):
                 sev = Severity.WARNING
                 note = f" It recurred for {len(procs)} processes: suspect the GPU, run dcgmi diag -r 2."
+                classes[code] = (*info.causes, "gpu.hw-faulty")  # across jobs: the board, not one program
             else:
                 note = ""
             times = [e.time for e in evs if e.time is not None]

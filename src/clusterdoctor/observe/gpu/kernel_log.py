@@ -13,7 +13,8 @@ zone and are read as UTC (recorded in the event); uptime stamps and year-less fo
 
 What is recognised (NVIDIA driver messages, open-gpu-kernel-modules ``nv.c`` / ``osapi.c`` wording):
 
-- ``NVRM: Xid (PCI:0000:19:00): 48, pid=…, name=…, <text>`` (and the older ``Xid (0000:01:00): 3, …``);
+- ``NVRM: Xid (PCI:0000:19:00): 48, pid=…, name=…, <text>`` (older drivers print ``pid=…, Ch …`` without
+  ``name=``; and the older ``Xid (0000:01:00): 3, …``);
 - ``nvidia-nvswitch3: SXid (PCI:0000:0b:00.0): 12028, …`` (NVSwitch errors; node-level events);
 - ``NVRM: GPU at PCI:0000:5d:00: GPU-<uuid>`` (bus id -> UUID);
 - "GPU has fallen off the bus" in its one-line and multi-line forms;
@@ -56,7 +57,7 @@ _P_SYSLOG = re.compile(
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\): (?P<code>\d+)"
-    r"(?:, pid=(?P<pid>'?<?[^,']*>?'?), name=(?P<name>[^,]*))?,?\s*(?P<msg>.*)$"
+    r"(?:, pid=(?P<pid>'?<?[^,']{0,64}>?'?)(?:, name=(?P<name>[^,]{0,256}))?)?,?\s*(?P<msg>.*)$"
 )
 _SXID = re.compile(
     r"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\): "
