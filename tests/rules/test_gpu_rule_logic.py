@@ -145,3 +145,19 @@ def test_application_xid_recurring_across_processes_names_the_board():
     once = lines.replace("14323", "13641").replace("33275", "13641")
     (f,) = [x for x in _run(parse_kernel_log(once, "k"))[0] if x.rule == "GPU001"]
     assert "gpu.hw-faulty" not in f.causes
+
+
+def test_v100_sxm2_inactive_links_judged_in_an_elided_listing():
+    # nvidia-smi nvlink -s as pasted (tests/data/incidents/gpu-017): other GPUs elided with '....';
+    # the links shown <inactive> are evidence, whatever was cut
+    from clusterdoctor.observe.gpu.nvlink import parse_nvlink
+
+    text = "nvidia-smi nvlink -s\n....\nGPU 3: Tesla V100-SXM2-32GB (UUID: ...)\n" + "".join(
+        f"         Link {i}: {'<inactive>' if i in (3, 5) else '25.781 GB/s'}\n" for i in range(6)
+    )
+    f, _ = _run(parse_nvlink(text, "nvlink.txt"))
+    (x,) = [y for y in f if y.rule == "GPU011"]
+    assert "2 link(s) inactive (link 3, 5)" in x.summary
+    healthy = text.replace("<inactive>", "25.781 GB/s")
+    f, _ = _run(parse_nvlink(healthy, "nvlink.txt"))
+    assert not [y for y in f if y.rule == "GPU011"]

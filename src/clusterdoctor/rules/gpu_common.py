@@ -86,6 +86,8 @@ NVLINK_CRC_RATE_MAX = Threshold(
 # NVLinks per GPU by design (NVIDIA datasheets: A100 SXM 12 x NVLink3; A800 SXM 8; H100/H200 SXM 18 x
 # NVLink4; H800 SXM 8; B200 18 x NVLink5). Only SXM/HGX parts are listed: PCIe cards' links depend on bridges.
 NVLINKS_BY_MODEL: tuple[tuple[str, int], ...] = (
+    ("P100-SXM", 4),
+    ("V100-SXM", 6),
     ("A100-SXM", 12),
     ("A800-SXM", 8),
     ("H100 80GB HBM3", 18),
@@ -98,9 +100,9 @@ NVLINKS_BY_MODEL: tuple[tuple[str, int], ...] = (
 )
 NVLINK_EXPECTED = Threshold(
     "nvlinks_by_model",
-    "A100-SXM 12, A800-SXM 8, H100/H200/H20/B200 SXM 18, H800 8",
+    "P100-SXM2 4, V100-SXM2/3 6, A100-SXM 12, A800-SXM 8, H100/H200/H20/B200 SXM 18, H800 8",
     "links",
-    "NVIDIA A100/H100/H200/H800/B200 datasheets (NVLink count per SXM module); PCIe cards have none by design "
+    "NVIDIA P100/V100/A100/H100/H200/H800/B200 datasheets (NVLink count per SXM module); PCIe cards have none by design "
     "unless bridged, so they are not judged by count",
     "NVLinks a GPU of that model has",
 )
