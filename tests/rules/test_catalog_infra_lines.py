@@ -7,10 +7,30 @@ from __future__ import annotations
 import pytest
 
 from clusterdoctor.observe.messages import scan_text
+from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
     # k8s-device-plugin 1.x main.go: log.Printf("Failed to start nvml with error: %s.", err)
     ("DEVPLG101", "Failed to start nvml with error:  could not load NVML library", "incidents/gpu-014"),
+    # Linux aer.c aer_print_port_info (4.x): "%s%s error received: %04x:%02x:%02x.%d"
+    (
+        "AER101",
+        "[  +0.000001] pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+        "incidents/gpu-022",
+    ),
+    # 4.19+: the "AER: " prefix before the bus error (a Linux bug report quoted on GitHub)
+    (
+        "AER104",
+        "pcieport 0000:00:1c.5: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Transmitter ID)",
+        "github",
+    ),
+    # pre-4.x: id=<hex>(agent)
+    (
+        "AER104",
+        "[  283.805260] pcieport 0000:00:1d.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+        "id=00e8(Receiver ID)",
+        "github",
+    ),
 )
 
 
@@ -18,3 +38,10 @@ LINES = (
 def test_real_line_is_read_as_its_code(code, line, where):
     hits = scan_text(line + "\n", where)
     assert hits and hits[0].code == code, [h.code for h in hits]
+
+
+def test_aer_subject_is_the_port_whichever_line_names_it():
+    hits = scan_text(
+        "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0\n", "k"
+    )
+    assert hits[0].code == "AER101" and hit_groups(hits[0])["pci"] == "0000:00:03.0"

@@ -46,6 +46,7 @@ FAMILIES: dict[str, str] = {
     "nvrm": "gpu",
     "fabricmanager": "gpu",
     "deviceplugin": "gpu",
+    "pcie_aer": "gpu",  # the kernel's PCIe AER lines (a GPU's or NIC's link)
     "ib": "rdma",
     "kubelet": "kubelet",
     "containerd": "kubelet",
