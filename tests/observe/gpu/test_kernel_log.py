@@ -141,3 +141,15 @@ def test_old_driver_xid_names_the_pid_without_name():
         "NVRM: Xid (PCI:0000:19:00): 13, pid=1234, name=python3, Graphics Exception\n", "k"
     ).gpus
     assert (g.events[0].pid, g.events[0].process) == (1234, "python3")
+
+
+def test_xid_with_an_elided_bus_id_is_one_unnamed_gpu():
+    # the poster elided the PCI ids (tests/data/incidents/gpu-030)
+    text = (
+        "kernel: NVRM: GPU1 kbifCacheVFInfo_GB100: Unable to read NV_PF0_INITIAL_AND_TOTAL_VFS\n"
+        "kernel: NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)\n"
+        "kernel: NVRM: Xid (PCI:...): 137, RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error\n"
+    )
+    (g,) = parse_kernel_log(text, "k").gpus
+    assert g.bus_id is None and [e.code for e in g.events] == [145, 137]
+    assert "not named" in g.label()
