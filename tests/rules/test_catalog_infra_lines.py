@@ -40,6 +40,21 @@ def test_real_line_is_read_as_its_code(code, line, where):
     assert hits and hits[0].code == code, [h.code for h in hits]
 
 
+# normal lines that quote a catalogued text: nothing
+QUIET = (
+    # dcgm-exporter 3.x/4.x carries on without the CPU/DCP collectors (info level)
+    'time="2024-02-28T16:29:11+01:00" level=info msg="Not collecting CPU metrics; Error retrieving DCGM MIG '
+    'hierarchy: This request is serviced by a module of DCGM that is not currently loaded"',
+    'time=2026-08-13T05:29:31.413Z level=INFO msg="Not collecting CPU Core metrics; error retrieving DCGM CPU '
+    'hierarchy: This request is serviced by a module of DCGM that is not currently loaded"',
+)
+
+
+@pytest.mark.parametrize("line", QUIET)
+def test_normal_line_is_not_a_hit(line):
+    assert not scan_text(line + "\n", "quiet")
+
+
 def test_aer_subject_is_the_port_whichever_line_names_it():
     hits = scan_text(
         "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0\n", "k"

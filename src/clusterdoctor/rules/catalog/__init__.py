@@ -46,7 +46,8 @@ FAMILIES: dict[str, str] = {
     "nvrm": "gpu",
     "fabricmanager": "gpu",
     "deviceplugin": "gpu",
-    "pcie_aer": "gpu",  # the kernel's PCIe AER lines (a GPU's or NIC's link)
+    "pcie_aer": "gpu",
+    "dcgm": "gpu",  # DCGM and dcgm-exporter  # the kernel's PCIe AER lines (a GPU's or NIC's link)
     "ib": "rdma",
     "kubelet": "kubelet",
     "containerd": "kubelet",
