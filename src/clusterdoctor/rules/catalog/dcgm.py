@@ -60,4 +60,31 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/gpu-monitoring-tools/issues/141",
         causes=("gpu.dcgm",),
     ),
+    Message(
+        code="DCGM102",
+        name="dcgm-exporter-no-nvml",
+        title="dcgm-exporter cannot load NVML in its container (no NVIDIA runtime injected it)",
+        pattern=r"Cannot init NVML library; err: (?:ERROR_LIBRARY_NOT_FOUND|NVML Shared Library Not Found)",
+        trigger="Cannot init NVML library; err: ",
+        meaning="the exporter found no libnvidia-ml.so in its container and exits without exporting anything",
+        cause=(
+            "the exporter pod did not run under the NVIDIA container runtime: no runtimeClassName: nvidia "
+            "(where nvidia is not the default runtime), the container toolkit not installed or configured on "
+            "the node, or no driver on it"
+        ),
+        fix=(
+            "run the exporter with runtimeClassName: nvidia (the GPU operator sets it), or make nvidia the "
+            "default runtime (nvidia-ctk runtime configure --set-as-default); restart the pod"
+        ),
+        verify=(
+            "kubectl get pod <dcgm-exporter pod> -o jsonpath='{.spec.runtimeClassName}'",
+            "nvidia-ctk --version",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/NVIDIA/dcgm-exporter/blob/main/internal/pkg/nvmlprovider/provider.go",
+        example='time=2026-09-19T20:06:59.547Z level=ERROR msg="Cannot init NVML library; err: ERROR_LIBRARY_NOT_FOUND"',
+        example_source="https://github.com/NVIDIA/dcgm-exporter/issues/612",
+        causes=("gpu.container-runtime", "gpu.dcgm"),
+    ),
 )

@@ -224,4 +224,35 @@ MESSAGES: tuple[Message, ...] = (
         causes=("gpu.reset-blocked",),
         role="symptom",
     ),
+    Message(
+        code="NVML108",
+        name="nvml-insufficient-permissions",
+        title="NVML cannot open the GPU: 'Insufficient Permissions' (device nodes denied)",
+        pattern=r"Failed to initialize NVML: (?:Insufficient Permissions|ERROR_NO_PERMISSION)\b",
+        trigger="Failed to initialize NVML: ",
+        meaning=(
+            "NVML_ERROR_NO_PERMISSION: the process may not open /dev/nvidiactl or /dev/nvidia<N>, so NVML "
+            "(nvidia-smi, the device plugin, CUDA's device query) sees no GPU"
+        ),
+        cause=(
+            "a security policy or the device nodes' mode: SELinux denying containers the devices (Fedora/RHEL: "
+            "the container_use_devices boolean off), the driver's NVreg_DeviceFileMode/UID/GID, a cgroup "
+            "device rule, or a rootless container without the nodes mapped"
+        ),
+        fix=(
+            "on SELinux hosts setsebool -P container_use_devices 1 (or run with the NVIDIA SELinux policy / "
+            "CDI); check ls -l /dev/nvidia* and the device cgroup of the container"
+        ),
+        verify=(
+            "ls -lZ /dev/nvidia*",
+            "getsebool container_use_devices",
+            "nvidia-smi (inside the container)",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_NVML_H,
+        example="Failed to initialize NVML: Insufficient Permissions",
+        example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/33",
+        causes=("gpu.container-runtime",),
+    ),
 )
