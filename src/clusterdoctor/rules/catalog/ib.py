@@ -700,4 +700,34 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/sgl-project/sglang/issues/12533",
         causes=("rdma.container-access", "rdma.driver-or-module"),
     ),
+    # --- mlx5 DEVX (UCX and other direct-verbs users) ------------------------------------------------------
+    Message(
+        code="IB151",
+        name="mlx5-devx-not-supported",
+        title="An mlx5 DEVX call is not supported by the kernel driver (user-space / kernel OFED mismatch)",
+        pattern=(
+            r"mlx5dv_devx_\w{1,48}\(\w{0,32}\) failed(?:, syndrome (?:0x)?[0-9a-fA-F]{1,10})?: "
+            r"(?P<err>Protocol not supported|Operation not supported|Function not implemented)"
+        ),
+        trigger="mlx5dv_devx_",
+        meaning=(
+            "a direct-verbs (DEVX) call of the mlx5 provider was refused with EPROTONOSUPPORT/EOPNOTSUPP/ENOSYS: "
+            "the kernel's mlx5_ib does not offer the interface the user-space library asked for"
+        ),
+        cause=(
+            "user-space RDMA libraries newer than the kernel driver: MLNX_OFED 5 (or a new rdma-core) in a "
+            "container on a host with MLNX_OFED 4 or an old inbox mlx5_ib; or DEVX disabled for the process"
+        ),
+        fix=(
+            "use matching user-space and kernel RDMA stacks (the same MLNX_OFED/DOCA major version in the image "
+            "and on the host, or inbox rdma-core with a recent kernel); for UCX, UCX_IB_MLX5_DEVX=n avoids DEVX"
+        ),
+        verify=("ofed_info -s (host and container)", "modinfo mlx5_ib | grep -i version", "ucx_info -d"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_UCX + "/uct/ib/mlx5/rc/rc_mlx5_devx.c",
+        example="mlx5dv_devx_create_event_channel() failed: Protocol not supported",
+        example_source="https://github.com/openucx/ucx/issues/6906",
+        causes=("rdma.driver-or-module",),
+    ),
 )
