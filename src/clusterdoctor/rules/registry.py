@@ -33,6 +33,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma",
     "clusterdoctor.rules.rdma_qp",
     "clusterdoctor.rules.rdma_ports",
+    "clusterdoctor.rules.rdma_rails",
     "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",
