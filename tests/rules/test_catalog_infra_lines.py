@@ -10,6 +10,13 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # mlx5_core health.c since 5.x prints the function and line (mlx5_core_err), as quoted in a
+    # GitHub project's tests of the kernel line
+    (
+        "IB153",
+        "mlx5_core 0000:d2:00.0: poll_health:825: device's health compromised - reached miss count.",
+        "github",
+    ),
     # k8s-device-plugin 1.x main.go: log.Printf("Failed to start nvml with error: %s.", err)
     ("DEVPLG101", "Failed to start nvml with error:  could not load NVML library", "incidents/gpu-014"),
     # Linux aer.c aer_print_port_info (4.x): "%s%s error received: %04x:%02x:%02x.%d"

@@ -34,6 +34,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma_qp",
     "clusterdoctor.rules.rdma_ports",
     "clusterdoctor.rules.rdma_rails",
+    "clusterdoctor.rules.rdma_perftest",
     "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",

@@ -730,4 +730,106 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/openucx/ucx/issues/6906",
         causes=("rdma.driver-or-module",),
     ),
+    # --- perftest ---------------------------------------------------------------------------------------
+    Message(
+        code="IB152",
+        name="perftest-modify-qp-rtr",
+        title="perftest could not connect its queue pair (Failed to modify QP to RTR)",
+        pattern=r"Failed to modify QP (?:\d{1,10}|0x[0-9a-fA-F]{1,8}) to RTR",
+        trigger="to RTR",
+        meaning=(
+            "ibv_modify_qp to Ready-To-Receive was refused: the remote address the two ends exchanged (LID, "
+            "GID, QPN) or the path attributes (MTU, GID index) are not valid for this port"
+        ),
+        cause=(
+            "on RoCE a GID index without an address (an all-zero GID, a link-local GID across subnets) or "
+            "unequal GID indexes on the two ends; on InfiniBand a port without a LID (no subnet manager); an "
+            "MTU larger than the port's"
+        ),
+        fix=(
+            "compare the GID and LID lines both sides print; on RoCE pick the RoCE v2 GID of the netdev's IP "
+            "(show_gids, perftest -x <index>); on IB check the port is Active with a LID"
+        ),
+        verify=(
+            "show_gids",
+            "ibv_devinfo -v | grep -E 'state|GID|port_lid'",
+            "ib_write_bw -d <dev> -x <gid index>",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/perftest/blob/master/src/perftest_resources.c",
+        example="Failed to modify QP 59 to RTR",
+        example_source="https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/72",
+        causes=("roce.gid", "ib.no-subnet-manager"),
+        confidence=0.6,
+    ),
+    # --- mlx5_core health poller (drivers/net/ethernet/mellanox/mlx5/core/health.c) ----------------------
+    Message(
+        code="IB153",
+        name="mlx5-health-compromised",
+        title="The ConnectX firmware stopped responding (mlx5_core health poll: device's health compromised)",
+        pattern=(
+            r"(?:mlx5_core (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )?"
+            r"(?:poll_health:\d{1,5}:(?:\(pid \d{1,10}\):)? )?device's health compromised - reached miss count"
+        ),
+        trigger="device's health compromised",
+        triggers=("Fatal error ",),
+        variants=(
+            r"mlx5_core (?P<pci2>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): "
+            r"(?:\w{1,32}:\d{1,5}:(?:\(pid \d{1,10}\):)? )?Fatal error \d{1,3} detected",
+        ),
+        meaning=(
+            "the driver's health poller saw the HCA's health counter stop (its firmware no longer runs) or a "
+            "fatal sensor: the adapter is dead until it is reset; every QP on it fails and jobs hang"
+        ),
+        cause="an HCA firmware assert or hang (the synd line names it: irisc not responding, firmware internal error), a PCIe fault, overheating",
+        fix=(
+            "drain the node; let mlx5 recover it (devlink health) or reset the adapter (mlxfwreset) / reboot; "
+            "update the firmware if the synd recurs; replace the card if it keeps failing"
+        ),
+        verify=(
+            "dmesg -T | grep -E 'mlx5_core.*(health|synd|assert)'",
+            "devlink health show",
+            "mlxfwmanager --query",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/health.c",
+        example="[198542.853543] mlx5_core 0000:5e:00.0: device's health compromised - reached miss count",
+        example_source="https://github.com/charmplusplus/charm/issues/2635",
+        causes=("rdma.hca-fault",),
+        subject="{pci}",
+    ),
+    # --- aws-ofi-nccl (NCCL's libfabric plugin: EFA) --------------------------------------------------------
+    Message(
+        code="IB154",
+        name="ofi-no-provider",
+        title="aws-ofi-nccl found no libfabric provider (fi_getinfo: No data available): no EFA device usable",
+        pattern=r"OFI fi_getinfo\(\) call failed: No data available",
+        trigger="fi_getinfo() call failed",
+        meaning=(
+            "libfabric returned FI_ENODATA: no provider (EFA, or the one FI_PROVIDER names) offers the "
+            "capabilities the plugin asked for, so NCCL's OFI network plugin fails to initialise"
+        ),
+        cause=(
+            "the container or pod does not see the EFA devices (/dev/infiniband/uverbs* not passed in, no "
+            "vpc.amazonaws.com/efa resource requested), the EFA driver/libfabric is not installed, or "
+            "FI_PROVIDER names a provider that is absent"
+        ),
+        fix=(
+            "pass the devices into the container (docker --device /dev/infiniband/..., or request "
+            "vpc.amazonaws.com/efa in the pod), install the EFA software on the host, and check "
+            "fi_info -p efa lists providers"
+        ),
+        verify=("fi_info -p efa", "ls /dev/infiniband", "cat /sys/class/infiniband/*/device/uevent"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/aws/aws-ofi-nccl/blob/master/src/nccl_ofi_ofiutils.c",
+        example=(
+            "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI "
+            "OFI fi_getinfo() call failed: No data available"
+        ),
+        example_source="https://github.com/aws/aws-ofi-nccl/issues/1020",
+        causes=("rdma.container-access", "rdma.driver-or-module"),
+    ),
 )
