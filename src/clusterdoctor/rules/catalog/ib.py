@@ -832,4 +832,84 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/aws/aws-ofi-nccl/issues/1020",
         causes=("rdma.container-access", "rdma.driver-or-module"),
     ),
+    Message(
+        code="IB155",
+        name="mlx5-devx-no-memory",
+        title="The HCA refused to create a QP/CQ through DEVX: out of device resources (Cannot allocate memory)",
+        pattern=(
+            r"mlx5dv_devx_obj_create\((?P<obj>\w{1,16})\) failed, syndrome (?:0x)?[0-9a-fA-F]{1,10}: "
+            r"Cannot allocate memory"
+        ),
+        trigger="mlx5dv_devx_obj_create(",
+        meaning=(
+            "creating a hardware object (QP, CQ, SRQ, MKEY) through DEVX failed with ENOMEM: the adapter or "
+            "its driver has no room for another one of them"
+        ),
+        cause=(
+            "the job asks for more hardware queues than the HCA offers: many ranks per node times UCX paths "
+            "(UCX_IB_NUM_PATHS), tag-matching offload (UCX_RC_MLX5_TM_ENABLE) or RC to every peer; less often "
+            "a low locked-memory limit"
+        ),
+        fix=(
+            "use fewer hardware resources per process: the DC transport instead of RC (UCX_TLS=dc_x), fewer "
+            "paths, no tag-matching offload; check ulimit -l is unlimited"
+        ),
+        verify=("ibv_devinfo -v | grep -E 'max_qp|max_cq'", "ulimit -l", "ucx_info -d"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_UCX + "/uct/ib/mlx5/dv/ib_mlx5_dv.c",
+        example="ib_mlx5_dv.c:161  UCX  ERROR   mlx5dv_devx_obj_create(QP) failed, syndrome 0: Cannot allocate memory",
+        example_source="https://github.com/openucx/ucx/issues/5351",
+        causes=("rdma.resource-limit", "rdma.memlock"),
+    ),
+    Message(
+        code="IB156",
+        name="verbs-no-config-directory",
+        title="libibverbs has no provider configuration directory (the provider packages are not installed)",
+        pattern=r"libibverbs: Warning: couldn't open config directory '(?P<dir>[^'\n]{1,200})'",
+        trigger="couldn't open config directory",
+        meaning=(
+            "libibverbs found no libibverbs.d directory, so it loads no device provider (mlx5, efa, rxe ...) and "
+            "every program sees no RDMA device (ibv_devinfo: No IB devices found)"
+        ),
+        cause=(
+            "rdma-core's providers (Debian/Ubuntu ibverbs-providers, RHEL libibverbs) are not installed in the "
+            "image or host, or libibverbs was built with another sysconfdir than the packages use"
+        ),
+        fix="install the provider package (ibverbs-providers / rdma-core) in the image; check /etc/libibverbs.d lists your device's driver",
+        verify=("ls /etc/libibverbs.d", "ibv_devices"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_VERBS}/dynamic_driver.c",
+        example="  libibverbs: Warning: couldn't open config directory '/etc/libibverbs.d'.",
+        example_source="https://github.com/dsx-ai-factory/infra-controller/pull/5251",
+        causes=("rdma.driver-or-module",),
+    ),
+    Message(
+        code="IB157",
+        name="rdma-cm-address-error",
+        title="RDMA CM could not resolve the address to an RDMA device (RDMA_CM_EVENT_ADDR_ERROR)",
+        pattern=r"cma event RDMA_CM_EVENT_ADDR_ERROR, error (?P<status>-?\d{1,4})",
+        trigger="RDMA_CM_EVENT_ADDR_ERROR",
+        meaning=(
+            "rdma_resolve_addr failed: the IP address given does not map to an RDMA-capable netdev reachable "
+            "from this network namespace (error -19 ENODEV: no RDMA device for it; -110: ARP/route timed out)"
+        ),
+        cause=(
+            "the address is not on a RoCE/IPoIB interface, or the process runs in a network namespace whose "
+            "netdev the RDMA stack does not bind (RoCE in containers needs kernel 4.19+ / a netns-aware "
+            "MLNX_OFED), or the device is in exclusive netns mode elsewhere"
+        ),
+        fix=(
+            "use the IP address of the RDMA interface; for containers use a kernel and OFED that support RoCE "
+            "in network namespaces (rdma system set netns shared/exclusive as the plugin needs)"
+        ),
+        verify=("ibdev2netdev", "rdma system show", "uname -r"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/rdma-core/blob/master/librdmacm/examples/rping.c",
+        example="cma event RDMA_CM_EVENT_ADDR_ERROR, error -19",
+        example_source="https://github.com/Mellanox/docker-sriov-plugin/issues/11",
+        causes=("rdma.driver-or-module", "rdma.container-access"),
+    ),
 )
