@@ -204,3 +204,22 @@ def test_long_hostile_lines_are_linear():
             pass
         assert sniff_etcdctl_text(line.encode()) in (True, False)
         assert time.perf_counter() - t0 < 5, line[:30]
+
+
+def test_v2_cluster_health_without_urls_and_failed_check_names_the_member():
+    # etcd 2.0's cluster-health printed no URL (github.com/etcd-io/etcd PR adding cluster-health,
+    # tests/data/incidents/ctrl-003)
+    res = parse_etcdctl_text(
+        "cluster is healthy\nmember 6e3bd23ae5f1eae0 is healthy\nmember 924e2e83e93f2560 is unhealthy\n"
+        "member a8266ecf031671f3 is healthy\n"
+    )
+    assert [h.endpoint for h in res.status.health if not h.healthy] == ["member 924e2e83e93f2560"]
+    assert len(res.members) == 3
+    # "failed to check the health of member X on URL" ties the URL to the member (ctrl-023)
+    res = parse_etcdctl_text(
+        "failed to check the health of member da6937d2522edbd8 on https://$PUBLIC_IP:2379: Get "
+        "https://$PUBLIC_IP:2379/health: x509: cannot validate certificate for $PUBLIC_IP because it "
+        "doesn't contain any IP SANs\n"
+    )
+    (m,) = res.members
+    assert format(m.id, "x") == "da6937d2522edbd8" and m.client_urls == ("https://$PUBLIC_IP:2379",)

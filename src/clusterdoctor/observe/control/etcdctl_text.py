@@ -114,7 +114,8 @@ _V2_MEMBER = re.compile(
 )
 _V2_UNSTARTED = re.compile(r"^(?P<id>[0-9a-f]{1,16})\[unstarted\]: peerURLs=(?P<peer>\S{0,2048})\s*$")
 _V2_HEALTH = re.compile(
-    r"^member (?P<id>[0-9a-f]{1,16}) is (?P<state>healthy|unhealthy): got (?:un)?healthy result from (?P<url>\S{1,512})\s*$"
+    r"^member (?P<id>[0-9a-f]{1,16}) is (?P<state>healthy|unhealthy)"
+    r"(?:: got (?:un)?healthy result from (?P<url>\S{1,512}))?\s*$"  # etcd 2.0 printed no URL
 )
 _V2_UNREACHABLE = re.compile(r"^member (?P<id>[0-9a-f]{1,16}) is unreachable: (?P<why>.{1,2000})$")
 _V2_CHECK_FAILED = re.compile(
@@ -334,10 +335,14 @@ def _line(s: str, out: EtcdctlText, src: str, unhealthy_v2: dict[str, EndpointHe
     m = _V2_HEALTH.match(s)
     if m:
         ok = m.group("state") == "healthy"
+        url = m.group("url")
         st.health.append(
-            EndpointHealth(m.group("url"), ok, None, None if ok else "got unhealthy result", src)
+            EndpointHealth(
+                url or f"member {m.group('id')}", ok, None, None if ok else "got unhealthy result", src
+            )
         )
-        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=(m.group("url"),), source=src))
+        urls = (url,) if url else ()
+        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=urls, source=src))
         out.kinds.append("cluster-health")
         return True
     m = _V2_UNREACHABLE.match(s)
@@ -351,6 +356,8 @@ def _line(s: str, out: EtcdctlText, src: str, unhealthy_v2: dict[str, EndpointHe
         unhealthy_v2.setdefault(
             m.group("url"), EndpointHealth(m.group("url"), False, None, m.group("err"), src)
         )
+        # the line says whose URL it is: the member directory names the endpoint by its member
+        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=(m.group("url"),), source=src))
         out.kinds.append("cluster-health")
         return True
     m = _V2_VERDICT.match(s)
