@@ -10,6 +10,15 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # kubelet 1.20+ structured form (as quoted in a fluentd kubelet-parser test)
+    (
+        "KUBELET116",
+        'I0527 09:00:05.110852    1025 eviction_manager.go:167] "Failed to admit pod to node" '
+        'pod="monitoring/prometheus-k8s-0" nodeCondition=[DiskPressure]',
+        "github",
+    ),
+    # etcdctl v2's repeated error list (tests/data/incidents/ctrl-024)
+    ("ETCD114", 'error #1: malformed HTTP response "\\x15\\x03\\x01\\x00\\x02\\x02"', "incidents/ctrl-024"),
     # mlx5_core health.c since 5.x prints the function and line (mlx5_core_err), as quoted in a
     # GitHub project's tests of the kernel line
     (
@@ -60,6 +69,20 @@ QUIET = (
 @pytest.mark.parametrize("line", QUIET)
 def test_normal_line_is_not_a_hit(line):
     assert not scan_text(line + "\n", "quiet")
+
+
+def test_scheduler_reason_of_the_targeted_nodes_leads_the_selector():
+    # k9s events of github.com/openzim/zimfarm (tests/data/incidents/ctrl-035): the selector excludes 4
+    # nodes by design; the one node the pod targets lacks cpu
+    from clusterdoctor.rules.registry import Observations, get_rule, run_rules
+
+    line = (
+        "Warning  FailedScheduling   3m32s   default-scheduler   0/5 nodes are available: 1 Insufficient cpu, "
+        "4 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 1\n"
+    )
+    obs = Observations({"messages": scan_text(line, "ev.txt")})
+    found, _, _ = run_rules(obs, [get_rule("SCHED101"), get_rule("SCHED106")])
+    assert [f.rule for f in sorted(found, key=lambda f: -f.score)] == ["SCHED101", "SCHED106"]
 
 
 def test_aer_subject_is_the_port_whichever_line_names_it():

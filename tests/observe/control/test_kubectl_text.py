@@ -238,3 +238,23 @@ def test_long_hostile_lines_are_linear():
         except InputError:
             pass
         assert time.perf_counter() - t0 < 5, line[:30]
+
+
+def test_condition_row_grepped_out_of_describe_node():
+    # `kubectl describe node 127.0.0.1|grep DiskPressure` (tests/data/incidents/ctrl-027)
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text, sniff_kubectl_text
+
+    row = (
+        "  DiskPressure \t\tTrue \tTue, 18 Oct 2016 02:09:49 -0400 \tTue, 18 Oct 2016 02:05:38 -0400 "
+        "\tKubeletHasDiskPressure \t\tkubelet has disk pressure\n"
+    )
+    assert sniff_kubectl_text(row.encode())
+    (obj,) = parse_kubectl_text(row, "x").objects
+    (c,) = obj.conditions
+    assert (obj.kind, c.type, c.status, c.reason) == (
+        "node",
+        "DiskPressure",
+        "True",
+        "KubeletHasDiskPressure",
+    )
+    assert not sniff_kubectl_text(b"  DiskPressure is a word in a sentence\n")

@@ -295,6 +295,13 @@ def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
     if _describe_event(line, n, st, out, None):
         out.kinds.append("event rows")
         return True
+    cond = _condition_row(line) if st.obj is None else None  # `describe node | grep Pressure`
+    if cond is not None:
+        obj = KubeObject(kind="node", source=st.src, first_line=n, last_line=n)
+        obj.conditions.append(cond)
+        out.objects.append(obj)
+        out.kinds.append("describe node condition rows")
+        return True
     m = _EVENT_ROW.match(line.strip())  # `kubectl get events` rows pasted without their header
     if m:
         count = _int(re.sub(r".*\(x", "", m.group("last"))) if "(x" in m.group("last") else 1
@@ -504,6 +511,23 @@ def _describe(line: str, n: int, st: _State, out: KubectlText) -> bool:
     return bool(line[:1] in " \t")  # more of an indented section (volumes, annotations, ...)
 
 
+# the node condition types the kubelet sets (pkg/kubelet/nodestatus/setters.go) and node-problem-
+# detector's common ones; a row is Type, Status, two times, Reason, Message (describe.go)
+_CONDITION_TYPES = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "OutOfDisk",
+                              "NetworkUnavailable", "KernelDeadlock", "ReadonlyFilesystem"})  # fmt: skip
+
+
+def _condition_row(line: str) -> KubeCondition | None:
+    """A node condition row pasted without its describe around it (``kubectl describe node | grep
+    DiskPressure``): indented, the type, True/False/Unknown, then times, the reason and the message."""
+    if line[:1] not in " \t" or len(line) > 2000:
+        return None
+    bits = [b.strip() for b in re.split(r"\s{2,}|\t+", line.strip()) if b.strip()]
+    if len(bits) < 4 or bits[0] not in _CONDITION_TYPES or bits[1] not in ("True", "False", "Unknown"):
+        return None
+    return KubeCondition(bits[0], bits[1], bits[-2], bits[-1])
+
+
 _SNIFF = re.compile(
     r"^(?:(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE"
     r"|NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\s*$"
@@ -526,7 +550,11 @@ def sniff_kubectl_text(head: bytes, name: str = "") -> bool:
     keys = {m.group("key") for ln in lines[:40] if ln[:1] not in " \t" and (m := _KEY.match(ln))}
     if len(keys & _DESCRIBE_KEYS) >= 2:
         return True
-    rows = sum(1 for ln in lines[:20] if _DESCRIBE_ROW.match(ln) or _EVENT_ROW.match(ln.strip()))
+    rows = sum(
+        1
+        for ln in lines[:20]
+        if _DESCRIBE_ROW.match(ln) or _EVENT_ROW.match(ln.strip()) or _condition_row(ln) is not None
+    )
     return rows >= 1 and rows >= len(lines[:20]) // 2
 
 

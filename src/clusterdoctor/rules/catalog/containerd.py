@@ -129,7 +129,42 @@ MESSAGES: tuple[Message, ...] = (
             "error: code = Unimplemented desc = unknown service runtime.v1alpha2.RuntimeService"
         ),
         example_source="https://github.com/kubernetes/kubernetes/issues/73189",
-        causes=("kubelet.runtime-down",),
+        causes=("containerd.cri-disabled", "kubelet.runtime-down"),  # the CRI plugin off or not loaded
         detail="(runtime.{api})",
+    ),
+    Message(
+        code="CTRD105",
+        name="containerd-shim-cannot-connect",
+        title="a runtime v2 shim started but cannot connect to containerd (failed to connect: dial unix ...ttrpc)",
+        pattern=(
+            r"(?P<runtime>io\.containerd\.[\w\-]{1,40}\.v\d): failed to connect: dial unix "
+            r"(?P<sock>[^\s:]{1,200})"
+        ),
+        trigger=": failed to connect: dial unix ",
+        meaning=(
+            "containerd started the runtime's shim (runc v2, kata v2, gVisor ...) but the shim could not "
+            "reach containerd's ttrpc socket, so no task (sandbox or container) is created"
+        ),
+        cause=(
+            "a shim built for another containerd (a shim/runtime release that regressed or expects another "
+            "socket path), containerd's ttrpc socket missing (containerd restarted, another root/state "
+            "directory), or the shim running in a namespace without that path"
+        ),
+        fix=(
+            "use a shim release that matches the containerd version (roll back a runtime upgrade that "
+            "regressed), check containerd's socket paths in config.toml, restart containerd, then the pods"
+        ),
+        verify=("ls -l /run/containerd/", "containerd --version", "ctr plugins ls | grep runtime"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_CTRD}/main/core/runtime/v2/shim.go",
+        example=(
+            "remote_runtime.go:105] RunPodSandbox from runtime service failed: rpc error: code = Unknown desc = "
+            "failed to start sandbox container: failed to create containerd task: io.containerd.kata.v2: failed "
+            "to connect: dial unix /run/containerd/containerd.sock.ttrpc: connect: no such file or directory"
+        ),
+        example_source="https://github.com/kata-containers/runtime/issues/1781",
+        causes=("containerd.shim",),
+        subject="{runtime}",
     ),
 )

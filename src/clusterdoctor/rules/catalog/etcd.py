@@ -463,4 +463,35 @@ MESSAGES: tuple[Message, ...] = (
         detail="({took} > {limit})",
         notes=("etcd hardware guide: https://etcd.io/docs/v3.5/op-guide/hardware/#disks",),
     ),
+    Message(
+        code="ETCD114",
+        name="http-client-to-tls-server",
+        title="A client spoke plain HTTP to etcd's TLS port (malformed HTTP response: a TLS alert)",
+        # Go net/http transport: "malformed HTTP response %q" when the reply is a TLS record (0x15 alert,
+        # 0x16 handshake, version 0x03 0x0N); etcdctl v2 defaults to http://127.0.0.1:2379 and :4001
+        pattern=r"malformed HTTP response \"\\x1[56]\\x03\\x0[0-4]",
+        trigger="malformed HTTP response",
+        meaning=(
+            "the client sent plain HTTP and got back a TLS record (an alert): the server on that port "
+            "speaks only TLS, so the client never reaches etcd"
+        ),
+        cause=(
+            "etcd serves clients over https only (--cert-file/--key-file, often with client certificates) "
+            "while the client uses http:// endpoints or etcdctl's v2 defaults (http://127.0.0.1:2379,4001)"
+        ),
+        fix=(
+            "use https endpoints and the certificates: ETCDCTL_API=3 etcdctl --endpoints=https://<host>:2379 "
+            "--cacert=<ca> --cert=<cert> --key=<key> endpoint health"
+        ),
+        verify=(
+            "ETCDCTL_API=3 etcdctl --endpoints=https://<host>:2379 --cacert=<ca> --cert=<c> --key=<k> endpoint health",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/golang/go/blob/master/src/net/http/transport.go",
+        example='; error #1: malformed HTTP response "\\x15\\x03\\x01\\x00\\x02\\x02"',
+        example_source="https://github.com/kairen/kube-ansible/issues/70",
+        causes=("etcd.tls",),
+        confidence=0.85,
+    ),
 )

@@ -501,4 +501,43 @@ MESSAGES: tuple[Message, ...] = (
         context=_NOT_ETCD,
         confidence=0.7,
     ),
+    Message(
+        code="KUBELET116",
+        name="kubelet-admit-refused-node-condition",
+        title="the kubelet refuses new pods: the node has a pressure condition (DiskPressure, MemoryPressure)",
+        # eviction_manager.go Admit: klog "Failed to admit pod %s - node has conditions: %v" (1.10-1.19);
+        # structured since 1.20: "Failed to admit pod to node" pod=... nodeCondition=[DiskPressure]
+        pattern=r"Failed to admit pod (?P<pod>\S{1,256}) - node has conditions: \[(?P<condition>[\w ,]{1,80})\]",
+        trigger="Failed to admit pod",
+        variants=(
+            r"Failed to admit pod to node\\?\"[^\n]{0,400}?nodeCondition=\[\\?\"?(?P<condition2>\w{1,30})",
+        ),
+        meaning=(
+            "the node is under resource pressure, so the kubelet's eviction manager rejects every pod that "
+            "is not critical (and evicts running ones): pods on it fail with reason Evicted"
+        ),
+        cause=(
+            "the node's disk (nodefs/imagefs: images, container logs, emptyDir or hostPath data) or memory "
+            "crossed an eviction threshold; a hostPath file survives the eviction, so the pressure stays"
+        ),
+        fix=(
+            "free the resource on the node (crictl rmi --prune, clean logs and hostPath data; docker system "
+            "prune on minikube) or give the node more disk/memory; set ephemeral-storage requests and limits"
+        ),
+        verify=(
+            "kubectl describe node <node> | grep -i pressure",
+            "df -h /var/lib/kubelet /var/lib/containerd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/eviction/eviction_manager.go",
+        example=(
+            "Mar 17 12:44:49 minikube kubelet[2278]: W0317 12:44:49.953485    2278 eviction_manager.go:159] "
+            "Failed to admit pod kindnet-z7vcs_kube-system(d228d315-f1c8-46ea-86ba-a8750c9686cb) - node has "
+            "conditions: [DiskPressure]"
+        ),
+        example_source="https://github.com/kubernetes/minikube/issues/7073",
+        causes=("kubelet.eviction",),
+        detail="({condition})",
+    ),
 )

@@ -234,6 +234,9 @@ MESSAGES: tuple[Message, ...] = (
         detail="({count} node(s): {rule})",
         rank_group="count",
         count_before=True,
+        # a selector or affinity excludes nodes by the pod's own intent: when the same message gives the
+        # nodes it targets another reason (Insufficient cpu, a taint), that reason leads
+        confidence=0.8,
     ),
     Message(
         code="SCHED107",
