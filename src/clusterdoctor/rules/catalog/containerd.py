@@ -10,6 +10,8 @@ each named in ``example_source``.
 
 from __future__ import annotations
 
+import re
+
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
 
@@ -166,5 +168,62 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/kata-containers/runtime/issues/1781",
         causes=("containerd.shim",),
         subject="{runtime}",
+    ),
+    Message(
+        code="CTRD106",
+        name="registry-pull-rate-limit",
+        title="the image registry refuses the pull: rate limit reached (429 Too Many Requests)",
+        # OCI distribution spec error code TOOMANYREQUESTS ("toomanyrequests: ..."): Docker Hub's "You have
+        # reached your pull rate limit", other registries' "Rate exceeded"
+        pattern=r"toomanyrequests: (?P<why>You have reached your pull rate limit|Rate exceeded|too many requests)",
+        trigger="toomanyrequests: ",
+        flags=re.I,
+        meaning="the registry answered the image pull with HTTP 429: this client (its IP or account) exceeded its pull quota",
+        cause=(
+            "anonymous or free-tier pulls from Docker Hub (100-200 pulls per 6 h per IP), shared by every "
+            "node behind one NAT address; CI jobs or DaemonSets pulling the same image on many nodes"
+        ),
+        fix=(
+            "authenticate the pulls (imagePullSecrets / registry credentials in containerd's config), mirror "
+            "the images into your own registry or a pull-through cache, and use imagePullPolicy: IfNotPresent"
+        ),
+        verify=("crictl pull <image>", "kubectl describe pod <pod> | grep -A3 Failed"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/opencontainers/distribution-spec/blob/main/spec.md",
+        example="429 Too Many Requests - Server message: toomanyrequests: You have reached your pull rate limit.",
+        example_source="https://github.com/kata-containers/kata-containers/issues/10109",
+        causes=("image.pull-rate-limit",),
+    ),
+    Message(
+        code="CTRD107",
+        name="crio-cgroup-manager-mismatch",
+        title="CRI-O's cgroup manager differs from the kubelet's cgroup driver (cgroupfs vs systemd)",
+        pattern=(
+            r"cri-o configured with (?P<crio>systemd|cgroupfs) cgroup manager, but received "
+            r"(?P<got>systemd slice|cgroupfs path|[\w ]{1,30}?) as (?:the )?parent"
+        ),
+        trigger="cri-o configured with ",
+        meaning="every pod sandbox fails: CRI-O manages cgroups one way and the kubelet names cgroup parents the other way",
+        cause=(
+            "cgroup_manager in /etc/crio/crio.conf (or crio.conf.d) is not the kubelet's cgroupDriver: an "
+            "installer rewrote crio.conf (cgroupfs) while the kubelet uses systemd, or the reverse"
+        ),
+        fix=(
+            'set the same driver on both (systemd on systemd hosts): cgroup_manager = "systemd" in CRI-O and '
+            "cgroupDriver: systemd in the kubelet config; restart crio and the kubelet"
+        ),
+        verify=("grep -r cgroup_manager /etc/crio/", "grep cgroupDriver /var/lib/kubelet/config.yaml"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/cri-o/cri-o/blob/main/internal/config/cgmgr/cgmgr.go",
+        example=(
+            "Warning  FailedCreatePodSandBox  2s (x17 over 3m25s)  kubelet            Failed to create pod "
+            "sandbox: rpc error: code = Unknown desc = cri-o configured with cgroupfs cgroup manager, but "
+            "received systemd slice as parent: /kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+            "pod368236bb_a128_"
+        ),
+        example_source="https://github.com/nestybox/sysbox/issues/893",
+        causes=("kubelet.config",),
     ),
 )

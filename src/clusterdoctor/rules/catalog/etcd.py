@@ -494,4 +494,33 @@ MESSAGES: tuple[Message, ...] = (
         causes=("etcd.tls",),
         confidence=0.85,
     ),
+    Message(
+        code="ETCD115",
+        name="raft-tocommit-out-of-range",
+        title="etcd panics: the leader's commit index is beyond this member's raft log (its data was lost)",
+        pattern=(
+            r"tocommit\((?P<tocommit>\d{1,20})\) is out of range \[lastIndex\((?P<last>\d{1,20})\)\]\. "
+            r"Was the raft log corrupted, truncated, or lost\?"
+        ),
+        trigger="is out of range [lastIndex(",
+        meaning=(
+            "a follower received a heartbeat committing entries its raft log does not have: its log is far "
+            "shorter than the cluster's, so raft panics and the member crash-loops"
+        ),
+        cause=(
+            "the member's data directory was wiped or replaced (a new disk, an emptyDir, a restore of one member) "
+            "and it restarted under its old member ID without being removed and re-added"
+        ),
+        fix=(
+            "remove the member (etcdctl member remove <id>), add it back (etcdctl member add), and start it "
+            "with an empty data dir and --initial-cluster-state=existing; keep member data on persistent disks"
+        ),
+        verify=("etcdctl member list -w table", "etcdctl endpoint status --cluster -w table"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/etcd-io/raft/blob/main/log.go",
+        example="panic: tocommit(458) is out of range [lastIndex(3)]. Was the raft log corrupted, truncated, or lost?",
+        example_source="https://github.com/etcd-io/etcd/issues/13509",
+        causes=("etcd.member-config",),
+    ),
 )

@@ -540,4 +540,88 @@ MESSAGES: tuple[Message, ...] = (
         causes=("kubelet.eviction",),
         detail="({condition})",
     ),
+    Message(
+        code="KUBELET117",
+        name="kernel-memcg-oom-kill",
+        title="the kernel killed a process at its memory cgroup's limit (container OOM)",
+        # mm/memcontrol.c / oom_kill.c: "Memory cgroup out of memory: Killed process N (comm)" (older
+        # "Kill process"), "oom-kill:constraint=CONSTRAINT_MEMCG"; the memcg OOM path in a call trace
+        pattern=r"Memory cgroup out of memory: Kill(?:ed)? process (?P<pid>\d{1,10}) \((?P<proc>[^)\n]{1,64})\)",
+        trigger="Memory cgroup out of memory",
+        triggers=("CONSTRAINT_MEMCG", "mem_cgroup_oom"),
+        variants=(r"oom-kill:constraint=CONSTRAINT_MEMCG", r"\bmem_cgroup_oom(?:_synchronize)?\+0x"),
+        meaning="a container (its cgroup) reached its memory limit and the kernel's OOM killer ended a process in it",
+        cause=(
+            "the container needs more memory than its limit (resources.limits.memory): the workload grew, the "
+            "limit was set from an idle measurement, or a leak; Kubernetes shows it as OOMKilled, exit code 137"
+        ),
+        fix=(
+            "raise the container's memory limit to what it uses at peak (kubectl top pod, the cgroup's "
+            "memory.max_usage_in_bytes / memory.peak), or make it use less"
+        ),
+        verify=("kubectl describe pod <pod> | grep -A3 'Last State'", "dmesg -T | grep -i 'out of memory'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c",
+        example=(
+            "Oct 21 21:08:58 kubernetes-minion-2 kernel: [75254.231977]  [<ffffffff811b1faf>] ? "
+            "mem_cgroup_oom_synchronize+0x50f/0x580"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/pull/1962",
+        causes=("k8s.oom-killed",),
+        subject="{proc}",
+    ),
+    Message(
+        code="KUBELET118",
+        name="kernel-oom-killer-invoked",
+        title="the kernel's OOM killer ran (a process asked for memory none was left for)",
+        pattern=r"(?P<proc>[\w\-.:/]{1,64}) invoked oom-killer: gfp_mask=",
+        trigger="invoked oom-killer",
+        meaning="memory ran out for the allocating process: the kernel picks a process to kill (the next lines say which)",
+        cause="the node (or the cgroup, when the trace shows mem_cgroup_oom) is out of memory",
+        fix="see which process was killed and whose limit was hit; give the workload or the node more memory",
+        verify=("dmesg -T | grep -iE 'killed process|out of memory'",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c",
+        example=(
+            "Oct 21 21:08:58 kubernetes-minion-2 kernel: [75254.207495] supervisord invoked oom-killer: "
+            "gfp_mask=0xd0, order=0, oom_score_adj=0"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/pull/1962",
+        causes=("k8s.oom-killed", "torch.host-oom"),
+        subject="{proc}",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
+        code="KUBELET119",
+        name="flannel-pod-cidr-not-assigned",
+        title="flannel cannot start: the node has no pod CIDR (controller-manager does not allocate them)",
+        pattern=r"failed to acquire lease: node \\?\"?(?P<node>[\w.\-]{1,253})\\?\"? pod cidr not assigned",
+        trigger="pod cidr not assigned",
+        meaning="flannel's kube subnet manager found no spec.podCIDR on its node, so it exits (CrashLoopBackOff) and pods get no network",
+        cause=(
+            "kube-controller-manager runs without --allocate-node-cidrs=true and --cluster-cidr (kubeadm init "
+            "without --pod-network-cidr, or a manifest rewritten by an upgrade), or the cluster CIDR is exhausted"
+        ),
+        fix=(
+            "give kube-controller-manager --allocate-node-cidrs=true --cluster-cidr=<flannel Network, e.g. "
+            "10.244.0.0/16> (kubeadm: --pod-network-cidr) or set spec.podCIDR on the node; restart flannel"
+        ),
+        verify=(
+            "kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}'",
+            "kubectl -n kube-flannel logs <pod>",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/flannel-io/flannel/blob/master/pkg/subnet/kube/kube.go",
+        example=(
+            "E0613 09:03:38.016872       1 main.go:280] Error registering network: failed to acquire lease: node "
+            '"hostname" pod cidr not assigned**'
+        ),
+        example_source="https://github.com/kubernetes/community/issues/5339",
+        causes=("kubelet.cni",),
+        subject="node {node}",
+    ),
 )
