@@ -10,6 +10,13 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # the memcg OOM path in the kernel's call trace (tests/data/incidents/ctrl-050, kubernetes#1962)
+    (
+        "KUBELET117",
+        "Oct 21 21:08:58 kubernetes-minion-2 kernel: [75254.231977]  [<ffffffff811b1faf>] ? "
+        "mem_cgroup_oom_synchronize+0x50f/0x580",
+        "incidents/ctrl-050",
+    ),
     # kubelet 1.20+ structured form (as quoted in a fluentd kubelet-parser test)
     (
         "KUBELET116",

@@ -564,10 +564,10 @@ MESSAGES: tuple[Message, ...] = (
         action=Action.CONFIGURE,
         source="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c",
         example=(
-            "Oct 21 21:08:58 kubernetes-minion-2 kernel: [75254.231977]  [<ffffffff811b1faf>] ? "
-            "mem_cgroup_oom_synchronize+0x50f/0x580"
+            "[337533.314412] Memory cgroup out of memory: Killed process 23793 (leaker) total-vm:2623712kB, "
+            "anon-rss:506500kB, file-rss:1268kB, shmem-rss:0kB"
         ),
-        example_source="https://github.com/kubernetes/kubernetes/pull/1962",
+        notes=("example: a kernel log quoted in a public write-up of a memcg OOM reproduction",),
         causes=("k8s.oom-killed",),
         subject="{proc}",
     ),
