@@ -10,6 +10,15 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # the apiserver's forbidden message before 1.14: resource not quoted, "at the cluster scope"
+    # (tests/data/incidents/ctrl-065, openshift-ansible#7856)
+    (
+        "APISRV101",
+        'E0406 09:24:55.434670       1 manager.go:160] failed to update node conditions: nodes "172.16.186.37" '
+        'is forbidden: User "system:serviceaccount:openshift-infra:node-problem-detector" cannot patch '
+        "nodes/status at the cluster scope",
+        "incidents/ctrl-065",
+    ),
     # the memcg OOM path in the kernel's call trace (tests/data/incidents/ctrl-050, kubernetes#1962)
     (
         "KUBELET117",

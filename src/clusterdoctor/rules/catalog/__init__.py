@@ -53,6 +53,7 @@ FAMILIES: dict[str, str] = {
     "containerd": "kubelet",
     "etcd": "etcd",
     "scheduler_events": "control-plane",
+    "apiserver": "control-plane",  # kube-apiserver's RBAC answers and storage errors
     "storage": "storage",
 }
 
