@@ -27,6 +27,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.pcie_contention",
     "clusterdoctor.rules.etcd",
     "clusterdoctor.rules.control_plane",
+    "clusterdoctor.rules.k8s_components",
     "clusterdoctor.rules.etcd_log",
     "clusterdoctor.rules.zones",
     "clusterdoctor.rules.kubelet",

@@ -258,3 +258,37 @@ def test_condition_row_grepped_out_of_describe_node():
         "KubeletHasDiskPressure",
     )
     assert not sniff_kubectl_text(b"  DiskPressure is a word in a sentence\n")
+
+
+# kubernetes-the-hard-way, before and after the fix (tests/data/incidents/ctrl-056, ok-ctrl-012)
+CS_BAD = """\
+NAME                 STATUS      MESSAGE                                                                                     ERROR
+scheduler            Unhealthy   Get http://127.0.0.1:10251/healthz: dial tcp 127.0.0.1:10251: connect: connection refused
+controller-manager   Unhealthy   Get http://127.0.0.1:10252/healthz: dial tcp 127.0.0.1:10252: connect: connection refused
+etcd-0               Healthy     {"health":"true"}
+"""
+CS_OK = """\
+NAME                 STATUS    MESSAGE             ERROR
+scheduler            Healthy   ok
+controller-manager   Healthy   ok
+etcd-0               Healthy   {"health":"true"}
+"""
+
+
+def test_componentstatuses_rows_and_the_rule():
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text, sniff_kubectl_text
+    from clusterdoctor.rules.k8s_components import component_unhealthy
+    from clusterdoctor.rules.registry import Observations, run_rules
+
+    assert sniff_kubectl_text(CS_BAD.encode()) and sniff_kubectl_text(CS_OK.encode())
+    bad = parse_kubectl_text(CS_BAD, "cs").components
+    assert [(c.name, c.status) for c in bad] == [
+        ("scheduler", "Unhealthy"),
+        ("controller-manager", "Unhealthy"),
+        ("etcd-0", "Healthy"),
+    ]
+    assert "connection refused" in bad[0].message + bad[0].error
+    found, _, _ = run_rules(Observations({"kube_components": bad}), [component_unhealthy])
+    assert sorted(f.subject for f in found) == ["controller-manager", "scheduler"]
+    ok = parse_kubectl_text(CS_OK, "cs").components
+    assert not run_rules(Observations({"kube_components": ok}), [component_unhealthy])[0]

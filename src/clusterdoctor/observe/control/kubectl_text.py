@@ -59,6 +59,18 @@ class PodRow:
 
 
 @dataclass(frozen=True)
+class ComponentRow:
+    """One row of ``kubectl get componentstatuses`` (``cs``): a control-plane component's health probe."""
+
+    name: str  # scheduler, controller-manager, etcd-0
+    status: str  # Healthy | Unhealthy
+    message: str = ""
+    error: str = ""
+    source: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class NodeRow:
     """One row of ``kubectl get nodes``."""
 
@@ -125,6 +137,7 @@ class KubeObject:
 class KubectlText:
     pods: list[PodRow] = field(default_factory=list)
     nodes: list[NodeRow] = field(default_factory=list)
+    components: list[ComponentRow] = field(default_factory=list)
     events: list[KubeEvent] = field(default_factory=list)
     objects: list[KubeObject] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
@@ -143,6 +156,7 @@ class KubectlText:
 # --- headers -------------------------------------------------------------------------------------
 _POD_HDR = re.compile(r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\b")
 _NODE_HDR = re.compile(r"^NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\b")
+_CS_HDR = re.compile(r"^NAME\s+STATUS\s+MESSAGE\s+ERROR\s*$")  # kubectl get componentstatuses
 _EVENT_HDR = re.compile(
     r"^(?:NAMESPACE\s+)?(?:LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+(?:SUBOBJECT\s+SOURCE\s+)?MESSAGE"
     r"|LAST ?SEEN\s+FIRST ?SEEN\s+COUNT\s+NAME\s+KIND\s+SUBOBJECT\s+TYPE\s+REASON\s+SOURCE\s+MESSAGE)"
@@ -278,7 +292,12 @@ def _close(st: _State, out: KubectlText) -> None:
 def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
     s = line.strip()
     # headers of get tables start a table (and end a describe)
-    for rx, mode in ((_POD_HDR, "pods"), (_EVENT_HDR, "events"), (_NODE_HDR, "nodes")):
+    for rx, mode in (
+        (_POD_HDR, "pods"),
+        (_EVENT_HDR, "events"),
+        (_NODE_HDR, "nodes"),
+        (_CS_HDR, "componentstatuses"),
+    ):
         if rx.match(s) and line[:1] not in " \t":
             _close(st, out)
             st.mode, st.cols = mode, _columns(line)
@@ -290,6 +309,8 @@ def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
         return _node(line, n, st, out)
     if st.mode == "events":
         return _event(line, n, st, out)
+    if st.mode == "componentstatuses":
+        return _component(line, n, st, out)
     if _describe(line, n, st, out):
         return True
     if _describe_event(line, n, st, out, None):
@@ -353,6 +374,18 @@ def _pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
             n,
         )  # fmt: skip
     )
+    return True
+
+
+def _component(line: str, n: int, st: _State, out: KubectlText) -> bool:
+    """A componentstatuses row: NAME, STATUS (Healthy/Unhealthy), MESSAGE, ERROR (the probe's error)."""
+    bits = line.split(None, 2)
+    if len(bits) < 2 or bits[1] not in ("Healthy", "Unhealthy", "Unknown"):
+        return False
+    cells = _cut(line, st.cols) or {}
+    rest = bits[2].strip() if len(bits) > 2 else ""
+    message, error = cells.get("MESSAGE", rest), cells.get("ERROR", "")
+    out.components.append(ComponentRow(bits[0], bits[1], message or rest, error, st.src, n))
     return True
 
 
@@ -531,6 +564,7 @@ def _condition_row(line: str) -> KubeCondition | None:
 _SNIFF = re.compile(
     r"^(?:(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE"
     r"|NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\s*$"
+    r"|NAME\s+STATUS\s+MESSAGE\s+ERROR\s*$"
     r"|(?:NAMESPACE\s+)?LAST ?SEEN\s+(?:TYPE|FIRST ?SEEN)\s"
     r"|Name:[ \t]+\S)",
     re.M,
@@ -567,12 +601,12 @@ def load_kubectl_observations(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     data = read_input(p)
     res = parse_kubectl_text(data, str(p))
-    if not (res.pods or res.nodes or res.events or res.objects):
+    if not (res.pods or res.nodes or res.events or res.objects or res.components):
         raise InputError("kubectl output with no row it reads (pods, nodes, events, describe)", str(p), 1)
     lines = data.decode("utf-8", "replace").splitlines()
     out: dict[str, Any] = {"described_as": res.describe()}
     for kind, value in (("kube_pods", res.pods), ("kube_nodes", res.nodes), ("kube_events", res.events),
-                        ("kube_objects", res.objects)):  # fmt: skip
+                        ("kube_objects", res.objects), ("kube_components", res.components)):  # fmt: skip
         if value:
             out[kind] = value
     about = [
