@@ -110,7 +110,7 @@ _ERROR = re.compile(r"^Error:\s+(?P<err>.{1,2000})$")
 # v2 API
 _V2_MEMBER = re.compile(
     r"^(?P<id>[0-9a-f]{1,16}): name=(?P<name>\S{0,256}) peerURLs=(?P<peer>\S{0,2048}) "
-    r"clientURLs=(?P<client>\S{0,2048}) isLeader=(?P<leader>true|false)\s*$"
+    r"clientURLs=(?P<client>\S{0,2048})(?: isLeader=(?P<leader>true|false))?\s*$"  # 2.0 printed no isLeader
 )
 _V2_UNSTARTED = re.compile(r"^(?P<id>[0-9a-f]{1,16})\[unstarted\]: peerURLs=(?P<peer>\S{0,2048})\s*$")
 _V2_HEALTH = re.compile(
@@ -431,8 +431,9 @@ _SNIFF = re.compile(
     r"|cluster is (?:healthy|degraded|unavailable)\s*$"
     r"|[0-9a-f]{1,16}, (?:un)?started, "
     r"|\S{1,512}, [0-9a-f]{1,16}, \d{1,3}\.\d{1,3}\.\d{1,3}\S{0,40}, "
-    r"|[ \t]{0,8}[|│][ \t]{0,8}(?:ENDPOINT|endpoint)[ \t]{0,8}[|│][ \t]{0,8}(?:ID|HEALTH|id|health)[ \t]{0,8}[|│]"
-    r"|[ \t]{0,8}[|│][ \t]{0,8}ID[ \t]{0,8}[|│][ \t]{0,8}STATUS[ \t]{0,8}[|│][ \t]{0,8}NAME[ \t]{0,8}[|│])",
+    # table headers: cells are padded to the widest value (an https endpoint: 10+ blanks each side)
+    r"|[ \t]{0,8}[|│][ \t]{0,64}(?:ENDPOINT|endpoint)[ \t]{0,64}[|│][ \t]{0,64}(?:ID|HEALTH|id|health)[ \t]{0,64}[|│]"
+    r"|[ \t]{0,8}[|│][ \t]{0,64}ID[ \t]{0,64}[|│][ \t]{0,64}STATUS[ \t]{0,64}[|│][ \t]{0,64}NAME[ \t]{0,64}[|│])",
     re.M,
 )
 
