@@ -156,3 +156,15 @@ def test_fewer_gpus_allocatable_than_capacity_names_the_device_plugin():
     assert "capacity 8, allocatable 7" in f.summary
     # memory and ephemeral storage below capacity are the kubelet's reservations: quiet
     assert not run(CAP_ALLOC.replace("7       <=========== here", "8"), rules=(device_plugin_unhealthy,))
+
+
+def test_legacy_gpu_resource_without_nvidia_com_gpu_is_a_gpu_node_not_advertised():
+    # kubectl describe node of github.com/NVIDIA/k8s-device-plugin/issues/68 (tests/data/incidents/ctrl-019)
+    text = (
+        "Capacity:\n alpha.kubernetes.io/nvidia-gpu:  1\n cpu:                             4\n"
+        " pods:                            110\nAllocatable:\n alpha.kubernetes.io/nvidia-gpu:  1\n"
+        " cpu:                             4\n pods:                            110\n"
+    )
+    (f,) = run(text, rules=(gpu_not_advertised,))
+    assert f.rule == "KUBELET006" and "alpha.kubernetes.io/nvidia-gpu=1" in f.summary
+    assert not run(text.replace("nvidia-gpu:  1", "nvidia-gpu:  0"), rules=(gpu_not_advertised,))

@@ -574,6 +574,13 @@ def gpu_not_advertised(obs: Observations) -> Iterator[Finding]:
         if o.kind != "node" or not (o.capacity or o.allocatable):
             continue  # the Capacity section was not pasted: not judged
         labelled = [k for k in _GPU_LABELS if k in o.labels and o.labels[k] not in ("false", "0")]
+        # the accelerator resource the kubelet itself advertised before 1.11: a GPU node, whose
+        # nvidia.com/gpu only a registered device plugin provides
+        legacy = o.capacity.get("alpha.kubernetes.io/nvidia-gpu") or o.allocatable.get(
+            "alpha.kubernetes.io/nvidia-gpu"
+        )
+        if legacy not in (None, "", "0"):
+            labelled.append(f"alpha.kubernetes.io/nvidia-gpu={legacy}")
         if not labelled:
             continue
         cap = o.capacity.get("nvidia.com/gpu")
@@ -587,7 +594,10 @@ def gpu_not_advertised(obs: Observations) -> Iterator[Finding]:
         )
         yield gpu_not_advertised.finding(
             f"{o.ref or 'the node'} is labelled as a GPU node ({', '.join(labelled)}) but {what}",
-            evidence=[Evidence(f"label {k}={o.labels[k]}", source=o.source or None) for k in labelled]
+            evidence=[
+                Evidence(f"label {k}={o.labels.get(k, '')}".rstrip("="), source=o.source or None)
+                for k in labelled
+            ]
             + [Evidence("Capacity nvidia.com/gpu", cap), Evidence("Allocatable nvidia.com/gpu", alloc)],
             subject=o.ref or None,
             confidence=0.8,

@@ -88,4 +88,43 @@ MESSAGES: tuple[Message, ...] = (
         causes=("apiserver.etcd-backend", "etcd.tls"),
         confidence=0.7,
     ),
+    Message(
+        code="APISRV103",
+        name="npd-cannot-update-node",
+        title="node-problem-detector may not update its node's conditions (RBAC binding missing)",
+        # node-problem-detector pkg/exporters/k8sexporter/condition/manager.go: "failed to update
+        # node conditions: %v"; the apiserver's 403 without details reads "the server does not allow access
+        # to the requested resource" (client-go before the forbidden message named the user)
+        pattern=(
+            r"failed to update node conditions: (?:the server does not allow access to the requested resource"
+            r"|nodes \\?\"[^\"\\\n]{1,253}\\?\" is forbidden)"
+        ),
+        trigger="failed to update node conditions: ",
+        meaning=(
+            "node-problem-detector found a problem but cannot write it to the node's status: the apiserver "
+            "refuses its patch of nodes/status, so the node's conditions never show it"
+        ),
+        cause=(
+            "NPD runs without its RBAC: the ServiceAccount/ClusterRoleBinding to system:node-problem-detector was "
+            "not created (an addon manifest of an API version the cluster no longer serves, a binding to a role "
+            "name without the system: prefix, a manifest that omits them)"
+        ),
+        fix=(
+            "create NPD's ServiceAccount and a ClusterRoleBinding to the system:node-problem-detector role "
+            "(rbac.authorization.k8s.io/v1) and run the DaemonSet with that serviceAccountName"
+        ),
+        verify=(
+            "kubectl auth can-i patch nodes/status --as=system:serviceaccount:kube-system:node-problem-detector",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/kubernetes/node-problem-detector/blob/master/pkg/exporters/k8sexporter/condition/manager.go",
+        example=(
+            "E0324 05:08:26.745545    1328 manager.go:160] failed to update node conditions: the server does not "
+            "allow access to the requested resource (patch nodes gke-bootstrap-e2e-default-pool-fd91d792-mqh4)"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/pull/43609",
+        causes=("k8s.rbac-forbidden",),
+        subject="node-problem-detector",
+    ),
 )

@@ -523,4 +523,29 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/etcd-io/etcd/issues/13509",
         causes=("etcd.member-config",),
     ),
+    Message(
+        code="ETCD116",
+        name="client-endpoint-without-scheme",
+        title="A client was given an endpoint without http(s):// (unsupported protocol scheme)",
+        # Go net/http: `unsupported protocol scheme %q`; a bare "host:2379" parses with the host as the scheme
+        pattern=r"unsupported protocol scheme \\?\"(?P<scheme>[^\"\\\s]{1,253})\\?\"",
+        trigger="unsupported protocol scheme",
+        meaning=(
+            "the endpoint string has no http:// or https:// in front, so Go parses its host name as the URL "
+            "scheme and refuses it: the client never connects"
+        ),
+        cause=(
+            "--endpoints/--peers (etcdctl), ETCDCTL_ENDPOINTS or an application's etcd URL set to host:port "
+            "(often from a variable meant to hold an IP or a full URL)"
+        ),
+        fix="give full URLs: --endpoints=http://<host>:2379 (or https:// with the TLS flags)",
+        verify=("etcdctl --endpoints=http://<host>:2379 endpoint health",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/golang/go/blob/master/src/net/http/transport.go",
+        example='Error:  unsupported protocol scheme "vm01.prod"',
+        example_source="https://github.com/ceph/ceph-container/issues/758",
+        causes=("etcd.client-config",),
+        subject="{scheme}",
+    ),
 )
