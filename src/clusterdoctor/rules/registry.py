@@ -29,6 +29,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.control_plane",
     "clusterdoctor.rules.k8s_components",
     "clusterdoctor.rules.etcd_log",
+    "clusterdoctor.rules.etcd_fsync_tail",
     "clusterdoctor.rules.zones",
     "clusterdoctor.rules.kubelet",
     "clusterdoctor.rules.rdma",
