@@ -91,6 +91,7 @@ LOADERS: list[Loader] = [
         "load_ib_listing",
     ),
     Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
+    Loader("OSU benchmark output", "clusterdoctor.observe.network.osu", "sniff_osu", "load_osu"),
     Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),
     Loader("ucx_info output", "clusterdoctor.observe.network.ucx_info", "sniff_ucx_info", "load_ucx_info"),
     Loader(
