@@ -161,3 +161,29 @@ def test_v100_sxm2_inactive_links_judged_in_an_elided_listing():
     healthy = text.replace("<inactive>", "25.781 GB/s")
     f, _ = _run(parse_nvlink(healthy, "nvlink.txt"))
     assert not [y for y in f if y.rule == "GPU011"]
+
+
+# nvidia-smi as pasted in github.com/NVIDIA/DCGM (tests/data/incidents/gpu-052): noheader rows under
+# the command that names their columns, a user's pointer after one value
+RECOVERY = """\
+# GPU=1 stuck in EBUSY state because some GSP issue
+nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv,noheader
+0, None
+1, Reset   <= GPU is unusable, reset required
+2, None
+"""
+
+
+def test_noheader_query_with_its_command_line_and_the_recovery_action():
+    from clusterdoctor.observe.gpu.query_gpu_csv import parse_query_gpu_csv, sniff_query_gpu_csv
+
+    assert sniff_query_gpu_csv(RECOVERY.encode())
+    rep = parse_query_gpu_csv(RECOVERY, "q.txt")
+    assert [(g.index, [e.message for e in g.events]) for g in rep.gpus] == [(0, []), (1, ["Reset"]), (2, [])]
+    f, _ = _run(rep)
+    (x,) = [y for y in f if y.rule == "GPU021"]
+    assert x.subject.startswith("GPU1") and "gpu.reset-required" in x.causes
+    f, _ = _run(
+        parse_query_gpu_csv(RECOVERY.replace("Reset   <= GPU is unusable, reset required", "None"), "q")
+    )
+    assert not [y for y in f if y.rule == "GPU021"]
