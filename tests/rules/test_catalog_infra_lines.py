@@ -10,6 +10,23 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # containerd's resolver: the tag does not exist / the repository needs credentials (kubectl
+    # describe events quoted in public Kubernetes tutorials)
+    (
+        "KUBELET120",
+        '  Warning  Failed     51s (x4 over 2m25s)  kubelet            Failed to pull image "nginx:latests": rpc '
+        'error: code = NotFound desc = failed to pull and unpack image "docker.io/library/nginx:latests": failed '
+        'to resolve reference "docker.io/library/nginx:latests": docker.io/library/nginx:latests: not found',
+        "github",
+    ),
+    (
+        "KUBELET120",
+        '  Warning  Failed     10s   kubelet, kind-control-plane  Failed to pull image "non-existent": rpc error: '
+        'code = Unknown desc = failed to pull and unpack image "docker.io/library/non-existent:latest": failed to '
+        'resolve reference "docker.io/library/non-existent:latest": pull access denied, repository does not exist '
+        "or may require authorization: server message: insufficient_scope: authorization failed",
+        "github",
+    ),
     # the apiserver's forbidden message before 1.14: resource not quoted, "at the cluster scope"
     # (tests/data/incidents/ctrl-065, openshift-ansible#7856)
     (
@@ -74,6 +91,11 @@ def test_real_line_is_read_as_its_code(code, line, where):
 
 # normal lines that quote a catalogued text: nothing
 QUIET = (
+    # a registry out of reach is not a missing image
+    '  Warning Failed 7m1s (x41 over 173m) kubelet  Failed to pull image "busybox:1.36.1": rpc error: code = '
+    'DeadlineExceeded desc = failed to pull and unpack image "docker.io/library/busybox:1.36.1": failed to '
+    'resolve reference "docker.io/library/busybox:1.36.1": failed to do request: dial tcp 199.59.150.43:443: '
+    "i/o timeout",
     # dcgm-exporter 3.x/4.x carries on without the CPU/DCP collectors (info level)
     'time="2024-02-28T16:29:11+01:00" level=info msg="Not collecting CPU metrics; Error retrieving DCGM MIG '
     'hierarchy: This request is serviced by a module of DCGM that is not currently loaded"',

@@ -912,4 +912,30 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/Mellanox/docker-sriov-plugin/issues/11",
         causes=("rdma.driver-or-module", "rdma.container-access"),
     ),
+    Message(
+        code="IB158",
+        name="mlx5-cable-unplugged",
+        title="A ConnectX port reports no cable (mlx5 port module event: Cable unplugged)",
+        pattern=(
+            r"(?:mlx5_core (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )?"
+            r"Port module event(?:\[error\])?: module (?P<module>\d{1,3}), Cable (?P<state>unplugged|error)"
+        ),
+        trigger="Port module event",
+        meaning="the adapter's module (QSFP/OSFP cage) has no cable or transceiver detected, or reports it in error: that port has no link",
+        cause=(
+            "nothing plugged into an unused port (normal at boot), a cable or transceiver pulled or not seated, "
+            "an unsupported or failed module, or a cage without power"
+        ),
+        fix="if the port should carry traffic: reseat or replace the cable/transceiver and check it is supported (mlxlink -d <dev> -m)",
+        verify=("mlxlink -d <pci> -m", "ibstat", "ip link"),
+        severity=Severity.INFO,
+        action=Action.REPLACE_HARDWARE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/events.c",
+        example="[   12.413002] mlx5_core 0000:08:00.0: Port module event: module 0, Cable unplugged",
+        notes=("example: a boot dmesg quoted in a public hardware bring-up log",),
+        causes=("ib.port-down",),
+        subject="{pci}",
+        role="symptom",
+        confidence=0.5,
+    ),
 )

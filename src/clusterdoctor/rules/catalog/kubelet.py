@@ -624,4 +624,70 @@ MESSAGES: tuple[Message, ...] = (
         causes=("kubelet.cni",),
         subject="node {node}",
     ),
+    Message(
+        code="KUBELET120",
+        name="image-not-found",
+        title="the image cannot be pulled: its name or tag does not exist, or the repository needs credentials",
+        # dockerd: "pull access denied for %s, repository does not exist or may require 'docker login'";
+        # containerd (remotes/docker resolver): "failed to resolve reference \"%s\": %s: not found";
+        # registries: "manifest unknown"
+        pattern=r"pull access denied for (?P<image>[\w./:@\-]{1,256}), repository does not exist",
+        trigger="pull access denied for ",
+        triggers=("failed to resolve reference", "manifest unknown", "pull access denied, repository"),
+        variants=(
+            r"failed to resolve reference \\?\"(?P<image2>[\w./:@\-]{1,256})\\?\": [^\n]{0,300}?: not found",
+            r"failed to resolve reference \\?\"(?P<image4>[\w./:@\-]{1,256})\\?\": pull access denied, repository does not exist",
+            r"manifest for (?P<image3>[\w./:@\-]{1,256}) not found: manifest unknown",
+        ),
+        meaning="the registry says the image reference does not exist for this client: the pod stays in ErrImagePull/ImagePullBackOff",
+        cause=(
+            "a typo in the image name or tag, a tag that was never pushed (or was deleted), or a private "
+            "repository pulled without credentials (Docker Hub answers 'pull access denied' for both)"
+        ),
+        fix=(
+            "check the exact reference (docker manifest inspect <image> / crane ls), push the tag, or add an "
+            "imagePullSecret with credentials for the registry"
+        ),
+        verify=("crictl pull <image>", "kubectl get pod <pod> -o jsonpath='{.spec.containers[*].image}'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/moby/moby/blob/master/distribution/errors.go",
+        example=(
+            '>>Failed to pull image "rediss": rpc error: code = Unknown desc = Error response from daemon: pull '
+            "access denied for rediss, repository does not exist or may require 'docker login'"
+        ),
+        notes=("example: a kubectl describe event quoted in a public troubleshooting write-up",),
+        causes=("image.not-found",),
+        subject="{image}",
+    ),
+    Message(
+        code="KUBELET121",
+        name="volume-setup-failed",
+        title="the kubelet cannot set up a pod's volume (FailedMount)",
+        # pkg/volume/util/operationexecutor: "MountVolume.SetUp failed for volume %q : %v"
+        pattern=r"MountVolume\.SetUp failed for volume \\?\"(?P<volume>[\w.\-]{1,253})\\?\"\s?: (?P<why>[^\n]{1,200})",
+        trigger="MountVolume.SetUp failed for volume",
+        meaning="the pod stays ContainerCreating: one of its volumes cannot be mounted",
+        cause=(
+            'the object the volume names does not exist in the pod\'s namespace (configmap/secret/PVC "x" not '
+            "found: a typo or not created yet), a key it selects is missing, or the storage driver (CSI, NFS) "
+            "fails to mount"
+        ),
+        fix="create the ConfigMap/Secret/PVC the volume names (or fix the name), or fix the storage backend the error names",
+        verify=(
+            "kubectl describe pod <pod> | grep -A3 FailedMount",
+            "kubectl get configmap,secret,pvc -n <ns>",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/kubernetes/kubernetes/blob/master/pkg/volume/util/operationexecutor/operation_generator.go",
+        example=(
+            "  Warning  FailedMount  19s (x8 over 83s)  kubelet, minikube  MountVolume.SetUp failed for volume "
+            '"templates-volume" : configmap "alertmanager-templates" not found'
+        ),
+        notes=("example: a kubectl describe event quoted in a public Prometheus setup write-up",),
+        causes=("k8s.volume-mount",),
+        subject="volume {volume}",
+        detail="({why})",
+    ),
 )
