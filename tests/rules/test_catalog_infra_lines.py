@@ -10,6 +10,13 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # aer.c port info of a non-fatal and a corrected error (quoted on linux-pci)
+    (
+        "AER103",
+        "pcieport 0000:00:1d.0: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:00:1d.0",
+        "linux-pci",
+    ),
+    ("AER104", "[53409.891789] pcieport 0000:00:1d.0: AER: Corrected error received: 0000:02:00.0", "github"),
     # containerd's resolver: the tag does not exist / the repository needs credentials (kubectl
     # describe events quoted in public Kubernetes tutorials)
     (

@@ -4,7 +4,8 @@ What ``drivers/pci/pcie/aer.c`` prints when a PCIe link or device reports an err
 severity=<S>, type=<layer>, (<agent>)`` (kernels before 4.x add ``id=<hex>``), ``[Multiple ]<S> error
 received: <bdf>`` (5.x and later: ``error message received from <bdf>``), then the status bits — and
 what ``drivers/pci/pcie/err.c`` prints when it tries to recover: ``device recovery failed`` /
-``successful``, ``Root Port link has been reset``. The severity strings were ``Corrected``,
+``successful``, ``Root Port link has been reset``; and ``drivers/pci/pcie/dpc.c``'s ``DPC: containment
+event`` when a port's Downstream Port Containment cuts the link. The severity strings were ``Corrected``,
 ``Uncorrected (Non-Fatal)`` and ``Uncorrected (Fatal)``; Linux 6.x renamed them ``Correctable``,
 ``Uncorrectable (Non-Fatal)`` and ``Uncorrectable (Fatal)``: each pattern reads both.
 
@@ -103,6 +104,11 @@ MESSAGES: tuple[Message, ...] = (
         title="An uncorrectable non-fatal PCIe error (AER): a transaction was lost",
         pattern=_DEV + r"PCIe Bus Error: severity=Uncorrect(?:ed|able) \(Non-Fatal\)",
         trigger="PCIe Bus Error: severity=Uncorrect",
+        triggers=(" error received: ", " error message received from "),
+        variants=(
+            r"AER: (?:Multiple )?Uncorrect(?:ed|able) \(Non-Fatal\) error (?:message )?received(?: from)?:? "
+            + _BDF,
+        ),
         meaning=(
             "a PCIe transaction failed (unsupported request, completion timeout, poisoned TLP) but the link "
             "stays up; the driver of the device decides whether it recovers"
@@ -128,6 +134,8 @@ MESSAGES: tuple[Message, ...] = (
         title="Corrected PCIe errors (AER): the link retried a transfer",
         pattern=_DEV + r"PCIe Bus Error: severity=Correct(?:ed|able),",
         trigger="PCIe Bus Error: severity=Correct",
+        triggers=(" error received: ", " error message received from "),
+        variants=(r"AER: (?:Multiple )?Correct(?:ed|able) error (?:message )?received(?: from)?:? " + _BDF,),
         meaning="the link detected and corrected an error (bad TLP/DLLP, replay): no data was lost",
         cause="a few are normal; a steady stream is a marginal link (signal integrity, seating, ASPM)",
         fix="count them per device over time (nvidia-smi -q -d PCIE replay counter); service the link if they keep rising",
@@ -143,5 +151,28 @@ MESSAGES: tuple[Message, ...] = (
         role="symptom",
         confidence=0.5,
         notes=("example: the AER flood quoted in the Linux commit that disables ASPM for RTL8723BE",),
+    ),
+    Message(
+        code="AER105",
+        name="pcie-dpc-containment",
+        title="PCIe Downstream Port Containment fired: the port disabled its link after an uncorrectable error",
+        # drivers/pci/pcie/dpc.c: "containment event, status:%#06x source:%#06x" then "%s detected"
+        pattern=_DEV + r"DPC: containment event, status:(?P<status>0x[0-9a-fA-F]{1,4})",
+        trigger="DPC: containment event",
+        meaning=(
+            "the port's DPC hardware cut the link to stop an uncorrectable error from spreading: the device "
+            "below it (a GPU, a NIC, an NVMe drive) is gone until the link is recovered"
+        ),
+        cause="the same as a fatal AER error: a failing link, device, riser or cable below that port",
+        fix="drain the node; reseat the device and its riser/cable, check power; reboot; RMA if the same slot recurs",
+        verify=_VERIFY,
+        severity=Severity.CRITICAL,
+        action=Action.REPLACE_HARDWARE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/pci/pcie/dpc.c",
+        example="[   50.947817] pcieport 0000:00:1b.0: DPC: containment event, status:0x1f01 source:0x0000",
+        notes=("example: a dmesg quoted on linux-pci (Intel root port 8086:06ac)",),
+        causes=("gpu.pcie-degraded", "gpu.fallen-off-bus"),
+        subject="PCIe {pci}",
+        confidence=0.8,
     ),
 )
