@@ -68,6 +68,7 @@ LOADERS: list[Loader] = [
     # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
     # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
+    Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
         "etcdctl output",
         "clusterdoctor.observe.control.etcd",
