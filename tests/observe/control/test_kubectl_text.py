@@ -292,3 +292,15 @@ def test_componentstatuses_rows_and_the_rule():
     assert sorted(f.subject for f in found) == ["controller-manager", "scheduler"]
     ok = parse_kubectl_text(CS_OK, "cs").components
     assert not run_rules(Observations({"kube_components": ok}), [component_unhealthy])[0]
+
+
+def test_get_all_rows_with_the_kind_prefix():
+    # `kubectl get all` output as pasted in github.com/kubernetes/community (tests/data/incidents/ctrl-051)
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text
+
+    text = (
+        "NAME                                                  READY   STATUS    RESTARTS   AGE\n"
+        "pod/kube-flannel-ds-kq47c                             0/1     CrashloopBackoff   0          5s\n"
+    )
+    (row,) = parse_kubectl_text(text, "x").pods
+    assert (row.name, row.status) == ("kube-flannel-ds-kq47c", "CrashloopBackoff")

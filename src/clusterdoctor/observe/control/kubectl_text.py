@@ -171,7 +171,8 @@ _COLUMN = re.compile(r"\S+(?: \S+)*")  # a header name: words separated by singl
 # --- rows by shape (where the columns do not line up) ------------------------------------------
 _AGE = r"(?:<unknown>|<invalid>|\d{1,9}[smhdy](?:\d{1,9}[smh])?)"
 _POD_ROW = re.compile(
-    r"^(?P<name>[a-z0-9][\w.\-]{0,252})\s+(?P<ready>\d{1,3}/\d{1,3})\s+(?P<status>\S{1,64})\s+"
+    # `kubectl get all` prefixes the kind: pod/name
+    r"^(?:pod/)?(?P<name>[a-z0-9][\w.\-]{0,252})\s+(?P<ready>\d{1,3}/\d{1,3})\s+(?P<status>\S{1,64})\s+"
     r"(?P<restarts>\d{1,9})(?: \((?P<ago>[^)]{1,20}) ago\))?\s+(?P<age>" + _AGE + r")(?:\s+(?P<rest>.*))?$"
 )
 _NODE_ROW = re.compile(
