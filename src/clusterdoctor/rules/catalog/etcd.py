@@ -548,37 +548,4 @@ MESSAGES: tuple[Message, ...] = (
         causes=("etcd.client-config",),
         subject="{scheme}",
     ),
-    Message(
-        code="ETCD117",
-        name="leader-heartbeat-late",
-        title="The etcd leader sent heartbeats late (overloaded, likely a slow disk)",
-        # etcdserver/raft.go: "leader failed to send out heartbeat on time; took too long, leader is
-        # overloaded likely from slow disk" (zap: to, heartbeat-interval, expected-duration, exceeded-duration)
-        pattern=r"leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",
-        trigger="failed to send out heartbeat on time",
-        meaning=(
-            "the leader's heartbeats to a follower left later than twice the heartbeat interval: followers "
-            "near their election timeout start elections and the cluster changes leader"
-        ),
-        cause=(
-            "the leader's raft loop is blocked by slow WAL fsyncs (a shared or burstable disk), CPU starvation "
-            "of the etcd process, or a slow network to that peer"
-        ),
-        fix=(
-            "give etcd a dedicated low-latency disk and CPU (no co-located heavy I/O), check the WAL fsync "
-            "histogram; raise --heartbeat-interval/--election-timeout only for long-RTT clusters"
-        ),
-        verify=("etcdctl check perf", "curl -s <etcd>:2379/metrics | grep wal_fsync_duration_seconds"),
-        severity=Severity.WARNING,
-        action=Action.CONFIGURE,
-        source=f"{_ETCD}/main/server/etcdserver/raft.go",
-        example=(
-            '{"level":"warn","ts":"2022-08-30T09:17:30.387Z","caller":"etcdserver/raft.go:369","msg":"leader '
-            'failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",'
-            '"to":"63b75c3d731594fc","heartbeat-interval":"100ms","expected-duration":"200ms",'
-            '"exceeded-duration":"61.150187ms"}'
-        ),
-        notes=("example: an etcd log quoted in a public write-up of a leader change",),
-        causes=("etcd.slow-disk",),
-    ),
 )
