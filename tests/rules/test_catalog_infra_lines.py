@@ -10,6 +10,9 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # etcdctl check perf's other failure lines (the same public write-up)
+    ("ETCD117", "Slowest request took too long: 1.354317s", "blog"),
+    ("ETCD117", "    Stddev too high: 0.177526s", "guide"),
     # aer.c port info of a non-fatal and a corrected error (quoted on linux-pci)
     (
         "AER103",

@@ -548,4 +548,53 @@ MESSAGES: tuple[Message, ...] = (
         causes=("etcd.client-config",),
         subject="{scheme}",
     ),
+    Message(
+        code="ETCD117",
+        name="check-perf-failed",
+        title="etcdctl check perf failed: the cluster cannot sustain the test's write load (disk or network too slow)",
+        # etcdctl/ctlv3/command/check.go: "FAIL: Throughput too low: %d writes/s", "Slowest request took too
+        # long: %fs" (> 500 ms), "Stddev too high: %fs" (> 100 ms)
+        pattern=r"FAIL: Throughput too low: (?P<wps>\d{1,9}) writes/s",
+        trigger="FAIL: Throughput too low",
+        triggers=("Slowest request took too long: ", "Stddev too high: "),
+        variants=(
+            r"^\s{0,8}Slowest request took too long: (?P<slowest>\d{1,6}(?:\.\d{1,9})?)s",
+            r"^\s{0,8}Stddev too high: (?P<stddev>\d{1,6}(?:\.\d{1,9})?)s",
+        ),
+        meaning=(
+            "etcd's own benchmark wrote below 90% of the load's target rate, or a write took over 500 ms, or "
+            "the latency spread exceeded 100 ms: the members commit too slowly for that cluster size"
+        ),
+        cause="slow WAL fsyncs (HDD, network or burstable volumes, a shared disk), an overloaded member, or a slow network between members",
+        fix="move the etcd data dir (at least --wal-dir) to a dedicated SSD/NVMe with low fsync latency; keep other I/O off it",
+        verify=(
+            "etcdctl check perf",
+            "fio --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300 --name=etcd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.REPLACE_HARDWARE,
+        source=f"{_ETCD}/main/etcdctl/ctlv3/command/check.go",
+        example="FAIL: Throughput too low: 72 writes/s",
+        notes=("example: etcdctl check perf quoted in a public write-up of a home-lab cluster's disks",),
+        causes=("etcd.slow-disk",),
+        detail="({wps} writes/s)",
+    ),
+    Message(
+        code="ETCD118",
+        name="check-perf-passed",
+        title="etcdctl check perf passed (the members commit the test's load in time)",
+        pattern=r"PASS: Throughput is (?P<wps>\d{1,9}) writes/s",
+        trigger="PASS: Throughput is ",
+        meaning="etcd's own benchmark sustained the target write rate: disk and network are fast enough for that load",
+        cause="nothing: a healthy result (look at its Slowest request and Stddev lines too)",
+        fix="nothing to fix",
+        verify=("etcdctl check perf",),
+        severity=Severity.INFO,
+        action=Action.NONE,
+        source=f"{_ETCD}/main/etcdctl/ctlv3/command/check.go",
+        example="PASS: Throughput is 146 writes/s",
+        notes=("example: etcdctl check perf quoted in a public salt/etcd setup guide",),
+        detail="({wps} writes/s)",
+        confidence=0.3,
+    ),
 )
