@@ -49,6 +49,7 @@ FAMILIES: dict[str, str] = {
     "pcie_aer": "gpu",
     "dcgm": "gpu",  # DCGM and dcgm-exporter  # the kernel's PCIe AER lines (a GPU's or NIC's link)
     "ib": "rdma",
+    "ib_host": "rdma",  # the host's RDMA stack: mlx5 driver, DEVX, libibverbs/librdmacm, perftest, OFI
     "kubelet": "kubelet",
     "containerd": "kubelet",
     "etcd": "etcd",
