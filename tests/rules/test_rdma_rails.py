@@ -40,3 +40,22 @@ def test_equal_rails_are_quiet():
     assert not run(_port("mlx5_0", "0x22", "0x47") + _port("mlx5_1", "0xe", "0x47"))
     # one IB port beside one Ethernet port is not a set of rails
     assert not run(_port("mlx5_0", "0x22", "0x47") + _port("mlx5_1", "0x0", "0x0", layer="Ethernet"))
+
+
+def test_ipv4_gid_at_different_indexes_on_two_hosts():
+    # the two GID tables of github.com/openucx/ucx (tests/data/incidents/rdma-030): mu01, cu01
+    from clusterdoctor.rules.rdma_rails import roce_gid_index_differs
+
+    mu01 = (
+        "GID[  0]:\t\tfe80:0000:0000:0000:ee0d:9aff:fe01:3671\n"
+        "GID[  1]:\t\tfe80:0000:0000:0000:ee0d:9aff:fe01:3671\n"
+        "GID[  2]:\t\t0000:0000:0000:0000:0000:ffff:0c0c:0c64\n"
+        "GID[  3]:\t\t0000:0000:0000:0000:0000:ffff:0c0c:0c64\n"
+    )
+    cu01 = "GID[  0]:\t\tfe80:0000:0000:0000:ee0d:9aff:fe01:3431\nGID[  1]:\t\t0000:0000:0000:0000:0000:ffff:0c0c:0c01\n"
+    gids = parse_ib_listing(mu01, "mu01.txt").gids + parse_ib_listing(cu01, "cu01.txt").gids
+    (f,) = run_rules(Observations({"ib_gids": gids}), [roce_gid_index_differs])[0]
+    assert "mu01.txt: index 2" in f.summary and "cu01.txt: index 1" in f.summary
+    # the same table on both hosts: quiet
+    same = parse_ib_listing(mu01, "a.txt").gids + parse_ib_listing(mu01, "b.txt").gids
+    assert not run_rules(Observations({"ib_gids": same}), [roce_gid_index_differs])[0]

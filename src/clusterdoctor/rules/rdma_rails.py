@@ -6,11 +6,14 @@ sit beside a slower port — an Ethernet (RoCE) port of another adapter, or an I
 may have rings built through that port. That is a configuration to check, not a fault in itself, so
 the finding is informational; a listing without port rates is judged only by the link layer (an
 ``ibstatus``/``ibstat`` port with LID 0 and SM LID 0 while Active has no subnet manager: Ethernet).
+Likewise for RoCE GIDs (``ib_gids``): a GID index fixed for every host (NCCL_IB_GID_INDEX) selects the
+routable GID only where the tables agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity
@@ -85,3 +88,57 @@ def rdma_mixed_rails(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+@rule(
+    id="RDMA017",
+    name="roce-gid-index-differs",
+    layer="rdma",
+    title="The routable RoCE GID sits at different indexes on the hosts (a fixed GID index fits one only)",
+    requires=("ib_gids",),
+    severity=Severity.INFO,
+    causes=("roce.gid",),
+)
+def roce_gid_index_differs(obs: Observations) -> Iterator[Finding]:
+    """GID tables of two or more hosts (separate inputs) whose first IPv4-mapped GID has different indexes.
+
+    **Symptom**: RDMA connections between two RoCE hosts time out (UCX `UD endpoint timeout`, NCCL
+    `ibv_modify_qp ... Connection timed out`) while each host works with others; the hosts' `show_gids`
+    or `ibv_devinfo -v` GID tables differ in length.
+    **Why**: the kernel fills a port's GID table from its netdev's addresses, one entry per address and
+    RoCE version enabled; hosts with another number of addresses or RoCE modes put the IPv4 GID at
+    another index. NCCL_IB_GID_INDEX / UCX_IB_GID_INDEX / perftest `-x` name one index for every host,
+    so on the others it selects a link-local or absent GID.
+    **Fix**: make the tables alike (the same RoCE mode and addresses on every host), or let the library
+    choose by address family (NCCL 2.21+: leave NCCL_IB_GID_INDEX unset, set NCCL_IB_ROCE_VERSION_NUM
+    and NCCL_IB_ADDR_FAMILY; UCX: UCX_IB_ROCE_LOCAL_SUBNET / the default index 0 on both).
+    **Verify**: `show_gids` on each host lists the RoCE v2 IPv4 GID at the index the job uses.
+    """
+    by_src: dict[str, list[Any]] = {}
+    for g in obs.get("ib_gids") or []:
+        by_src.setdefault(g.source, []).append(g)
+    first: dict[str, tuple[int, str, int]] = {}  # source -> (index, address, entries per address)
+    for src, gids in sorted(by_src.items()):
+        v4 = [g for g in gids if g.ipv4 and g.version in (None, "v2")]
+        if not v4:
+            continue
+        g0 = min(v4, key=lambda g: g.index)
+        per = sum(1 for g in gids if g.gid == g0.gid)
+        first[src] = (g0.index, g0.ipv4 or g0.gid, per)
+    if len(first) < 2 or len({i for i, _, _ in first.values()}) < 2:
+        return
+    parts = [f"{Path(s).name}: index {i} ({addr}, {per} entr{'y' if per == 1 else 'ies'} per address)"
+             for s, (i, addr, per) in first.items()]  # fmt: skip
+    modes = {per for _, _, per in first.values()}
+    f = roce_gid_index_differs.finding(
+        "The first IPv4 RoCE GID is at different indexes on the hosts ("
+        + "; ".join(parts[:6])
+        + "): a GID index set for all of them selects another GID on some"
+        + (" (the hosts list a different number of RoCE versions per address)" if len(modes) > 1 else "")
+        + ".",
+        evidence=[Evidence(p) for p in parts[:6]],
+        subject="RoCE GID tables",
+        confidence=0.5,
+    )
+    f.action = Action.CONFIGURE
+    yield f
