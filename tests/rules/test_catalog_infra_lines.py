@@ -10,6 +10,12 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # the GPU operator's mig-manager (same go-nvml error; quoted in a public troubleshooting guide)
+    (
+        "DEVPLG101",
+        "Error applying MIG configuration with hooks: error initializing NVML: ERROR_LIBRARY_NOT_FOUND",
+        "guide",
+    ),
     # etcdctl check perf's other failure lines (the same public write-up)
     ("ETCD117", "Slowest request took too long: 1.354317s", "blog"),
     ("ETCD117", "    Stddev too high: 0.177526s", "guide"),

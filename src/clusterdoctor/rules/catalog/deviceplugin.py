@@ -30,8 +30,10 @@ MESSAGES: tuple[Message, ...] = (
         trigger="Failed to initialize NVML: ",
         # device plugin 1.0-1.11 (main.go): log.Printf("Failed to start nvml with error: %s.", err),
         # then "If this is a GPU node, did you set the docker default runtime to `nvidia`?"
-        triggers=("Failed to start nvml with error:",),
+        # 0.15+ and the operator's other components (mig-manager, GFD): "error initializing NVML: %w"
+        triggers=("Failed to start nvml with error:", "error initializing NVML: "),
         variants=(
+            r"error initializing NVML: (?:ERROR_LIBRARY_NOT_FOUND|could not load NVML library)",
             r"Failed to start nvml with error:\s{1,4}(?:could not load NVML library|ERROR_LIBRARY_NOT_FOUND)",
         ),
         meaning="the device plugin found no libnvidia-ml in its container, so the node advertises no nvidia.com/gpu",
