@@ -255,4 +255,37 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/33",
         causes=("gpu.container-runtime",),
     ),
+    Message(
+        code="NVML109",
+        name="nvml-library-missing",
+        title="A program cannot load libnvidia-ml.so.1 (no NVIDIA driver user space where it runs)",
+        # glibc ld.so: "<prog>: error while loading shared libraries: <lib>: cannot open shared object file"
+        pattern=(
+            r"(?P<prog>[\w./\-]{1,200}): error while loading shared libraries: libnvidia-ml\.so(?:\.1)?: "
+            r"cannot open shared object file"
+        ),
+        trigger="loading shared libraries: libnvidia-ml",
+        meaning="the dynamic loader found no NVML library: the program (nvidia-smi, a benchmark, a monitor) cannot start",
+        cause=(
+            "the NVIDIA driver's user-space libraries are absent where the program runs: a container started "
+            "without the NVIDIA runtime (no --gpus / runtimeClassName: nvidia), a node or remote MPI rank "
+            "without the driver, or a library path (LD_LIBRARY_PATH, ldconfig) that does not include it"
+        ),
+        fix=(
+            "run the container with the NVIDIA runtime (docker --gpus all, runtimeClassName: nvidia) or install "
+            "the driver on that host; check ldconfig -p | grep libnvidia-ml"
+        ),
+        verify=("ldconfig -p | grep libnvidia-ml", "nvidia-smi"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html",
+        example=(
+            "/workspace/hpl-mxp-linux-x86_64/xhpl_mxp: error while loading shared libraries: libnvidia-ml.so.1: "
+            "cannot open shared object file: No such file or directory"
+        ),
+        notes=("example: an MPI rank's error quoted in a public HPL-MxP run log",),
+        causes=("gpu.container-runtime", "gpu.driver-not-loaded"),
+        subject="{prog}",
+        confidence=0.8,
+    ),
 )
