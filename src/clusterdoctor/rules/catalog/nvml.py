@@ -275,7 +275,7 @@ MESSAGES: tuple[Message, ...] = (
             "run the container with the NVIDIA runtime (docker --gpus all, runtimeClassName: nvidia) or install "
             "the driver on that host; check ldconfig -p | grep libnvidia-ml"
         ),
-        verify=("ldconfig -p | grep libnvidia-ml", "nvidia-smi"),
+        verify=("ldconfig -p | grep libnvidia-ml", "nvidia-smi -L"),
         severity=Severity.CRITICAL,
         action=Action.CONFIGURE,
         source="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html",
