@@ -51,8 +51,9 @@ def test_clock_difference_names_the_peer(tmp_path):
     ("line", "first", "second"),
     [
         # github.com/kubernetes/kubernetes/issues/49896: 10 excluded by the selector, 4 short of cpu
+        # (SCHED109: the selector's count is every node of the cluster)
         ("message: '0/10 nodes are available: 10 node(s) didn't match node selector, 4 Insufficient cpu.'",
-         "SCHED106", "SCHED101"),
+         "SCHED109", "SCHED101"),
         # github.com/kubernetes/kubernetes/issues/107194
         ("0/5 nodes are available: 2 node(s) were unschedulable, 3 Insufficient pods.", "SCHED101", "SCHED107"),
         # github.com/kubernetes/test-infra/pull/32945

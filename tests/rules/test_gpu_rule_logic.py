@@ -131,3 +131,59 @@ def test_topology_join_gives_numa_node_and_nearest_nic():
     thr = next(y for y in f if y.rule == "GPU009")
     assert thr.subject == "GPU2 0000:75:00.0 on hgx-7"
     assert any(e.description == "nearest NIC" and e.value.startswith("mlx5_3") for e in thr.evidence)
+
+
+def test_application_xid_recurring_across_processes_names_the_board():
+    from clusterdoctor.observe.gpu.kernel_log import parse_kernel_log
+
+    lines = "".join(
+        f"NVRM: Xid (PCI:0000:db:00): 31, pid={pid}, Ch 00000008, intr 00000000. MMU Fault\n"
+        for pid in (13641, 14323, 33275)
+    )
+    (f,) = [x for x in _run(parse_kernel_log(lines, "k"))[0] if x.rule == "GPU001"]
+    assert f.severity == Severity.WARNING and "gpu.hw-faulty" in f.causes
+    once = lines.replace("14323", "13641").replace("33275", "13641")
+    (f,) = [x for x in _run(parse_kernel_log(once, "k"))[0] if x.rule == "GPU001"]
+    assert "gpu.hw-faulty" not in f.causes
+
+
+def test_v100_sxm2_inactive_links_judged_in_an_elided_listing():
+    # nvidia-smi nvlink -s as pasted (tests/data/incidents/gpu-017): other GPUs elided with '....';
+    # the links shown <inactive> are evidence, whatever was cut
+    from clusterdoctor.observe.gpu.nvlink import parse_nvlink
+
+    text = "nvidia-smi nvlink -s\n....\nGPU 3: Tesla V100-SXM2-32GB (UUID: ...)\n" + "".join(
+        f"         Link {i}: {'<inactive>' if i in (3, 5) else '25.781 GB/s'}\n" for i in range(6)
+    )
+    f, _ = _run(parse_nvlink(text, "nvlink.txt"))
+    (x,) = [y for y in f if y.rule == "GPU011"]
+    assert "2 link(s) inactive (link 3, 5)" in x.summary
+    healthy = text.replace("<inactive>", "25.781 GB/s")
+    f, _ = _run(parse_nvlink(healthy, "nvlink.txt"))
+    assert not [y for y in f if y.rule == "GPU011"]
+
+
+# nvidia-smi as pasted in github.com/NVIDIA/DCGM (tests/data/incidents/gpu-052): noheader rows under
+# the command that names their columns, a user's pointer after one value
+RECOVERY = """\
+# GPU=1 stuck in EBUSY state because some GSP issue
+nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv,noheader
+0, None
+1, Reset   <= GPU is unusable, reset required
+2, None
+"""
+
+
+def test_noheader_query_with_its_command_line_and_the_recovery_action():
+    from clusterdoctor.observe.gpu.query_gpu_csv import parse_query_gpu_csv, sniff_query_gpu_csv
+
+    assert sniff_query_gpu_csv(RECOVERY.encode())
+    rep = parse_query_gpu_csv(RECOVERY, "q.txt")
+    assert [(g.index, [e.message for e in g.events]) for g in rep.gpus] == [(0, []), (1, ["Reset"]), (2, [])]
+    f, _ = _run(rep)
+    (x,) = [y for y in f if y.rule == "GPU021"]
+    assert x.subject.startswith("GPU1") and "gpu.reset-required" in x.causes
+    f, _ = _run(
+        parse_query_gpu_csv(RECOVERY.replace("Reset   <= GPU is unusable, reset required", "None"), "q")
+    )
+    assert not [y for y in f if y.rule == "GPU021"]

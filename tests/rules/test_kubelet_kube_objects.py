@@ -125,3 +125,46 @@ def test_a_pod_or_node_just_starting_is_not_judged():
         "node-9   NotReady   <none>   45s   v1.29.1\n"
     )
     assert [f.subject for f in run(text)] == ["pod web-1"]
+
+
+# kubectl describe node as pasted in github.com/NVIDIA/k8s-device-plugin (tests/data/incidents/gpu-026)
+CAP_ALLOC = """\
+Capacity:
+  cpu:                        128
+  ephemeral-storage:          7441183616Ki
+  hugepages-1Gi:              0
+  hugepages-2Mi:              8448Mi
+  memory:                     2113276288Ki
+  nvidia.com/gpu:             8
+  pods:                       110
+Allocatable:
+  cpu:                        128
+  ephemeral-storage:          6857794809152
+  hugepages-1Gi:              0
+  hugepages-2Mi:              8448Mi
+  memory:                     2062682496Ki
+  nvidia.com/gpu:             7       <=========== here
+  pods:                       110
+"""
+
+
+def test_fewer_gpus_allocatable_than_capacity_names_the_device_plugin():
+    from clusterdoctor.rules.kubelet import device_plugin_unhealthy
+
+    (f,) = run(CAP_ALLOC, rules=(device_plugin_unhealthy,))
+    assert f.rule == "KUBELET007" and "gpu.device-plugin" in f.causes
+    assert "capacity 8, allocatable 7" in f.summary
+    # memory and ephemeral storage below capacity are the kubelet's reservations: quiet
+    assert not run(CAP_ALLOC.replace("7       <=========== here", "8"), rules=(device_plugin_unhealthy,))
+
+
+def test_legacy_gpu_resource_without_nvidia_com_gpu_is_a_gpu_node_not_advertised():
+    # kubectl describe node of github.com/NVIDIA/k8s-device-plugin/issues/68 (tests/data/incidents/ctrl-019)
+    text = (
+        "Capacity:\n alpha.kubernetes.io/nvidia-gpu:  1\n cpu:                             4\n"
+        " pods:                            110\nAllocatable:\n alpha.kubernetes.io/nvidia-gpu:  1\n"
+        " cpu:                             4\n pods:                            110\n"
+    )
+    (f,) = run(text, rules=(gpu_not_advertised,))
+    assert f.rule == "KUBELET006" and "alpha.kubernetes.io/nvidia-gpu=1" in f.summary
+    assert not run(text.replace("nvidia-gpu:  1", "nvidia-gpu:  0"), rules=(gpu_not_advertised,))

@@ -68,6 +68,7 @@ LOADERS: list[Loader] = [
     # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
     # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
+    Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
         "etcdctl output",
         "clusterdoctor.observe.control.etcd",
@@ -91,6 +92,7 @@ LOADERS: list[Loader] = [
         "load_ib_listing",
     ),
     Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
+    Loader("OSU benchmark output", "clusterdoctor.observe.network.osu", "sniff_osu", "load_osu"),
     Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),
     Loader("ucx_info output", "clusterdoctor.observe.network.ucx_info", "sniff_ucx_info", "load_ucx_info"),
     Loader(

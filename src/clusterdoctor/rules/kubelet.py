@@ -574,6 +574,13 @@ def gpu_not_advertised(obs: Observations) -> Iterator[Finding]:
         if o.kind != "node" or not (o.capacity or o.allocatable):
             continue  # the Capacity section was not pasted: not judged
         labelled = [k for k in _GPU_LABELS if k in o.labels and o.labels[k] not in ("false", "0")]
+        # the accelerator resource the kubelet itself advertised before 1.11: a GPU node, whose
+        # nvidia.com/gpu only a registered device plugin provides
+        legacy = o.capacity.get("alpha.kubernetes.io/nvidia-gpu") or o.allocatable.get(
+            "alpha.kubernetes.io/nvidia-gpu"
+        )
+        if legacy not in (None, "", "0"):
+            labelled.append(f"alpha.kubernetes.io/nvidia-gpu={legacy}")
         if not labelled:
             continue
         cap = o.capacity.get("nvidia.com/gpu")
@@ -587,8 +594,70 @@ def gpu_not_advertised(obs: Observations) -> Iterator[Finding]:
         )
         yield gpu_not_advertised.finding(
             f"{o.ref or 'the node'} is labelled as a GPU node ({', '.join(labelled)}) but {what}",
-            evidence=[Evidence(f"label {k}={o.labels[k]}", source=o.source or None) for k in labelled]
+            evidence=[
+                Evidence(f"label {k}={o.labels.get(k, '')}".rstrip("="), source=o.source or None)
+                for k in labelled
+            ]
             + [Evidence("Capacity nvidia.com/gpu", cap), Evidence("Allocatable nvidia.com/gpu", alloc)],
             subject=o.ref or None,
             confidence=0.8,
         )
+
+
+# resources the kubelet itself accounts (allocatable below capacity by its reservations, by design);
+# every other resource with a "/" is an extended resource a device plugin advertises
+_NATIVE = ("cpu", "memory", "pods", "ephemeral-storage", "storage")
+
+
+def _count(v: str | None) -> int | None:
+    return int(v) if v is not None and v.isdigit() else None
+
+
+@rule(
+    id="KUBELET007",
+    name="device-plugin-unhealthy-devices",
+    layer="kubelet",
+    title="Fewer devices allocatable than the node has (the device plugin marked some unhealthy)",
+    requires=("kube_objects",),
+    severity=Severity.WARNING,
+    causes=("gpu.device-plugin", "k8s.gpu-not-advertised"),
+)
+def device_plugin_unhealthy(obs: Observations) -> Iterator[Finding]:
+    """A device-plugin resource (``nvidia.com/gpu``, ``rdma/…``, ``amd.com/gpu``) has Allocatable below
+    Capacity in ``kubectl describe node``.
+
+    **Symptom**: `kubectl describe node` shows `nvidia.com/gpu: 8` under Capacity and `7` under
+    Allocatable; a job that asks for every GPU of the node stays Pending.
+    **Why**: the kubelet reserves CPU and memory (kube-reserved, system-reserved), never devices: a
+    device plugin reports each device healthy or unhealthy (ListAndWatch), and the kubelet counts only
+    the healthy ones as allocatable (k8s.io/kubernetes pkg/kubelet/cm/devicemanager). The NVIDIA
+    device plugin marks a GPU unhealthy on a critical Xid (its health.go) and, before v0.15, never
+    marks it healthy again.
+    **Fix**: find the GPU in the device plugin's log (`Xid=… on Device=…`, "marking device … as
+    unhealthy"), act on that Xid (reset the GPU), then restart the plugin pod; for an Xid that is the
+    application's (Xid 94 contained ECC), DP_DISABLE_HEALTHCHECKS=94 keeps the GPU in service.
+    **Verify**: `kubectl get node <node> -o jsonpath='{.status.allocatable}'` equals its capacity.
+    """
+    for o in obs.get("kube_objects") or []:
+        if o.kind not in ("node", "") or not (o.capacity and o.allocatable):
+            continue  # both sections are needed: not judged otherwise
+        for res, cap_s in sorted(o.capacity.items()):
+            if "/" not in res or res.startswith("hugepages-") or res in _NATIVE:
+                continue
+            alloc_s = (o.allocatable.get(res) or "").split()  # "7   <=== here": the user's mark after it
+            cap, alloc = _count(cap_s), _count(alloc_s[0] if alloc_s else None)
+            if cap is None or alloc is None or alloc >= cap:
+                continue
+            gpu = res.endswith("/gpu") or "gpu" in res
+            yield device_plugin_unhealthy.finding(
+                f"{o.ref or 'the node'}: {res} capacity {cap}, allocatable {alloc} — the device plugin "
+                f"reports {cap - alloc} of its devices unhealthy"
+                + (" (a GPU with a critical Xid, or failing health checks)" if gpu else ""),
+                evidence=[
+                    Evidence(f"Capacity {res}", cap, source=o.source or None),
+                    Evidence(f"Allocatable {res}", alloc, cap, source=o.source or None),
+                ],
+                subject=o.ref or None,
+                confidence=0.75,
+                causes=("gpu.device-plugin", "k8s.gpu-not-advertised") if gpu else (),
+            )

@@ -204,3 +204,45 @@ def test_long_hostile_lines_are_linear():
             pass
         assert sniff_etcdctl_text(line.encode()) in (True, False)
         assert time.perf_counter() - t0 < 30, line[:30]  # a cap on a hostile line, generous under load
+
+
+def test_v2_cluster_health_without_urls_and_failed_check_names_the_member():
+    # etcd 2.0's cluster-health printed no URL (github.com/etcd-io/etcd PR adding cluster-health,
+    # tests/data/incidents/ctrl-003)
+    res = parse_etcdctl_text(
+        "cluster is healthy\nmember 6e3bd23ae5f1eae0 is healthy\nmember 924e2e83e93f2560 is unhealthy\n"
+        "member a8266ecf031671f3 is healthy\n"
+    )
+    assert [h.endpoint for h in res.status.health if not h.healthy] == ["member 924e2e83e93f2560"]
+    assert len(res.members) == 3
+    # "failed to check the health of member X on URL" ties the URL to the member (ctrl-023)
+    res = parse_etcdctl_text(
+        "failed to check the health of member da6937d2522edbd8 on https://$PUBLIC_IP:2379: Get "
+        "https://$PUBLIC_IP:2379/health: x509: cannot validate certificate for $PUBLIC_IP because it "
+        "doesn't contain any IP SANs\n"
+    )
+    (m,) = res.members
+    assert format(m.id, "x") == "da6937d2522edbd8" and m.client_urls == ("https://$PUBLIC_IP:2379",)
+
+
+def test_etcd_20_member_list_and_wide_padded_tables_are_read():
+    # etcd 2.0.9 printed no isLeader (tests/data/incidents/ok-ctrl-002)
+    res = parse_etcdctl_text(
+        "5ae3067007f7fb85: name=etcd2 peerURLs=http://192.168.12.52:2380 clientURLs=http://192.168.12.52:2379\n"
+    )
+    (m,) = res.members
+    assert m.name == "etcd2" and m.client_urls == ("http://192.168.12.52:2379",)
+    # a 3.4 table whose cells are padded to an https endpoint's width (ok-ctrl-015), cut mid-row
+    table = (
+        "+-------------------------+------------------+---------+---------+-----------+------------+-----------+"
+        "------------+--------------------+--------+\n"
+        "|        ENDPOINT         |        ID        | VERSION | DB SIZE | IS LEADER | IS LEARNER | RAFT TERM |"
+        " RAFT INDEX | RAFT APPLIED INDEX | ERRORS |\n"
+        "| https://172.16.2.3:2379 | f15c8d27ccf66395 |   3.4.3 |  2.2 MB |     false |      false |         6 |"
+        "      41219 |              41219 |        |\n"
+        "| https://172.16.2.6:2379 | be8c6e0b5f5f6157 |   3.4.3 |  2.2 MB |      true |      false |         6 |"
+        "      412\n"
+    )
+    assert sniff_etcdctl_text(table.encode())
+    res = parse_etcdctl_text(table)
+    assert [s.endpoint for s in res.status.statuses][:1] == ["https://172.16.2.3:2379"]

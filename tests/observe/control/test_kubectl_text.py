@@ -238,3 +238,69 @@ def test_long_hostile_lines_are_linear():
         except InputError:
             pass
         assert time.perf_counter() - t0 < 30, line[:30]  # a cap on a hostile line, generous under load
+
+
+def test_condition_row_grepped_out_of_describe_node():
+    # `kubectl describe node 127.0.0.1|grep DiskPressure` (tests/data/incidents/ctrl-027)
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text, sniff_kubectl_text
+
+    row = (
+        "  DiskPressure \t\tTrue \tTue, 18 Oct 2016 02:09:49 -0400 \tTue, 18 Oct 2016 02:05:38 -0400 "
+        "\tKubeletHasDiskPressure \t\tkubelet has disk pressure\n"
+    )
+    assert sniff_kubectl_text(row.encode())
+    (obj,) = parse_kubectl_text(row, "x").objects
+    (c,) = obj.conditions
+    assert (obj.kind, c.type, c.status, c.reason) == (
+        "node",
+        "DiskPressure",
+        "True",
+        "KubeletHasDiskPressure",
+    )
+    assert not sniff_kubectl_text(b"  DiskPressure is a word in a sentence\n")
+
+
+# kubernetes-the-hard-way, before and after the fix (tests/data/incidents/ctrl-056, ok-ctrl-012)
+CS_BAD = """\
+NAME                 STATUS      MESSAGE                                                                                     ERROR
+scheduler            Unhealthy   Get http://127.0.0.1:10251/healthz: dial tcp 127.0.0.1:10251: connect: connection refused
+controller-manager   Unhealthy   Get http://127.0.0.1:10252/healthz: dial tcp 127.0.0.1:10252: connect: connection refused
+etcd-0               Healthy     {"health":"true"}
+"""
+CS_OK = """\
+NAME                 STATUS    MESSAGE             ERROR
+scheduler            Healthy   ok
+controller-manager   Healthy   ok
+etcd-0               Healthy   {"health":"true"}
+"""
+
+
+def test_componentstatuses_rows_and_the_rule():
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text, sniff_kubectl_text
+    from clusterdoctor.rules.k8s_components import component_unhealthy
+    from clusterdoctor.rules.registry import Observations, run_rules
+
+    assert sniff_kubectl_text(CS_BAD.encode()) and sniff_kubectl_text(CS_OK.encode())
+    bad = parse_kubectl_text(CS_BAD, "cs").components
+    assert [(c.name, c.status) for c in bad] == [
+        ("scheduler", "Unhealthy"),
+        ("controller-manager", "Unhealthy"),
+        ("etcd-0", "Healthy"),
+    ]
+    assert "connection refused" in bad[0].message + bad[0].error
+    found, _, _ = run_rules(Observations({"kube_components": bad}), [component_unhealthy])
+    assert sorted(f.subject for f in found) == ["controller-manager", "scheduler"]
+    ok = parse_kubectl_text(CS_OK, "cs").components
+    assert not run_rules(Observations({"kube_components": ok}), [component_unhealthy])[0]
+
+
+def test_get_all_rows_with_the_kind_prefix():
+    # `kubectl get all` output as pasted in github.com/kubernetes/community (tests/data/incidents/ctrl-051)
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text
+
+    text = (
+        "NAME                                                  READY   STATUS    RESTARTS   AGE\n"
+        "pod/kube-flannel-ds-kq47c                             0/1     CrashloopBackoff   0          5s\n"
+    )
+    (row,) = parse_kubectl_text(text, "x").pods
+    assert (row.name, row.status) == ("kube-flannel-ds-kq47c", "CrashloopBackoff")

@@ -123,3 +123,33 @@ def test_sxid_is_a_node_event_with_its_switch_link():
 def test_a_log_without_nvidia_messages_is_refused():
     with pytest.raises(InputError, match="NVRM"):
         parse_kernel_log("[ 1.0] usb 1-1: new device\n", "k")
+
+
+def test_old_driver_xid_names_the_pid_without_name():
+    # dmesg -T of a driver that prints `pid=N, Ch …` without `name=` (tests/data/incidents/gpu-019)
+    text = (
+        "[Fri Jan 29 23:42:34 2021] NVRM: Xid (PCI:0000:db:00): 31, pid=13641, Ch 00000008, intr 00000000."
+        " MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_10 faulted @ 0x7fd7_90743000."
+        " Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
+        "[Sat Jan 30 00:05:20 2021] NVRM: Xid (PCI:0000:db:00): 31, pid=14323, Ch 00000008, intr 00000000.\n"
+    )
+    (g,) = parse_kernel_log(text, "k").gpus
+    assert [(e.code, e.pid, e.process) for e in g.events] == [(31, 13641, None), (31, 14323, None)]
+    assert g.events[0].message.startswith("Ch 00000008")
+    # the current form keeps its name
+    (g,) = parse_kernel_log(
+        "NVRM: Xid (PCI:0000:19:00): 13, pid=1234, name=python3, Graphics Exception\n", "k"
+    ).gpus
+    assert (g.events[0].pid, g.events[0].process) == (1234, "python3")
+
+
+def test_xid_with_an_elided_bus_id_is_one_unnamed_gpu():
+    # the poster elided the PCI ids (tests/data/incidents/gpu-030)
+    text = (
+        "kernel: NVRM: GPU1 kbifCacheVFInfo_GB100: Unable to read NV_PF0_INITIAL_AND_TOTAL_VFS\n"
+        "kernel: NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)\n"
+        "kernel: NVRM: Xid (PCI:...): 137, RLW_RXPIPE interrupt hit on link 11 on GPU0: PRIV Error\n"
+    )
+    (g,) = parse_kernel_log(text, "k").gpus
+    assert g.bus_id is None and [e.code for e in g.events] == [145, 137]
+    assert "not named" in g.label()

@@ -237,3 +237,33 @@ def test_sysfs_links(tmp_path):
     (g,) = read_sysfs_gpu_links(tmp_path)
     assert g.bus_id == "0000:19:00.0" and g.pcie.speed_current_gts == 16 and g.pcie.width_current == 8
     assert g.driver_in_use is None  # a saved tree that does not record the driver link: unknown
+
+
+# `dcgmi health -c -j` as pasted in github.com/NVIDIA/DCGM (tests/data/incidents/gpu-052, paste-2)
+HEALTH_JSON = """\
+Health monitor systems set successfully.
+{
+        "body" :
+        {
+                "Overall Health" :
+                {
+                        "value" : "Healthy"
+                }
+        },
+        "header" :
+        [
+                "Health Monitor Report"
+        ]
+}
+"""
+
+
+def test_dcgmi_health_json_overall_verdict():
+    from clusterdoctor.observe.gpu.dcgmi import parse_dcgmi, sniff_dcgmi
+
+    assert sniff_dcgmi(HEALTH_JSON.encode())
+    rep = parse_dcgmi(HEALTH_JSON, "h.json")
+    assert rep.attrs["dcgm_overall_health"] == "Healthy" and not rep.gpus
+    bad = parse_dcgmi(HEALTH_JSON.replace('"Healthy"', '"Failure"'), "h.json")
+    (g,) = bad.gpus
+    assert [(e.kind, e.attrs["health"]) for e in g.events] == [("health", "Failure")]

@@ -406,3 +406,38 @@ def test_grep_of_sysfs_port_files(tmp_path):
     out = load_ib_listing(p)
     (counters,) = out["rdma"]
     assert (counters.name, counters.counters["link_downed"]) == ("mlx5_1/1", 3)
+
+
+def test_rdma_res_qp_lines_are_not_ports():
+    """`rdma res show qp` prints `link DEV/PORT lqpn N type T state S`: a QP's state (RTS, INIT), not
+    the port's; reading INIT as a port Initializing raised RDMA008 (no subnet manager) on healthy QPs."""
+    from clusterdoctor.testing import fixture_path
+
+    p = fixture_path("ctrl/rdma_iproute2_res_qp_and_stat_p_samples.txt")
+    if p is None:
+        pytest.skip("shared fixtures absent (CLUSTERDOCTOR_FIXTURES)")
+    data = p.read_bytes()
+    assert not sniff_ib_listing(data[:65536])
+    with pytest.raises(InputError):
+        parse_ib_listing(data.decode())
+    for line in (
+        "link ibp0s9/1 lqpn 42 type XRC_TGT state INIT sq-psn 0 path-mig-state MIGRATED comm [ib_uverbs]",
+        "link mlx5_0/1 lqpn 1 type GSI state RTS sq-psn 0 comm ib_core",
+    ):
+        assert not sniff_ib_listing(line.encode())
+    # the port listing keeps its IB addressing before the state
+    line = "link mlx5_7/1 subnet_prefix fe80:0000:0000:0000 lid 3403 sm_lid 1 lmc 0 state INIT physical_state LINK_UP"
+    assert sniff_ib_listing(line.encode())
+    (port,) = parse_ib_listing(line + "\n").ports
+    assert port.state == "Initializing"
+
+
+def test_rdma_res_qp_fixture_raises_no_port_alarm():
+    from clusterdoctor.observe.detect import load_path
+    from clusterdoctor.testing import fixture_path
+
+    p = fixture_path("ctrl/rdma_iproute2_res_qp_and_stat_p_samples.txt")
+    if p is None:
+        pytest.skip("shared fixtures absent (CLUSTERDOCTOR_FIXTURES)")
+    what, data = load_path(p)
+    assert not data.get("ib_ports"), what

@@ -252,7 +252,7 @@ def test_gpu_health_states_named_by_pod_resources():
     assert name_gpu_pods(obs) == 1
     assert (g.namespace, g.pod, g.container) == ("vision", "resnet-7", "trainer")
     assert g.field_sources["pod"].startswith("kubelet pod-resources")
-    from clusterdoctor.rules.gpu import _extra_ident
+    from clusterdoctor.rules.gpu_common import _extra_ident
 
     assert any(
         e.description == "pod" and e.value == "vision/resnet-7 container trainer" for e in _extra_ident(g)

@@ -110,11 +110,12 @@ _ERROR = re.compile(r"^Error:\s+(?P<err>.{1,2000})$")
 # v2 API
 _V2_MEMBER = re.compile(
     r"^(?P<id>[0-9a-f]{1,16}): name=(?P<name>\S{0,256}) peerURLs=(?P<peer>\S{0,2048}) "
-    r"clientURLs=(?P<client>\S{0,2048}) isLeader=(?P<leader>true|false)\s*$"
+    r"clientURLs=(?P<client>\S{0,2048})(?: isLeader=(?P<leader>true|false))?\s*$"  # 2.0 printed no isLeader
 )
 _V2_UNSTARTED = re.compile(r"^(?P<id>[0-9a-f]{1,16})\[unstarted\]: peerURLs=(?P<peer>\S{0,2048})\s*$")
 _V2_HEALTH = re.compile(
-    r"^member (?P<id>[0-9a-f]{1,16}) is (?P<state>healthy|unhealthy): got (?:un)?healthy result from (?P<url>\S{1,512})\s*$"
+    r"^member (?P<id>[0-9a-f]{1,16}) is (?P<state>healthy|unhealthy)"
+    r"(?:: got (?:un)?healthy result from (?P<url>\S{1,512}))?\s*$"  # etcd 2.0 printed no URL
 )
 _V2_UNREACHABLE = re.compile(r"^member (?P<id>[0-9a-f]{1,16}) is unreachable: (?P<why>.{1,2000})$")
 _V2_CHECK_FAILED = re.compile(
@@ -334,10 +335,14 @@ def _line(s: str, out: EtcdctlText, src: str, unhealthy_v2: dict[str, EndpointHe
     m = _V2_HEALTH.match(s)
     if m:
         ok = m.group("state") == "healthy"
+        url = m.group("url")
         st.health.append(
-            EndpointHealth(m.group("url"), ok, None, None if ok else "got unhealthy result", src)
+            EndpointHealth(
+                url or f"member {m.group('id')}", ok, None, None if ok else "got unhealthy result", src
+            )
         )
-        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=(m.group("url"),), source=src))
+        urls = (url,) if url else ()
+        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=urls, source=src))
         out.kinds.append("cluster-health")
         return True
     m = _V2_UNREACHABLE.match(s)
@@ -351,6 +356,8 @@ def _line(s: str, out: EtcdctlText, src: str, unhealthy_v2: dict[str, EndpointHe
         unhealthy_v2.setdefault(
             m.group("url"), EndpointHealth(m.group("url"), False, None, m.group("err"), src)
         )
+        # the line says whose URL it is: the member directory names the endpoint by its member
+        out.members.append(EtcdMember(id=int(m.group("id"), 16), client_urls=(m.group("url"),), source=src))
         out.kinds.append("cluster-health")
         return True
     m = _V2_VERDICT.match(s)
@@ -424,8 +431,9 @@ _SNIFF = re.compile(
     r"|cluster is (?:healthy|degraded|unavailable)\s*$"
     r"|[0-9a-f]{1,16}, (?:un)?started, "
     r"|\S{1,512}, [0-9a-f]{1,16}, \d{1,3}\.\d{1,3}\.\d{1,3}\S{0,40}, "
-    r"|[ \t]{0,8}[|│][ \t]{0,8}(?:ENDPOINT|endpoint)[ \t]{0,8}[|│][ \t]{0,8}(?:ID|HEALTH|id|health)[ \t]{0,8}[|│]"
-    r"|[ \t]{0,8}[|│][ \t]{0,8}ID[ \t]{0,8}[|│][ \t]{0,8}STATUS[ \t]{0,8}[|│][ \t]{0,8}NAME[ \t]{0,8}[|│])",
+    # table headers: cells are padded to the widest value (an https endpoint: 10+ blanks each side)
+    r"|[ \t]{0,8}[|│][ \t]{0,64}(?:ENDPOINT|endpoint)[ \t]{0,64}[|│][ \t]{0,64}(?:ID|HEALTH|id|health)[ \t]{0,64}[|│]"
+    r"|[ \t]{0,8}[|│][ \t]{0,64}ID[ \t]{0,64}[|│][ \t]{0,64}STATUS[ \t]{0,64}[|│][ \t]{0,64}NAME[ \t]{0,64}[|│])",
     re.M,
 )
 

@@ -59,6 +59,18 @@ class PodRow:
 
 
 @dataclass(frozen=True)
+class ComponentRow:
+    """One row of ``kubectl get componentstatuses`` (``cs``): a control-plane component's health probe."""
+
+    name: str  # scheduler, controller-manager, etcd-0
+    status: str  # Healthy | Unhealthy
+    message: str = ""
+    error: str = ""
+    source: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class NodeRow:
     """One row of ``kubectl get nodes``."""
 
@@ -125,6 +137,7 @@ class KubeObject:
 class KubectlText:
     pods: list[PodRow] = field(default_factory=list)
     nodes: list[NodeRow] = field(default_factory=list)
+    components: list[ComponentRow] = field(default_factory=list)
     events: list[KubeEvent] = field(default_factory=list)
     objects: list[KubeObject] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
@@ -143,6 +156,7 @@ class KubectlText:
 # --- headers -------------------------------------------------------------------------------------
 _POD_HDR = re.compile(r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\b")
 _NODE_HDR = re.compile(r"^NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\b")
+_CS_HDR = re.compile(r"^NAME\s+STATUS\s+MESSAGE\s+ERROR\s*$")  # kubectl get componentstatuses
 _EVENT_HDR = re.compile(
     r"^(?:NAMESPACE\s+)?(?:LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+(?:SUBOBJECT\s+SOURCE\s+)?MESSAGE"
     r"|LAST ?SEEN\s+FIRST ?SEEN\s+COUNT\s+NAME\s+KIND\s+SUBOBJECT\s+TYPE\s+REASON\s+SOURCE\s+MESSAGE)"
@@ -157,7 +171,8 @@ _COLUMN = re.compile(r"\S+(?: \S+)*")  # a header name: words separated by singl
 # --- rows by shape (where the columns do not line up) ------------------------------------------
 _AGE = r"(?:<unknown>|<invalid>|\d{1,9}[smhdy](?:\d{1,9}[smh])?)"
 _POD_ROW = re.compile(
-    r"^(?P<name>[a-z0-9][\w.\-]{0,252})\s+(?P<ready>\d{1,3}/\d{1,3})\s+(?P<status>\S{1,64})\s+"
+    # `kubectl get all` prefixes the kind: pod/name
+    r"^(?:pod/)?(?P<name>[a-z0-9][\w.\-]{0,252})\s+(?P<ready>\d{1,3}/\d{1,3})\s+(?P<status>\S{1,64})\s+"
     r"(?P<restarts>\d{1,9})(?: \((?P<ago>[^)]{1,20}) ago\))?\s+(?P<age>" + _AGE + r")(?:\s+(?P<rest>.*))?$"
 )
 _NODE_ROW = re.compile(
@@ -278,7 +293,12 @@ def _close(st: _State, out: KubectlText) -> None:
 def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
     s = line.strip()
     # headers of get tables start a table (and end a describe)
-    for rx, mode in ((_POD_HDR, "pods"), (_EVENT_HDR, "events"), (_NODE_HDR, "nodes")):
+    for rx, mode in (
+        (_POD_HDR, "pods"),
+        (_EVENT_HDR, "events"),
+        (_NODE_HDR, "nodes"),
+        (_CS_HDR, "componentstatuses"),
+    ):
         if rx.match(s) and line[:1] not in " \t":
             _close(st, out)
             st.mode, st.cols = mode, _columns(line)
@@ -290,10 +310,19 @@ def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
         return _node(line, n, st, out)
     if st.mode == "events":
         return _event(line, n, st, out)
+    if st.mode == "componentstatuses":
+        return _component(line, n, st, out)
     if _describe(line, n, st, out):
         return True
     if _describe_event(line, n, st, out, None):
         out.kinds.append("event rows")
+        return True
+    cond = _condition_row(line) if st.obj is None else None  # `describe node | grep Pressure`
+    if cond is not None:
+        obj = KubeObject(kind="node", source=st.src, first_line=n, last_line=n)
+        obj.conditions.append(cond)
+        out.objects.append(obj)
+        out.kinds.append("describe node condition rows")
         return True
     m = _EVENT_ROW.match(line.strip())  # `kubectl get events` rows pasted without their header
     if m:
@@ -346,6 +375,18 @@ def _pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
             n,
         )  # fmt: skip
     )
+    return True
+
+
+def _component(line: str, n: int, st: _State, out: KubectlText) -> bool:
+    """A componentstatuses row: NAME, STATUS (Healthy/Unhealthy), MESSAGE, ERROR (the probe's error)."""
+    bits = line.split(None, 2)
+    if len(bits) < 2 or bits[1] not in ("Healthy", "Unhealthy", "Unknown"):
+        return False
+    cells = _cut(line, st.cols) or {}
+    rest = bits[2].strip() if len(bits) > 2 else ""
+    message, error = cells.get("MESSAGE", rest), cells.get("ERROR", "")
+    out.components.append(ComponentRow(bits[0], bits[1], message or rest, error, st.src, n))
     return True
 
 
@@ -504,9 +545,27 @@ def _describe(line: str, n: int, st: _State, out: KubectlText) -> bool:
     return bool(line[:1] in " \t")  # more of an indented section (volumes, annotations, ...)
 
 
+# the node condition types the kubelet sets (pkg/kubelet/nodestatus/setters.go) and node-problem-
+# detector's common ones; a row is Type, Status, two times, Reason, Message (describe.go)
+_CONDITION_TYPES = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "OutOfDisk",
+                              "NetworkUnavailable", "KernelDeadlock", "ReadonlyFilesystem"})  # fmt: skip
+
+
+def _condition_row(line: str) -> KubeCondition | None:
+    """A node condition row pasted without its describe around it (``kubectl describe node | grep
+    DiskPressure``): indented, the type, True/False/Unknown, then times, the reason and the message."""
+    if line[:1] not in " \t" or len(line) > 2000:
+        return None
+    bits = [b.strip() for b in re.split(r"\s{2,}|\t+", line.strip()) if b.strip()]
+    if len(bits) < 4 or bits[0] not in _CONDITION_TYPES or bits[1] not in ("True", "False", "Unknown"):
+        return None
+    return KubeCondition(bits[0], bits[1], bits[-2], bits[-1])
+
+
 _SNIFF = re.compile(
     r"^(?:(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE"
     r"|NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\s*$"
+    r"|NAME\s+STATUS\s+MESSAGE\s+ERROR\s*$"
     r"|(?:NAMESPACE\s+)?LAST ?SEEN\s+(?:TYPE|FIRST ?SEEN)\s"
     r"|Name:[ \t]+\S)",
     re.M,
@@ -526,7 +585,11 @@ def sniff_kubectl_text(head: bytes, name: str = "") -> bool:
     keys = {m.group("key") for ln in lines[:40] if ln[:1] not in " \t" and (m := _KEY.match(ln))}
     if len(keys & _DESCRIBE_KEYS) >= 2:
         return True
-    rows = sum(1 for ln in lines[:20] if _DESCRIBE_ROW.match(ln) or _EVENT_ROW.match(ln.strip()))
+    rows = sum(
+        1
+        for ln in lines[:20]
+        if _DESCRIBE_ROW.match(ln) or _EVENT_ROW.match(ln.strip()) or _condition_row(ln) is not None
+    )
     return rows >= 1 and rows >= len(lines[:20]) // 2
 
 
@@ -539,12 +602,12 @@ def load_kubectl_observations(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     data = read_input(p)
     res = parse_kubectl_text(data, str(p))
-    if not (res.pods or res.nodes or res.events or res.objects):
+    if not (res.pods or res.nodes or res.events or res.objects or res.components):
         raise InputError("kubectl output with no row it reads (pods, nodes, events, describe)", str(p), 1)
     lines = data.decode("utf-8", "replace").splitlines()
     out: dict[str, Any] = {"described_as": res.describe()}
     for kind, value in (("kube_pods", res.pods), ("kube_nodes", res.nodes), ("kube_events", res.events),
-                        ("kube_objects", res.objects)):  # fmt: skip
+                        ("kube_objects", res.objects), ("kube_components", res.components)):  # fmt: skip
         if value:
             out[kind] = value
     about = [

@@ -13,7 +13,8 @@ the table's chunk width, then collapsing blanks.
   present).
 - discovery: ``| 0 | Name: NVIDIA H800 |`` with ``PCI Bus ID`` and ``Device UUID`` rows; ``N NvSwitches found.``
 - health: ``Health Monitor Report``, ``Overall Health``, per entity ``-> 0 | Warning`` (or
-  ``GPU ID: 0``) and per system ``-> PCIe system | Warning`` with the incident text.
+  ``GPU ID: 0``) and per system ``-> PCIe system | Warning`` with the incident text; ``-j`` JSON: the
+  overall verdict.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def sniff_dcgmi(head: bytes) -> bool:
         return True
     if re.search(r"^\s*\d+ GPUs? found\.", text, re.M) and "Device Information" in text:
         return True
-    return "Health Monitor Report" in text and "|" in text
+    return "Health Monitor Report" in text and ("|" in text or '"Overall Health"' in text)
 
 
 _SECTION_LINE = re.compile(r"^\s*[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z /]*?)\s+-{2,}")
@@ -287,12 +288,43 @@ def _parse_health(lines: list[str], src: str, report: GpuReport) -> None:
     report.facts.add("health")
 
 
+def _parse_health_json(text: str, src: str, report: GpuReport) -> None:
+    """``dcgmi health -c -j``: ``{"body": {"Overall Health": {"value": "Healthy"}, ...}, "header":
+    ["Health Monitor Report"]}``. The overall verdict is read; a verdict other than Healthy is a health
+    event (on the GPU the report names when it names one entity, else on a GPU not named)."""
+    import json
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        doc = json.loads(text[start : end + 1]) if 0 <= start < end else None
+    except ValueError:
+        doc = None
+    body = doc.get("body") if isinstance(doc, dict) else None
+    overall = body.get("Overall Health") if isinstance(body, dict) else None
+    value = overall.get("value") if isinstance(overall, dict) else None
+    if not isinstance(value, str):
+        raise InputError("dcgmi health JSON without an Overall Health value", src)
+    report.facts.add("dcgm_health")
+    report.attrs["dcgm_overall_health"] = value
+    if value.strip().lower() == "healthy":
+        return
+    g = GpuState()
+    g.sources.append(src)
+    g.events.append(
+        GpuEvent("health", f"DCGM overall health {value}", source=src, attrs={"health": value.strip()})
+    )
+    report.gpus.append(g)
+
+
 def parse_dcgmi(data: bytes | str, path: str | None = None) -> GpuReport:
     """Parse ``dcgmi diag``, ``dcgmi discovery -l`` or ``dcgmi health -c`` output (detected by content)."""
     src = path or "<dcgmi>"
     text = decode(data, path)
     lines = unquote_lines(text)
-    if "Health Monitor Report" in text:
+    if "Health Monitor Report" in text and '"Overall Health"' in text:
+        report = GpuReport("dcgmi health -j", src)
+        _parse_health_json(text, src, report)
+    elif "Health Monitor Report" in text:
         report = GpuReport("dcgmi health", src)
         _parse_health(lines, src, report)
     elif re.search(r"GPUs? found\.", text) and "Device Information" in text:

@@ -13,7 +13,9 @@ zone and are read as UTC (recorded in the event); uptime stamps and year-less fo
 
 What is recognised (NVIDIA driver messages, open-gpu-kernel-modules ``nv.c`` / ``osapi.c`` wording):
 
-- ``NVRM: Xid (PCI:0000:19:00): 48, pid=…, name=…, <text>`` (and the older ``Xid (0000:01:00): 3, …``);
+- ``NVRM: Xid (PCI:0000:19:00): 48, pid=…, name=…, <text>`` (older drivers print ``pid=…, Ch …`` without
+  ``name=``; and the older ``Xid (0000:01:00): 3, …``; a bus id elided as ``PCI:...`` is one GPU not
+  named in the input);
 - ``nvidia-nvswitch3: SXid (PCI:0000:0b:00.0): 12028, …`` (NVSwitch errors; node-level events);
 - ``NVRM: GPU at PCI:0000:5d:00: GPU-<uuid>`` (bus id -> UUID);
 - "GPU has fallen off the bus" in its one-line and multi-line forms;
@@ -55,8 +57,9 @@ _P_SYSLOG = re.compile(
 )
 
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\): (?P<code>\d+)"
-    r"(?:, pid=(?P<pid>'?<?[^,']*>?'?), name=(?P<name>[^,]*))?,?\s*(?P<msg>.*)$"
+    r"NVRM: Xid \((?:PCI:)?(?:(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)|\.{2,6}|…)\): "
+    r"(?P<code>\d+)"
+    r"(?:, pid=(?P<pid>'?<?[^,']{0,64}>?'?)(?:, name=(?P<name>[^,]{0,256}))?)?,?\s*(?P<msg>.*)$"
 )
 _SXID = re.compile(
     r"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)\): "
@@ -195,6 +198,13 @@ def parse_kernel_log(data: bytes | str, path: str | None = None) -> GpuReport:
             g.sources.append(src)
         return g
 
+    def unnamed() -> GpuState:
+        g = gpus.get("")
+        if g is None:
+            g = gpus[""] = GpuState()
+            g.sources.append(src)
+        return g
+
     for lineno, ttext, t, host, msg in msgs:
         if host:
             hosts.add(host)
@@ -221,7 +231,8 @@ def parse_kernel_log(data: bytes | str, path: str | None = None) -> GpuReport:
 
         m = _XID.search(msg)
         if m:
-            g = gpu(m.group("bus"))
+            # a bus id the user elided ("Xid (PCI:...): 145"): one GPU not named in the input
+            g = gpu(m.group("bus")) if m.group("bus") else unnamed()
             pid_s = (m.group("pid") or "").strip("'")
             pid = int(pid_s) if pid_s.isdigit() else None
             name = (m.group("name") or "").strip()

@@ -5,7 +5,9 @@ drivers (the 590 and 595 drivers' full lists put ``clocks_event_reasons.active``
 52). Header names carry units (``power.draw [W]``), values may too (``631.95 W``) unless
 ``nounits``. ``[N/A]``, ``N/A`` and ``[Not Supported]`` are unknown. Several rows of one GPU (a
 ``-l`` loop) give timed readings; the last row is the GPU's state. Without a header (``noheader``)
-the columns cannot be named, so the file is refused with that reason.
+the columns are named by the command line pasted above the rows (``nvidia-smi --query-gpu=... --format=
+csv,noheader``), else the file is refused with that reason. ``gpu_recovery_action`` other than None is
+the driver's request for a reset or reboot (an event of kind ``recovery_action``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from clusterdoctor.observe.gpu.common import (
     norm_bus_id,
     unquote_lines,
 )
-from clusterdoctor.topology.gpu import CLOCK_REASONS, GpuReport, GpuState, PcieLink, Reading
+from clusterdoctor.observe.paste import input_commands
+from clusterdoctor.topology.gpu import CLOCK_REASONS, GpuEvent, GpuReport, GpuState, PcieLink, Reading
 
 __all__ = ["parse_query_gpu_csv", "sniff_query_gpu_csv"]
 
@@ -47,6 +50,7 @@ _KNOWN = {
     "timestamp",
     "serial",
     "memory.used",
+    "gpu_recovery_action",
 }
 
 
@@ -56,6 +60,9 @@ def _name(h: str) -> str:
 
 def sniff_query_gpu_csv(head: bytes) -> bool:
     text = head[:16384].decode("utf-8", errors="replace")
+    fields = _command_fields("\n".join(text.splitlines()[:10]))
+    if len(set(_name(f) for f in fields) & _KNOWN) >= 2:
+        return True  # noheader rows under the command line that names their columns
     for line in unquote_lines(text)[:5]:
         if not line.strip():
             continue
@@ -81,6 +88,34 @@ def _sum(*vals: int | None) -> int | None:
     return sum(known) if known else None
 
 
+# `nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv,noheader` typed or pasted above its rows
+_QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,\[\] ]{1,4000}?)(?:\s+-|\s*$)")
+# what a user appends to a value to point at it: "1, Reset   <= GPU is unusable"
+_MARK = re.compile(r"\s{2,}<[-=]{1,30}.{0,300}$|\s{1,}<[-=]{2,30}.{0,300}$")
+
+
+def _command_fields(text: str) -> list[str]:
+    for line in text.splitlines()[:50]:
+        if "nvidia-smi" in line and "--query-gpu" in line and "noheader" in line:
+            m = _QUERY_CMD.search(line)
+            if m:
+                return [f.strip() for f in m.group("fields").split(",") if f.strip()]
+    return []
+
+
+def _is_command(row: list[str]) -> bool:
+    return any("nvidia-smi" in c or c.lstrip().startswith("#") for c in row[:1])
+
+
+def _unmark(row: list[str]) -> list[str]:
+    """A row without the user's pointer after its last value (and the cells that pointer split off)."""
+    line = ", ".join(row)
+    m = _MARK.search(line)
+    if m is None:
+        return row
+    return [c.strip() for c in line[: m.start()].split(",")]
+
+
 def parse_query_gpu_csv(data: bytes | str, path: str | None = None) -> GpuReport:
     """Parse ``--query-gpu`` CSV with its header line. InputError without a usable header."""
     src = path or "<nvidia-smi --query-gpu>"
@@ -93,11 +128,19 @@ def parse_query_gpu_csv(data: bytes | str, path: str | None = None) -> GpuReport
         raise InputError("empty --query-gpu CSV", path)
     header = [_name(h) for h in rows[0]]
     if len(set(header) & _KNOWN) < 2:
-        raise InputError(
-            "no --query-gpu header line (noheader output cannot be read by column name; rerun with --format=csv)",
-            path,
-            1,
-        )
+        # noheader output: the command line pasted above it (or given as the paste's command) names the
+        # columns, in the order nvidia-smi prints them
+        fields = _command_fields(text) or _command_fields("\n".join(input_commands()))
+        if not fields:
+            raise InputError(
+                "no --query-gpu header line (noheader output cannot be read by column name; rerun with "
+                "--format=csv)",
+                path,
+                1,
+            )
+        rows = [[v for v in _unmark(r)] for r in rows if not _is_command(r)]
+        rows = [fields] + [r for r in rows if len(r) == len(fields)]
+        header = [_name(h) for h in fields]
     report = GpuReport(KIND, src)
     col = {h: i for i, h in reversed(list(enumerate(header)))}
     by_key: dict[str, GpuState] = {}
@@ -178,6 +221,11 @@ def parse_query_gpu_csv(data: bytes | str, path: str | None = None) -> GpuReport
         put("remap_uncorrectable", as_int(get("remapped_rows.uncorrectable")))
         put("remap_pending", as_bool(get("remapped_rows.pending")))
         put("remap_failure", as_bool(get("remapped_rows.failure")))
+        action = get("gpu_recovery_action")
+        if action and action.strip().lower() not in ("none", "n/a"):
+            # the driver says what the GPU needs before it is usable again (R550+: Reset, Reboot,
+            # Drain P2P, Drain and Reset)
+            g.events.append(GpuEvent("recovery_action", action.strip(), source=src, line=lineno))
         put("fabric_state", get("fabric.state"))
         put("fabric_status", get("fabric.status"))
         pcie = PcieLink(

@@ -233,6 +233,12 @@ _FLAG = re.compile(r"^\s{2,}[A-Z][A-Z0-9_ ]{1,60}\s*$|^\s{2,}Unknown flags: 0x[0
 _RDMA_LINK = re.compile(
     r"^link (?P<dev>[^/\s]{1,64})/(?P<port>\d{1,3})(?P<rest>(?: \S{1,64} \S{1,64}){1,16})\s*$"
 )
+# iproute2 rdma/link.c prints `link DEV/PORT [subnet_prefix P lid L sm_lid S lmc M] state S
+# physical_state P [netdev N]`, state from link_state_to_str; `rdma res` lines name a QP, CQ, MR or PD
+_LINK_STATES = frozenset({"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"})
+_RES_KEYS = frozenset(
+    {"lqpn", "rqpn", "type", "sq-psn", "rq-psn", "pdn", "cqn", "mrn", "ctxn", "srqn", "comm", "pid"}
+)
 _SHOW_GIDS_HDR = re.compile(r"^DEV\s+PORT\s+INDEX\s+GID\s+IPv4\s+VER\s+DEV\s*$")
 _SHOW_GIDS_SEP = re.compile(r"^-{3}\s+-{4}\s+-{5}\s+-{3}\s+-{4,16}\s+-{3}\s+-{3}\s*$")
 _SHOW_GIDS_ROW = re.compile(
@@ -597,6 +603,8 @@ def _rdma_link(m: re.Match[str], path: str, lineno: int, out: IbListing) -> bool
     kv = dict(zip(toks[::2], toks[1::2]))
     if "state" not in kv and "physical_state" not in kv:
         return False  # `rdma statistic` / `rdma res` lines are read elsewhere
+    if _RES_KEYS.intersection(kv) or ("state" in kv and kv["state"].upper() not in _LINK_STATES):
+        return False  # `rdma res show qp|cm_id`: a QP state (RTS, INIT ...), not the port's (rdma_qp.py)
     p = _Port(m.group("dev"), int(m.group("port")), "rdma link", path, lineno)
     if "state" in kv:
         p.set("state", kv["state"])
@@ -698,7 +706,9 @@ _SNIFF = (
         rb"^\s{1,24}(?:phys_)?state:\s+(?:PORT_[A-Z_]{3,12}|LINK_UP|POLLING|DISABLED|SLEEP) \(\d\)", re.M
     ),
     re.compile(
-        rb"^link [^/\s]{1,64}/\d{1,3} (?:\S{1,64} \S{1,64} ){0,8}state (?:ACTIVE|DOWN|INIT|ARMED)\b", re.M
+        rb"^link [^/\s]{1,64}/\d{1,3} (?:(?:subnet_prefix|lid|sm_lid|lmc) \S{1,64} ){0,4}"
+        rb"state (?:ACTIVE|DOWN|INIT|ARMED)\b",
+        re.M,
     ),
     re.compile(rb"^DEV\s+PORT\s+INDEX\s+GID\s", re.M),
     re.compile(rb"^[A-Za-z][\w.\-]{0,63}\s+port\s+\d{1,3}\s+==>\s+\S{1,64}\s+\((?:Up|Down)\)", re.M),

@@ -66,6 +66,9 @@ class PerftestRun:
         default_factory=list
     )  # bytes, iterations, t_min, t_max, t_typical, t_avg
 
+    # the GIDs printed under "local address:" and "remote address:" (RoCE and IB with GRH), in order
+    gids: list[str] = field(default_factory=list)
+
     @property
     def device(self) -> str | None:
         return self.fields.get("Device")
@@ -122,6 +125,8 @@ def parse_perftest(text: str, path: str = "<perftest>", origin: list[int] | None
                 f = _FIELD.match(seg)
                 if f:
                     cur.fields.setdefault(f.group("key").strip(), f.group("val").strip())
+                    if f.group("key").strip() == "GID" and len(cur.gids) < 64:
+                        cur.gids.append(f.group("val").strip())  # local address's, then remote's
     runs = [r for r in runs if r.bw or r.lat or r.fields]
     if not runs:
         raise InputError("no perftest header or result table (#bytes #iterations ...)", path, 1)

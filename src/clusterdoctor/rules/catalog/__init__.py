@@ -46,11 +46,15 @@ FAMILIES: dict[str, str] = {
     "nvrm": "gpu",
     "fabricmanager": "gpu",
     "deviceplugin": "gpu",
+    "pcie_aer": "gpu",
+    "dcgm": "gpu",  # DCGM and dcgm-exporter  # the kernel's PCIe AER lines (a GPU's or NIC's link)
     "ib": "rdma",
+    "ib_host": "rdma",  # the host's RDMA stack: mlx5 driver, DEVX, libibverbs/librdmacm, perftest, OFI
     "kubelet": "kubelet",
     "containerd": "kubelet",
     "etcd": "etcd",
     "scheduler_events": "control-plane",
+    "apiserver": "control-plane",  # kube-apiserver's RBAC answers and storage errors
     "storage": "storage",
 }
 

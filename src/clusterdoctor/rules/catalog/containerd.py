@@ -10,6 +10,8 @@ each named in ``example_source``.
 
 from __future__ import annotations
 
+import re
+
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
 
@@ -129,7 +131,99 @@ MESSAGES: tuple[Message, ...] = (
             "error: code = Unimplemented desc = unknown service runtime.v1alpha2.RuntimeService"
         ),
         example_source="https://github.com/kubernetes/kubernetes/issues/73189",
-        causes=("kubelet.runtime-down",),
+        causes=("containerd.cri-disabled", "kubelet.runtime-down"),  # the CRI plugin off or not loaded
         detail="(runtime.{api})",
+    ),
+    Message(
+        code="CTRD105",
+        name="containerd-shim-cannot-connect",
+        title="a runtime v2 shim started but cannot connect to containerd (failed to connect: dial unix ...ttrpc)",
+        pattern=(
+            r"(?P<runtime>io\.containerd\.[\w\-]{1,40}\.v\d): failed to connect: dial unix "
+            r"(?P<sock>[^\s:]{1,200})"
+        ),
+        trigger=": failed to connect: dial unix ",
+        meaning=(
+            "containerd started the runtime's shim (runc v2, kata v2, gVisor ...) but the shim could not "
+            "reach containerd's ttrpc socket, so no task (sandbox or container) is created"
+        ),
+        cause=(
+            "a shim built for another containerd (a shim/runtime release that regressed or expects another "
+            "socket path), containerd's ttrpc socket missing (containerd restarted, another root/state "
+            "directory), or the shim running in a namespace without that path"
+        ),
+        fix=(
+            "use a shim release that matches the containerd version (roll back a runtime upgrade that "
+            "regressed), check containerd's socket paths in config.toml, restart containerd, then the pods"
+        ),
+        verify=("ls -l /run/containerd/", "containerd --version", "ctr plugins ls | grep runtime"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_CTRD}/main/core/runtime/v2/shim.go",
+        example=(
+            "remote_runtime.go:105] RunPodSandbox from runtime service failed: rpc error: code = Unknown desc = "
+            "failed to start sandbox container: failed to create containerd task: io.containerd.kata.v2: failed "
+            "to connect: dial unix /run/containerd/containerd.sock.ttrpc: connect: no such file or directory"
+        ),
+        example_source="https://github.com/kata-containers/runtime/issues/1781",
+        causes=("containerd.shim",),
+        subject="{runtime}",
+    ),
+    Message(
+        code="CTRD106",
+        name="registry-pull-rate-limit",
+        title="the image registry refuses the pull: rate limit reached (429 Too Many Requests)",
+        # OCI distribution spec error code TOOMANYREQUESTS ("toomanyrequests: ..."): Docker Hub's "You have
+        # reached your pull rate limit", other registries' "Rate exceeded"
+        pattern=r"toomanyrequests: (?P<why>You have reached your pull rate limit|Rate exceeded|too many requests)",
+        trigger="toomanyrequests: ",
+        flags=re.I,
+        meaning="the registry answered the image pull with HTTP 429: this client (its IP or account) exceeded its pull quota",
+        cause=(
+            "anonymous or free-tier pulls from Docker Hub (100-200 pulls per 6 h per IP), shared by every "
+            "node behind one NAT address; CI jobs or DaemonSets pulling the same image on many nodes"
+        ),
+        fix=(
+            "authenticate the pulls (imagePullSecrets / registry credentials in containerd's config), mirror "
+            "the images into your own registry or a pull-through cache, and use imagePullPolicy: IfNotPresent"
+        ),
+        verify=("crictl pull <image>", "kubectl describe pod <pod> | grep -A3 Failed"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/opencontainers/distribution-spec/blob/main/spec.md",
+        example="429 Too Many Requests - Server message: toomanyrequests: You have reached your pull rate limit.",
+        example_source="https://github.com/kata-containers/kata-containers/issues/10109",
+        causes=("image.pull-rate-limit",),
+    ),
+    Message(
+        code="CTRD107",
+        name="crio-cgroup-manager-mismatch",
+        title="CRI-O's cgroup manager differs from the kubelet's cgroup driver (cgroupfs vs systemd)",
+        pattern=(
+            r"cri-o configured with (?P<crio>systemd|cgroupfs) cgroup manager, but received "
+            r"(?P<got>systemd slice|cgroupfs path|[\w ]{1,30}?) as (?:the )?parent"
+        ),
+        trigger="cri-o configured with ",
+        meaning="every pod sandbox fails: CRI-O manages cgroups one way and the kubelet names cgroup parents the other way",
+        cause=(
+            "cgroup_manager in /etc/crio/crio.conf (or crio.conf.d) is not the kubelet's cgroupDriver: an "
+            "installer rewrote crio.conf (cgroupfs) while the kubelet uses systemd, or the reverse"
+        ),
+        fix=(
+            'set the same driver on both (systemd on systemd hosts): cgroup_manager = "systemd" in CRI-O and '
+            "cgroupDriver: systemd in the kubelet config; restart crio and the kubelet"
+        ),
+        verify=("grep -r cgroup_manager /etc/crio/", "grep cgroupDriver /var/lib/kubelet/config.yaml"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/cri-o/cri-o/blob/main/internal/config/cgmgr/cgmgr.go",
+        example=(
+            "Warning  FailedCreatePodSandBox  2s (x17 over 3m25s)  kubelet            Failed to create pod "
+            "sandbox: rpc error: code = Unknown desc = cri-o configured with cgroupfs cgroup manager, but "
+            "received systemd slice as parent: /kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+            "pod368236bb_a128_"
+        ),
+        example_source="https://github.com/nestybox/sysbox/issues/893",
+        causes=("kubelet.config",),
     ),
 )

@@ -28,6 +28,14 @@ MESSAGES: tuple[Message, ...] = (
         title="The NVIDIA device plugin cannot load NVML (no driver libraries in its container)",
         pattern=r"Failed to initialize NVML: (?:could not load NVML library|ERROR_LIBRARY_NOT_FOUND)",
         trigger="Failed to initialize NVML: ",
+        # device plugin 1.0-1.11 (main.go): log.Printf("Failed to start nvml with error: %s.", err),
+        # then "If this is a GPU node, did you set the docker default runtime to `nvidia`?"
+        # 0.15+ and the operator's other components (mig-manager, GFD): "error initializing NVML: %w"
+        triggers=("Failed to start nvml with error:", "error initializing NVML: "),
+        variants=(
+            r"error initializing NVML: (?:ERROR_LIBRARY_NOT_FOUND|could not load NVML library)",
+            r"Failed to start nvml with error:\s{1,4}(?:could not load NVML library|ERROR_LIBRARY_NOT_FOUND)",
+        ),
         meaning="the device plugin found no libnvidia-ml in its container, so the node advertises no nvidia.com/gpu",
         cause=(
             "the container runtime did not inject the driver: the NVIDIA runtime is not the default runtime "

@@ -463,4 +463,138 @@ MESSAGES: tuple[Message, ...] = (
         detail="({took} > {limit})",
         notes=("etcd hardware guide: https://etcd.io/docs/v3.5/op-guide/hardware/#disks",),
     ),
+    Message(
+        code="ETCD114",
+        name="http-client-to-tls-server",
+        title="A client spoke plain HTTP to etcd's TLS port (malformed HTTP response: a TLS alert)",
+        # Go net/http transport: "malformed HTTP response %q" when the reply is a TLS record (0x15 alert,
+        # 0x16 handshake, version 0x03 0x0N); etcdctl v2 defaults to http://127.0.0.1:2379 and :4001
+        pattern=r"malformed HTTP response \"\\x1[56]\\x03\\x0[0-4]",
+        trigger="malformed HTTP response",
+        meaning=(
+            "the client sent plain HTTP and got back a TLS record (an alert): the server on that port "
+            "speaks only TLS, so the client never reaches etcd"
+        ),
+        cause=(
+            "etcd serves clients over https only (--cert-file/--key-file, often with client certificates) "
+            "while the client uses http:// endpoints or etcdctl's v2 defaults (http://127.0.0.1:2379,4001)"
+        ),
+        fix=(
+            "use https endpoints and the certificates: ETCDCTL_API=3 etcdctl --endpoints=https://<host>:2379 "
+            "--cacert=<ca> --cert=<cert> --key=<key> endpoint health"
+        ),
+        verify=(
+            "ETCDCTL_API=3 etcdctl --endpoints=https://<host>:2379 --cacert=<ca> --cert=<c> --key=<k> endpoint health",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/golang/go/blob/master/src/net/http/transport.go",
+        example='; error #1: malformed HTTP response "\\x15\\x03\\x01\\x00\\x02\\x02"',
+        example_source="https://github.com/kairen/kube-ansible/issues/70",
+        causes=("etcd.tls",),
+        confidence=0.85,
+    ),
+    Message(
+        code="ETCD115",
+        name="raft-tocommit-out-of-range",
+        title="etcd panics: the leader's commit index is beyond this member's raft log (its data was lost)",
+        pattern=(
+            r"tocommit\((?P<tocommit>\d{1,20})\) is out of range \[lastIndex\((?P<last>\d{1,20})\)\]\. "
+            r"Was the raft log corrupted, truncated, or lost\?"
+        ),
+        trigger="is out of range [lastIndex(",
+        meaning=(
+            "a follower received a heartbeat committing entries its raft log does not have: its log is far "
+            "shorter than the cluster's, so raft panics and the member crash-loops"
+        ),
+        cause=(
+            "the member's data directory was wiped or replaced (a new disk, an emptyDir, a restore of one member) "
+            "and it restarted under its old member ID without being removed and re-added"
+        ),
+        fix=(
+            "remove the member (etcdctl member remove <id>), add it back (etcdctl member add), and start it "
+            "with an empty data dir and --initial-cluster-state=existing; keep member data on persistent disks"
+        ),
+        verify=("etcdctl member list -w table", "etcdctl endpoint status --cluster -w table"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/etcd-io/raft/blob/main/log.go",
+        example="panic: tocommit(458) is out of range [lastIndex(3)]. Was the raft log corrupted, truncated, or lost?",
+        example_source="https://github.com/etcd-io/etcd/issues/13509",
+        causes=("etcd.member-config",),
+    ),
+    Message(
+        code="ETCD116",
+        name="client-endpoint-without-scheme",
+        title="A client was given an endpoint without http(s):// (unsupported protocol scheme)",
+        # Go net/http: `unsupported protocol scheme %q`; a bare "host:2379" parses with the host as the scheme
+        pattern=r"unsupported protocol scheme \\?\"(?P<scheme>[^\"\\\s]{1,253})\\?\"",
+        trigger="unsupported protocol scheme",
+        meaning=(
+            "the endpoint string has no http:// or https:// in front, so Go parses its host name as the URL "
+            "scheme and refuses it: the client never connects"
+        ),
+        cause=(
+            "--endpoints/--peers (etcdctl), ETCDCTL_ENDPOINTS or an application's etcd URL set to host:port "
+            "(often from a variable meant to hold an IP or a full URL)"
+        ),
+        fix="give full URLs: --endpoints=http://<host>:2379 (or https:// with the TLS flags)",
+        verify=("etcdctl --endpoints=http://<host>:2379 endpoint health",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/golang/go/blob/master/src/net/http/transport.go",
+        example='Error:  unsupported protocol scheme "vm01.prod"',
+        example_source="https://github.com/ceph/ceph-container/issues/758",
+        causes=("etcd.client-config",),
+        subject="{scheme}",
+    ),
+    Message(
+        code="ETCD117",
+        name="check-perf-failed",
+        title="etcdctl check perf failed: the cluster cannot sustain the test's write load (disk or network too slow)",
+        # etcdctl/ctlv3/command/check.go: "FAIL: Throughput too low: %d writes/s", "Slowest request took too
+        # long: %fs" (> 500 ms), "Stddev too high: %fs" (> 100 ms)
+        pattern=r"FAIL: Throughput too low: (?P<wps>\d{1,9}) writes/s",
+        trigger="FAIL: Throughput too low",
+        triggers=("Slowest request took too long: ", "Stddev too high: "),
+        variants=(
+            r"^\s{0,8}Slowest request took too long: (?P<slowest>\d{1,6}(?:\.\d{1,9})?)s",
+            r"^\s{0,8}Stddev too high: (?P<stddev>\d{1,6}(?:\.\d{1,9})?)s",
+        ),
+        meaning=(
+            "etcd's own benchmark wrote below 90% of the load's target rate, or a write took over 500 ms, or "
+            "the latency spread exceeded 100 ms: the members commit too slowly for that cluster size"
+        ),
+        cause="slow WAL fsyncs (HDD, network or burstable volumes, a shared disk), an overloaded member, or a slow network between members",
+        fix="move the etcd data dir (at least --wal-dir) to a dedicated SSD/NVMe with low fsync latency; keep other I/O off it",
+        verify=(
+            "etcdctl check perf",
+            "fio --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300 --name=etcd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.REPLACE_HARDWARE,
+        source=f"{_ETCD}/main/etcdctl/ctlv3/command/check.go",
+        example="FAIL: Throughput too low: 72 writes/s",
+        notes=("example: etcdctl check perf quoted in a public write-up of a home-lab cluster's disks",),
+        causes=("etcd.slow-disk",),
+        detail="({wps} writes/s)",
+    ),
+    Message(
+        code="ETCD118",
+        name="check-perf-passed",
+        title="etcdctl check perf passed (the members commit the test's load in time)",
+        pattern=r"PASS: Throughput is (?P<wps>\d{1,9}) writes/s",
+        trigger="PASS: Throughput is ",
+        meaning="etcd's own benchmark sustained the target write rate: disk and network are fast enough for that load",
+        cause="nothing: a healthy result (look at its Slowest request and Stddev lines too)",
+        fix="nothing to fix",
+        verify=("etcdctl check perf",),
+        severity=Severity.INFO,
+        action=Action.NONE,
+        source=f"{_ETCD}/main/etcdctl/ctlv3/command/check.go",
+        example="PASS: Throughput is 146 writes/s",
+        notes=("example: etcdctl check perf quoted in a public salt/etcd setup guide",),
+        detail="({wps} writes/s)",
+        confidence=0.3,
+    ),
 )

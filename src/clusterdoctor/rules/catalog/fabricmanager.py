@@ -156,4 +156,109 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/nccl/issues/1488",
         causes=("gpu.fabric-manager",),
     ),
+    Message(
+        code="FABMGR106",
+        name="fm-nvswitch-fatal-error",
+        title="Fabric manager logged a fatal NVSwitch error (SXid): NVLink traffic through that port stops",
+        # /var/log/fabricmanager.log: "[ERROR] [tid N] detected NVSwitch fatal error <SXid> on fid <f> on
+        # NVSwitch pci bus id <bdf> physical id <n> port <p>"
+        pattern=(
+            r"detected NVSwitch (?P<kind>fatal) error (?P<sxid>\d{1,6}) on fid \d{1,4} on NVSwitch "
+            r"pci bus id (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+            r"(?: physical id (?P<phys>\d{1,3}))?(?: port (?P<port>\d{1,3}))?"
+        ),
+        trigger="detected NVSwitch ",
+        meaning=(
+            "an NVSwitch reported an SXid error on one of its ports; a fatal one stops the port (and the GPUs' "
+            "NVLink traffic through it) until the GPUs and switches are reset; a non-fatal one was corrected"
+        ),
+        cause="a failing NVLink port, cable tray or NVSwitch, or a firmware fault; the SXid code names the unit",
+        fix=(
+            "drain the node; for a fatal SXid reset the GPUs and NVSwitches (or reboot) and run dcgmi diag -r 3; "
+            "if the same port recurs, service the baseboard"
+        ),
+        verify=(
+            "grep -E 'NVSwitch (fatal|non-fatal) error' /var/log/fabricmanager.log",
+            "nvidia-smi nvlink -s",
+            "dcgmi diag -r 3",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+        example=(
+            "[Jul 23 2024 07:53:55] [ERROR] [tid 841] detected NVSwitch fatal error 20034 on fid 0 on NVSwitch pci "
+            "bus id 00000000:86:00.0 physical id 3 port 33"
+        ),
+        notes=("example: a fabricmanager.log line quoted in leptonai/gpud's fabric manager log reader",),
+        causes=("gpu.nvlink-fault",),
+        subject="NVSwitch {pci} port {port}",
+        detail="(SXid {sxid}, {kind})",
+    ),
+    Message(
+        code="FABMGR107",
+        name="fm-topology-mismatch",
+        title="Fabric manager aborts: the NVSwitches it found match no supported system topology",
+        pattern=r"detected number of NVSwitches don't match with any supported system topology",
+        trigger="detected number of NVSwitches",
+        meaning=(
+            "fabric manager saw fewer (or other) NVSwitches than any HGX/DGX layout it knows and exits: the "
+            "NVLink fabric is not configured, so CUDA on the GPUs fails (error 802, system not yet initialized)"
+        ),
+        cause=(
+            "an NVSwitch that did not enumerate (fell off PCIe, failed firmware), a VM or container that passes "
+            "only some switches through, or a driver/fabric manager pair that does not know this board"
+        ),
+        fix=(
+            "check that every NVSwitch is on PCIe (lspci | grep -i nvidia: bridge devices), reset or power-cycle "
+            "the node; pass all switches to the VM; match the fabric manager and driver versions"
+        ),
+        verify=("lspci -d 10de: | grep -ci bridge", "systemctl status nvidia-fabricmanager"),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+        example=(
+            "[ERROR] [tid 99999] detected number of NVSwitches don't match with any supported system topology, "
+            "aborting fabric manager"
+        ),
+        notes=("example: a fabricmanager.log line quoted in leptonai/gpud's tests",),
+        causes=("gpu.fabric-manager",),
+    ),
+    Message(
+        code="FABMGR108",
+        name="fm-nvswitch-non-fatal-error",
+        title="Fabric manager logged a non-fatal NVSwitch error (SXid, corrected)",
+        # /var/log/fabricmanager.log: "[ERROR] [tid N] detected NVSwitch fatal error <SXid> on fid <f> on
+        # NVSwitch pci bus id <bdf> physical id <n> port <p>"
+        pattern=(
+            r"detected NVSwitch (?P<kind>non-fatal) error (?P<sxid>\d{1,6}) on fid \d{1,4} on NVSwitch "
+            r"pci bus id (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+            r"(?: physical id (?P<phys>\d{1,3}))?(?: port (?P<port>\d{1,3}))?"
+        ),
+        trigger="detected NVSwitch ",
+        meaning=(
+            "an NVSwitch reported an SXid error on one of its ports; a fatal one stops the port (and the GPUs' "
+            "NVLink traffic through it) until the GPUs and switches are reset; a non-fatal one was corrected"
+        ),
+        cause="a failing NVLink port, cable tray or NVSwitch, or a firmware fault; the SXid code names the unit",
+        fix=(
+            "drain the node; for a fatal SXid reset the GPUs and NVSwitches (or reboot) and run dcgmi diag -r 3; "
+            "if the same port recurs, service the baseboard"
+        ),
+        verify=(
+            "grep -E 'NVSwitch (fatal|non-fatal) error' /var/log/fabricmanager.log",
+            "nvidia-smi nvlink -s",
+            "dcgmi diag -r 3",
+        ),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
+        example=(
+            "[Jul 09 2024 18:14:07] [ERROR] [tid 12727] detected NVSwitch non-fatal error 12028 on fid 0 on NVSwitch pci "
+            "bus id 00000000:86:00.0 physical id 3 port 61"
+        ),
+        notes=("example: a fabricmanager.log line quoted in leptonai/gpud's fabric manager log reader",),
+        causes=("gpu.nvlink-fault",),
+        subject="NVSwitch {pci} port {port}",
+        detail="(SXid {sxid}, {kind})",
+    ),
 )

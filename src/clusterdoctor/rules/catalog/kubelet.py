@@ -501,4 +501,193 @@ MESSAGES: tuple[Message, ...] = (
         context=_NOT_ETCD,
         confidence=0.7,
     ),
+    Message(
+        code="KUBELET116",
+        name="kubelet-admit-refused-node-condition",
+        title="the kubelet refuses new pods: the node has a pressure condition (DiskPressure, MemoryPressure)",
+        # eviction_manager.go Admit: klog "Failed to admit pod %s - node has conditions: %v" (1.10-1.19);
+        # structured since 1.20: "Failed to admit pod to node" pod=... nodeCondition=[DiskPressure]
+        pattern=r"Failed to admit pod (?P<pod>\S{1,256}) - node has conditions: \[(?P<condition>[\w ,]{1,80})\]",
+        trigger="Failed to admit pod",
+        variants=(
+            r"Failed to admit pod to node\\?\"[^\n]{0,400}?nodeCondition=\[\\?\"?(?P<condition2>\w{1,30})",
+        ),
+        meaning=(
+            "the node is under resource pressure, so the kubelet's eviction manager rejects every pod that "
+            "is not critical (and evicts running ones): pods on it fail with reason Evicted"
+        ),
+        cause=(
+            "the node's disk (nodefs/imagefs: images, container logs, emptyDir or hostPath data) or memory "
+            "crossed an eviction threshold; a hostPath file survives the eviction, so the pressure stays"
+        ),
+        fix=(
+            "free the resource on the node (crictl rmi --prune, clean logs and hostPath data; docker system "
+            "prune on minikube) or give the node more disk/memory; set ephemeral-storage requests and limits"
+        ),
+        verify=(
+            "kubectl describe node <node> | grep -i pressure",
+            "df -h /var/lib/kubelet /var/lib/containerd",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/eviction/eviction_manager.go",
+        example=(
+            "Mar 17 12:44:49 minikube kubelet[2278]: W0317 12:44:49.953485    2278 eviction_manager.go:159] "
+            "Failed to admit pod kindnet-z7vcs_kube-system(d228d315-f1c8-46ea-86ba-a8750c9686cb) - node has "
+            "conditions: [DiskPressure]"
+        ),
+        example_source="https://github.com/kubernetes/minikube/issues/7073",
+        causes=("kubelet.eviction",),
+        detail="({condition})",
+    ),
+    Message(
+        code="KUBELET117",
+        name="kernel-memcg-oom-kill",
+        title="the kernel killed a process at its memory cgroup's limit (container OOM)",
+        # mm/memcontrol.c / oom_kill.c: "Memory cgroup out of memory: Killed process N (comm)" (older
+        # "Kill process"), "oom-kill:constraint=CONSTRAINT_MEMCG"; the memcg OOM path in a call trace
+        pattern=r"Memory cgroup out of memory: Kill(?:ed)? process (?P<pid>\d{1,10}) \((?P<proc>[^)\n]{1,64})\)",
+        trigger="Memory cgroup out of memory",
+        triggers=("CONSTRAINT_MEMCG", "mem_cgroup_oom"),
+        variants=(r"oom-kill:constraint=CONSTRAINT_MEMCG", r"\bmem_cgroup_oom(?:_synchronize)?\+0x"),
+        meaning="a container (its cgroup) reached its memory limit and the kernel's OOM killer ended a process in it",
+        cause=(
+            "the container needs more memory than its limit (resources.limits.memory): the workload grew, the "
+            "limit was set from an idle measurement, or a leak; Kubernetes shows it as OOMKilled, exit code 137"
+        ),
+        fix=(
+            "raise the container's memory limit to what it uses at peak (kubectl top pod, the cgroup's "
+            "memory.max_usage_in_bytes / memory.peak), or make it use less"
+        ),
+        verify=("kubectl describe pod <pod> | grep -A3 'Last State'", "dmesg -T | grep -i 'out of memory'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c",
+        example=(
+            "[337533.314412] Memory cgroup out of memory: Killed process 23793 (leaker) total-vm:2623712kB, "
+            "anon-rss:506500kB, file-rss:1268kB, shmem-rss:0kB"
+        ),
+        notes=("example: a kernel log quoted in a public write-up of a memcg OOM reproduction",),
+        causes=("k8s.oom-killed",),
+        subject="{proc}",
+    ),
+    Message(
+        code="KUBELET118",
+        name="kernel-oom-killer-invoked",
+        title="the kernel's OOM killer ran (a process asked for memory none was left for)",
+        pattern=r"(?P<proc>[\w\-.:/]{1,64}) invoked oom-killer: gfp_mask=",
+        trigger="invoked oom-killer",
+        meaning="memory ran out for the allocating process: the kernel picks a process to kill (the next lines say which)",
+        cause="the node (or the cgroup, when the trace shows mem_cgroup_oom) is out of memory",
+        fix="see which process was killed and whose limit was hit; give the workload or the node more memory",
+        verify=("dmesg -T | grep -iE 'killed process|out of memory'",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c",
+        example=(
+            "Oct 21 21:08:58 kubernetes-minion-2 kernel: [75254.207495] supervisord invoked oom-killer: "
+            "gfp_mask=0xd0, order=0, oom_score_adj=0"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/pull/1962",
+        causes=("k8s.oom-killed", "torch.host-oom"),
+        subject="{proc}",
+        role="symptom",
+        confidence=0.6,
+    ),
+    Message(
+        code="KUBELET119",
+        name="flannel-pod-cidr-not-assigned",
+        title="flannel cannot start: the node has no pod CIDR (controller-manager does not allocate them)",
+        pattern=r"failed to acquire lease: node \\?\"?(?P<node>[\w.\-]{1,253})\\?\"? pod cidr not assigned",
+        trigger="pod cidr not assigned",
+        meaning="flannel's kube subnet manager found no spec.podCIDR on its node, so it exits (CrashLoopBackOff) and pods get no network",
+        cause=(
+            "kube-controller-manager runs without --allocate-node-cidrs=true and --cluster-cidr (kubeadm init "
+            "without --pod-network-cidr, or a manifest rewritten by an upgrade), or the cluster CIDR is exhausted"
+        ),
+        fix=(
+            "give kube-controller-manager --allocate-node-cidrs=true --cluster-cidr=<flannel Network, e.g. "
+            "10.244.0.0/16> (kubeadm: --pod-network-cidr) or set spec.podCIDR on the node; restart flannel"
+        ),
+        verify=(
+            "kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}'",
+            "kubectl -n kube-flannel logs <pod>",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/flannel-io/flannel/blob/master/pkg/subnet/kube/kube.go",
+        example=(
+            "E0613 09:03:38.016872       1 main.go:280] Error registering network: failed to acquire lease: node "
+            '"hostname" pod cidr not assigned**'
+        ),
+        example_source="https://github.com/kubernetes/community/issues/5339",
+        causes=("kubelet.cni",),
+        subject="node {node}",
+    ),
+    Message(
+        code="KUBELET120",
+        name="image-not-found",
+        title="the image cannot be pulled: its name or tag does not exist, or the repository needs credentials",
+        # dockerd: "pull access denied for %s, repository does not exist or may require 'docker login'";
+        # containerd (remotes/docker resolver): "failed to resolve reference \"%s\": %s: not found";
+        # registries: "manifest unknown"
+        pattern=r"pull access denied for (?P<image>[\w./:@\-]{1,256}), repository does not exist",
+        trigger="pull access denied for ",
+        triggers=("failed to resolve reference", "manifest unknown", "pull access denied, repository"),
+        variants=(
+            r"failed to resolve reference \\?\"(?P<image2>[\w./:@\-]{1,256})\\?\": [^\n]{0,300}?: not found",
+            r"failed to resolve reference \\?\"(?P<image4>[\w./:@\-]{1,256})\\?\": pull access denied, repository does not exist",
+            r"manifest for (?P<image3>[\w./:@\-]{1,256}) not found: manifest unknown",
+        ),
+        meaning="the registry says the image reference does not exist for this client: the pod stays in ErrImagePull/ImagePullBackOff",
+        cause=(
+            "a typo in the image name or tag, a tag that was never pushed (or was deleted), or a private "
+            "repository pulled without credentials (Docker Hub answers 'pull access denied' for both)"
+        ),
+        fix=(
+            "check the exact reference (docker manifest inspect <image> / crane ls), push the tag, or add an "
+            "imagePullSecret with credentials for the registry"
+        ),
+        verify=("crictl pull <image>", "kubectl get pod <pod> -o jsonpath='{.spec.containers[*].image}'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/moby/moby/blob/master/distribution/errors.go",
+        example=(
+            '>>Failed to pull image "rediss": rpc error: code = Unknown desc = Error response from daemon: pull '
+            "access denied for rediss, repository does not exist or may require 'docker login'"
+        ),
+        notes=("example: a kubectl describe event quoted in a public troubleshooting write-up",),
+        causes=("image.not-found",),
+        subject="{image}",
+    ),
+    Message(
+        code="KUBELET121",
+        name="volume-setup-failed",
+        title="the kubelet cannot set up a pod's volume (FailedMount)",
+        # pkg/volume/util/operationexecutor: "MountVolume.SetUp failed for volume %q : %v"
+        pattern=r"MountVolume\.SetUp failed for volume \\?\"(?P<volume>[\w.\-]{1,253})\\?\"\s?: (?P<why>[^\n]{1,200})",
+        trigger="MountVolume.SetUp failed for volume",
+        meaning="the pod stays ContainerCreating: one of its volumes cannot be mounted",
+        cause=(
+            'the object the volume names does not exist in the pod\'s namespace (configmap/secret/PVC "x" not '
+            "found: a typo or not created yet), a key it selects is missing, or the storage driver (CSI, NFS) "
+            "fails to mount"
+        ),
+        fix="create the ConfigMap/Secret/PVC the volume names (or fix the name), or fix the storage backend the error names",
+        verify=(
+            "kubectl describe pod <pod> | grep -A3 FailedMount",
+            "kubectl get configmap,secret,pvc -n <ns>",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/kubernetes/kubernetes/blob/master/pkg/volume/util/operationexecutor/operation_generator.go",
+        example=(
+            "  Warning  FailedMount  19s (x8 over 83s)  kubelet, minikube  MountVolume.SetUp failed for volume "
+            '"templates-volume" : configmap "alertmanager-templates" not found'
+        ),
+        notes=("example: a kubectl describe event quoted in a public Prometheus setup write-up",),
+        causes=("k8s.volume-mount",),
+        subject="volume {volume}",
+        detail="({why})",
+    ),
 )

@@ -224,4 +224,68 @@ MESSAGES: tuple[Message, ...] = (
         causes=("gpu.reset-blocked",),
         role="symptom",
     ),
+    Message(
+        code="NVML108",
+        name="nvml-insufficient-permissions",
+        title="NVML cannot open the GPU: 'Insufficient Permissions' (device nodes denied)",
+        pattern=r"Failed to initialize NVML: (?:Insufficient Permissions|ERROR_NO_PERMISSION)\b",
+        trigger="Failed to initialize NVML: ",
+        meaning=(
+            "NVML_ERROR_NO_PERMISSION: the process may not open /dev/nvidiactl or /dev/nvidia<N>, so NVML "
+            "(nvidia-smi, the device plugin, CUDA's device query) sees no GPU"
+        ),
+        cause=(
+            "a security policy or the device nodes' mode: SELinux denying containers the devices (Fedora/RHEL: "
+            "the container_use_devices boolean off), the driver's NVreg_DeviceFileMode/UID/GID, a cgroup "
+            "device rule, or a rootless container without the nodes mapped"
+        ),
+        fix=(
+            "on SELinux hosts setsebool -P container_use_devices 1 (or run with the NVIDIA SELinux policy / "
+            "CDI); check ls -l /dev/nvidia* and the device cgroup of the container"
+        ),
+        verify=(
+            "ls -lZ /dev/nvidia*",
+            "getsebool container_use_devices",
+            "nvidia-smi (inside the container)",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_NVML_H,
+        example="Failed to initialize NVML: Insufficient Permissions",
+        example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/33",
+        causes=("gpu.container-runtime",),
+    ),
+    Message(
+        code="NVML109",
+        name="nvml-library-missing",
+        title="A program cannot load libnvidia-ml.so.1 (no NVIDIA driver user space where it runs)",
+        # glibc ld.so: "<prog>: error while loading shared libraries: <lib>: cannot open shared object file"
+        pattern=(
+            r"(?P<prog>[\w./\-]{1,200}): error while loading shared libraries: libnvidia-ml\.so(?:\.1)?: "
+            r"cannot open shared object file"
+        ),
+        trigger="loading shared libraries: libnvidia-ml",
+        meaning="the dynamic loader found no NVML library: the program (nvidia-smi, a benchmark, a monitor) cannot start",
+        cause=(
+            "the NVIDIA driver's user-space libraries are absent where the program runs: a container started "
+            "without the NVIDIA runtime (no --gpus / runtimeClassName: nvidia), a node or remote MPI rank "
+            "without the driver, or a library path (LD_LIBRARY_PATH, ldconfig) that does not include it"
+        ),
+        fix=(
+            "run the container with the NVIDIA runtime (docker --gpus all, runtimeClassName: nvidia) or install "
+            "the driver on that host; check ldconfig -p | grep libnvidia-ml"
+        ),
+        verify=("ldconfig -p | grep libnvidia-ml", "nvidia-smi -L"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html",
+        example=(
+            "/workspace/hpl-mxp-linux-x86_64/xhpl_mxp: error while loading shared libraries: libnvidia-ml.so.1: "
+            "cannot open shared object file: No such file or directory"
+        ),
+        notes=("example: an MPI rank's error quoted in a public HPL-MxP run log",),
+        causes=("gpu.container-runtime", "gpu.driver-not-loaded"),
+        subject="{prog}",
+        confidence=0.8,
+    ),
 )

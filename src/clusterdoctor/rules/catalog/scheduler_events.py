@@ -234,6 +234,9 @@ MESSAGES: tuple[Message, ...] = (
         detail="({count} node(s): {rule})",
         rank_group="count",
         count_before=True,
+        # a selector or affinity excludes nodes by the pod's own intent: when the same message gives the
+        # nodes it targets another reason (Insufficient cpu, a taint), that reason leads
+        confidence=0.8,
     ),
     Message(
         code="SCHED107",
@@ -282,5 +285,37 @@ MESSAGES: tuple[Message, ...] = (
         causes=("sched.insufficient-resource",),
         detail="({nodes} node(s) short of {resource})",
         rank_group="nodes",
+    ),
+    Message(
+        code="SCHED109",
+        name="sched-selector-excludes-every-node",
+        title="the pod's node selector or affinity excludes every node of the cluster",
+        # the same FailedScheduling message (schedule_one.go FitError) when the selector count equals the
+        # node count: no node is left for any other reason to matter
+        pattern=(
+            r"0/(?P<total>\d{1,6}) nodes are available: (?:[^.\n]{0,400}?, )?(?P=total) node\(s\) didn't match "
+            r"(?P<rule>Pod's node affinity(?:/selector)?|node selector)"
+        ),
+        trigger=" nodes are available: ",
+        meaning="no node of the cluster carries the labels the pod's nodeSelector/node affinity asks for",
+        cause=(
+            "a label that no node has: a typo, a label never applied (kubectl label node), or a GPU product / "
+            "instance-type label whose value differs from the one the pod names"
+        ),
+        fix="compare the pod's nodeSelector/affinity with kubectl get nodes --show-labels; label the nodes or fix the pod",
+        verify=(
+            "kubectl get nodes --show-labels",
+            "kubectl get pod <pod> -o jsonpath='{.spec.nodeSelector}'",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/nodeaffinity/node_affinity.go",
+        example=(
+            "message: '0/10 nodes are available: 10 node(s) didn't match node selector, 4 Insufficient cpu.'"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/49896",
+        causes=("sched.taint-or-affinity",),
+        detail="({total} of {total} node(s): {rule})",
+        rank_group="total",
     ),
 )

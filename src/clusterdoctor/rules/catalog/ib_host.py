@@ -1,0 +1,257 @@
+"""The host's RDMA stack, as data: the mlx5 driver (its health poller, port module events, DEVX),
+user space (libibverbs' provider configuration, librdmacm), perftest, and NCCL's libfabric plugin
+(aws-ofi-nccl). The verbs and NCCL transport messages themselves are :mod:`clusterdoctor.rules.catalog.ib`.
+
+Sources: Linux ``drivers/net/ethernet/mellanox/mlx5/core`` (health.c, events.c), openucx/ucx
+``src/uct/ib/mlx5``, linux-rdma/rdma-core (libibverbs, librdmacm examples), linux-rdma/perftest,
+aws/aws-ofi-nccl; example lines from public threads.
+"""
+
+from __future__ import annotations
+
+from clusterdoctor.model import Action, Severity
+from clusterdoctor.rules.catalog import Message
+
+_UCX = "https://github.com/openucx/ucx/blob/master/src"
+_VERBS = "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs"
+
+MESSAGES: tuple[Message, ...] = (
+    # --- mlx5 DEVX (UCX and other direct-verbs users) ------------------------------------------------------
+    Message(
+        code="IB151",
+        name="mlx5-devx-not-supported",
+        title="An mlx5 DEVX call is not supported by the kernel driver (user-space / kernel OFED mismatch)",
+        pattern=(
+            r"mlx5dv_devx_\w{1,48}\(\w{0,32}\) failed(?:, syndrome (?:0x)?[0-9a-fA-F]{1,10})?: "
+            r"(?P<err>Protocol not supported|Operation not supported|Function not implemented)"
+        ),
+        trigger="mlx5dv_devx_",
+        meaning=(
+            "a direct-verbs (DEVX) call of the mlx5 provider was refused with EPROTONOSUPPORT/EOPNOTSUPP/ENOSYS: "
+            "the kernel's mlx5_ib does not offer the interface the user-space library asked for"
+        ),
+        cause=(
+            "user-space RDMA libraries newer than the kernel driver: MLNX_OFED 5 (or a new rdma-core) in a "
+            "container on a host with MLNX_OFED 4 or an old inbox mlx5_ib; or DEVX disabled for the process"
+        ),
+        fix=(
+            "use matching user-space and kernel RDMA stacks (the same MLNX_OFED/DOCA major version in the image "
+            "and on the host, or inbox rdma-core with a recent kernel); for UCX, UCX_IB_MLX5_DEVX=n avoids DEVX"
+        ),
+        verify=("ofed_info -s (host and container)", "modinfo mlx5_ib | grep -i version", "ucx_info -d"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_UCX + "/uct/ib/mlx5/rc/rc_mlx5_devx.c",
+        example="mlx5dv_devx_create_event_channel() failed: Protocol not supported",
+        example_source="https://github.com/openucx/ucx/issues/6906",
+        causes=("rdma.driver-or-module",),
+    ),
+    # --- perftest ---------------------------------------------------------------------------------------
+    Message(
+        code="IB152",
+        name="perftest-modify-qp-rtr",
+        title="perftest could not connect its queue pair (Failed to modify QP to RTR)",
+        pattern=r"Failed to modify QP (?:\d{1,10}|0x[0-9a-fA-F]{1,8}) to RTR",
+        trigger="to RTR",
+        meaning=(
+            "ibv_modify_qp to Ready-To-Receive was refused: the remote address the two ends exchanged (LID, "
+            "GID, QPN) or the path attributes (MTU, GID index) are not valid for this port"
+        ),
+        cause=(
+            "on RoCE a GID index without an address (an all-zero GID, a link-local GID across subnets) or "
+            "unequal GID indexes on the two ends; on InfiniBand a port without a LID (no subnet manager); an "
+            "MTU larger than the port's"
+        ),
+        fix=(
+            "compare the GID and LID lines both sides print; on RoCE pick the RoCE v2 GID of the netdev's IP "
+            "(show_gids, perftest -x <index>); on IB check the port is Active with a LID"
+        ),
+        verify=(
+            "show_gids",
+            "ibv_devinfo -v | grep -E 'state|GID|port_lid'",
+            "ib_write_bw -d <dev> -x <gid index>",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/perftest/blob/master/src/perftest_resources.c",
+        example="Failed to modify QP 59 to RTR",
+        example_source="https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/72",
+        causes=("roce.gid", "ib.no-subnet-manager"),
+        confidence=0.6,
+    ),
+    # --- mlx5_core health poller (drivers/net/ethernet/mellanox/mlx5/core/health.c) ----------------------
+    Message(
+        code="IB153",
+        name="mlx5-health-compromised",
+        title="The ConnectX firmware stopped responding (mlx5_core health poll: device's health compromised)",
+        pattern=(
+            r"(?:mlx5_core (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )?"
+            r"(?:poll_health:\d{1,5}:(?:\(pid \d{1,10}\):)? )?device's health compromised - reached miss count"
+        ),
+        trigger="device's health compromised",
+        triggers=("Fatal error ",),
+        variants=(
+            r"mlx5_core (?P<pci2>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): "
+            r"(?:\w{1,32}:\d{1,5}:(?:\(pid \d{1,10}\):)? )?Fatal error \d{1,3} detected",
+        ),
+        meaning=(
+            "the driver's health poller saw the HCA's health counter stop (its firmware no longer runs) or a "
+            "fatal sensor: the adapter is dead until it is reset; every QP on it fails and jobs hang"
+        ),
+        cause="an HCA firmware assert or hang (the synd line names it: irisc not responding, firmware internal error), a PCIe fault, overheating",
+        fix=(
+            "drain the node; let mlx5 recover it (devlink health) or reset the adapter (mlxfwreset) / reboot; "
+            "update the firmware if the synd recurs; replace the card if it keeps failing"
+        ),
+        verify=(
+            "dmesg -T | grep -E 'mlx5_core.*(health|synd|assert)'",
+            "devlink health show",
+            "mlxfwmanager --query",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/health.c",
+        example="[198542.853543] mlx5_core 0000:5e:00.0: device's health compromised - reached miss count",
+        example_source="https://github.com/charmplusplus/charm/issues/2635",
+        causes=("rdma.hca-fault",),
+        subject="{pci}",
+    ),
+    # --- aws-ofi-nccl (NCCL's libfabric plugin: EFA) --------------------------------------------------------
+    Message(
+        code="IB154",
+        name="ofi-no-provider",
+        title="aws-ofi-nccl found no libfabric provider (fi_getinfo: No data available): no EFA device usable",
+        pattern=r"OFI fi_getinfo\(\) call failed: No data available",
+        trigger="fi_getinfo() call failed",
+        meaning=(
+            "libfabric returned FI_ENODATA: no provider (EFA, or the one FI_PROVIDER names) offers the "
+            "capabilities the plugin asked for, so NCCL's OFI network plugin fails to initialise"
+        ),
+        cause=(
+            "the container or pod does not see the EFA devices (/dev/infiniband/uverbs* not passed in, no "
+            "vpc.amazonaws.com/efa resource requested), the EFA driver/libfabric is not installed, or "
+            "FI_PROVIDER names a provider that is absent"
+        ),
+        fix=(
+            "pass the devices into the container (docker --device /dev/infiniband/..., or request "
+            "vpc.amazonaws.com/efa in the pod), install the EFA software on the host, and check "
+            "fi_info -p efa lists providers"
+        ),
+        verify=("fi_info -p efa", "ls /dev/infiniband", "cat /sys/class/infiniband/*/device/uevent"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/aws/aws-ofi-nccl/blob/master/src/nccl_ofi_ofiutils.c",
+        example=(
+            "[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI "
+            "OFI fi_getinfo() call failed: No data available"
+        ),
+        example_source="https://github.com/aws/aws-ofi-nccl/issues/1020",
+        causes=("rdma.container-access", "rdma.driver-or-module"),
+    ),
+    Message(
+        code="IB155",
+        name="mlx5-devx-no-memory",
+        title="The HCA refused to create a QP/CQ through DEVX: out of device resources (Cannot allocate memory)",
+        pattern=(
+            r"mlx5dv_devx_obj_create\((?P<obj>\w{1,16})\) failed, syndrome (?:0x)?[0-9a-fA-F]{1,10}: "
+            r"Cannot allocate memory"
+        ),
+        trigger="mlx5dv_devx_obj_create(",
+        meaning=(
+            "creating a hardware object (QP, CQ, SRQ, MKEY) through DEVX failed with ENOMEM: the adapter or "
+            "its driver has no room for another one of them"
+        ),
+        cause=(
+            "the job asks for more hardware queues than the HCA offers: many ranks per node times UCX paths "
+            "(UCX_IB_NUM_PATHS), tag-matching offload (UCX_RC_MLX5_TM_ENABLE) or RC to every peer; less often "
+            "a low locked-memory limit"
+        ),
+        fix=(
+            "use fewer hardware resources per process: the DC transport instead of RC (UCX_TLS=dc_x), fewer "
+            "paths, no tag-matching offload; check ulimit -l is unlimited"
+        ),
+        verify=("ibv_devinfo -v | grep -E 'max_qp|max_cq'", "ulimit -l", "ucx_info -d"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_UCX + "/uct/ib/mlx5/dv/ib_mlx5_dv.c",
+        example="ib_mlx5_dv.c:161  UCX  ERROR   mlx5dv_devx_obj_create(QP) failed, syndrome 0: Cannot allocate memory",
+        example_source="https://github.com/openucx/ucx/issues/5351",
+        causes=("rdma.resource-limit", "rdma.memlock"),
+    ),
+    Message(
+        code="IB156",
+        name="verbs-no-config-directory",
+        title="libibverbs has no provider configuration directory (the provider packages are not installed)",
+        pattern=r"libibverbs: Warning: couldn't open config directory '(?P<dir>[^'\n]{1,200})'",
+        trigger="couldn't open config directory",
+        meaning=(
+            "libibverbs found no libibverbs.d directory, so it loads no device provider (mlx5, efa, rxe ...) and "
+            "every program sees no RDMA device (ibv_devinfo: No IB devices found)"
+        ),
+        cause=(
+            "rdma-core's providers (Debian/Ubuntu ibverbs-providers, RHEL libibverbs) are not installed in the "
+            "image or host, or libibverbs was built with another sysconfdir than the packages use"
+        ),
+        fix="install the provider package (ibverbs-providers / rdma-core) in the image; check /etc/libibverbs.d lists your device's driver",
+        verify=("ls /etc/libibverbs.d", "ibv_devices"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_VERBS}/dynamic_driver.c",
+        example="  libibverbs: Warning: couldn't open config directory '/etc/libibverbs.d'.",
+        example_source="https://github.com/dsx-ai-factory/infra-controller/pull/5251",
+        causes=("rdma.driver-or-module",),
+    ),
+    Message(
+        code="IB157",
+        name="rdma-cm-address-error",
+        title="RDMA CM could not resolve the address to an RDMA device (RDMA_CM_EVENT_ADDR_ERROR)",
+        pattern=r"cma event RDMA_CM_EVENT_ADDR_ERROR, error (?P<status>-?\d{1,4})",
+        trigger="RDMA_CM_EVENT_ADDR_ERROR",
+        meaning=(
+            "rdma_resolve_addr failed: the IP address given does not map to an RDMA-capable netdev reachable "
+            "from this network namespace (error -19 ENODEV: no RDMA device for it; -110: ARP/route timed out)"
+        ),
+        cause=(
+            "the address is not on a RoCE/IPoIB interface, or the process runs in a network namespace whose "
+            "netdev the RDMA stack does not bind (RoCE in containers needs kernel 4.19+ / a netns-aware "
+            "MLNX_OFED), or the device is in exclusive netns mode elsewhere"
+        ),
+        fix=(
+            "use the IP address of the RDMA interface; for containers use a kernel and OFED that support RoCE "
+            "in network namespaces (rdma system set netns shared/exclusive as the plugin needs)"
+        ),
+        verify=("ibdev2netdev", "rdma system show", "uname -r"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/rdma-core/blob/master/librdmacm/examples/rping.c",
+        example="cma event RDMA_CM_EVENT_ADDR_ERROR, error -19",
+        example_source="https://github.com/Mellanox/docker-sriov-plugin/issues/11",
+        causes=("rdma.driver-or-module", "rdma.container-access"),
+    ),
+    Message(
+        code="IB158",
+        name="mlx5-cable-unplugged",
+        title="A ConnectX port reports no cable (mlx5 port module event: Cable unplugged)",
+        pattern=(
+            r"(?:mlx5_core (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )?"
+            r"Port module event(?:\[error\])?: module (?P<module>\d{1,3}), Cable (?P<state>unplugged|error)"
+        ),
+        trigger="Port module event",
+        meaning="the adapter's module (QSFP/OSFP cage) has no cable or transceiver detected, or reports it in error: that port has no link",
+        cause=(
+            "nothing plugged into an unused port (normal at boot), a cable or transceiver pulled or not seated, "
+            "an unsupported or failed module, or a cage without power"
+        ),
+        fix="if the port should carry traffic: reseat or replace the cable/transceiver and check it is supported (mlxlink -d <dev> -m)",
+        verify=("mlxlink -d <pci> -m", "ibstat", "ip link"),
+        severity=Severity.INFO,
+        action=Action.REPLACE_HARDWARE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/events.c",
+        example="[   12.413002] mlx5_core 0000:08:00.0: Port module event: module 0, Cable unplugged",
+        notes=("example: a boot dmesg quoted in a public hardware bring-up log",),
+        causes=("ib.port-down",),
+        subject="{pci}",
+        role="symptom",
+        confidence=0.5,
+    ),
+)
