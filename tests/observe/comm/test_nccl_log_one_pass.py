@@ -45,3 +45,23 @@ def test_warn_and_version_lines_are_read_in_the_same_pass() -> None:
     assert log.warns == ["Net : Connection closed by remote peer", "Cuda failure 'out of memory'"]
     assert log.lines_kept == 2  # the INFO lines only
     assert set(log.networks) == {"IB"}
+
+
+def test_repeated_nccl_tests_runs_are_reported_as_runs() -> None:
+    from clusterdoctor.cli.comm import TABLES_LISTED, nccl_tests_tables
+    from clusterdoctor.observe.comm.nccl_tests import parse_nccl_tests
+
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+    table = "".join(
+        f"  {s:>10}  {s // 4:>10}     float     sum      -1    10.0    {b:.2f}    {b:.2f}      0    10.0    {b:.2f}    {b:.2f}      0\n"
+        for s, b in ((1 << 20, 1.0), (1 << 28, 2.0), (1 << 30, 3.0))
+    )
+    one = parse_nccl_tests(header + table)
+    assert len(one.tables()) == 1 and nccl_tests_tables(one)["tables"] == 1
+    many = parse_nccl_tests((header + table) * 150 + table)  # the last table without its header
+    doc = nccl_tests_tables(many)
+    assert doc["tables"] == 151
+    assert [r["size"] for r in doc["rows"]] == [1 << 20, 1 << 28, 1 << 30]  # one row per size
+    assert doc["rows"][2]["busbw_gbs"] == 3.0 and doc["rows"][2]["tables"] == 151
+    assert len(doc["per_table"]) == TABLES_LISTED and doc["per_table_omitted"] == 51
+    assert doc["per_table"][0]["peak_busbw_gbs"] == 2.5
