@@ -55,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
-import json
 import os
 import stat
 import time
@@ -707,6 +706,8 @@ class LineReader:
 
 def load_json(data: bytes | str, path: str | None = None, what: str = "JSON") -> Any:
     """``json.loads`` with errors as one-line InputError and the depth guard (no RecursionError)."""
+    import json  # here: the readers that import this module for its budgets do not all need it
+
     try:
         return json.loads(data)
     except RecursionError:

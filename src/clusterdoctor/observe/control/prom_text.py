@@ -26,7 +26,7 @@ import gc
 import math
 import re
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat, tee
 from operator import itemgetter, not_, truediv
 from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -614,10 +614,11 @@ def _bulk_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
     samples: list[PromSample] = []
     n_lines = 0
     start = 0
+    shared: dict[object, object] = {}  # label pairs and label sets repeat from block to block
     while start < len(text):
         end = text.find("\n", start + _BULK_BLOCK)
         end = len(text) if end < 0 else end + 1
-        got = _bulk_parse(text[start:end], families)
+        got = _bulk_parse(text[start:end], families, shared)
         if got is None:
             families.clear()
             return None
@@ -627,14 +628,17 @@ def _bulk_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
     return samples, n_lines
 
 
-def _bulk_parse(text: str, families: dict[str, Family]) -> tuple[list[PromSample], int] | None:
+def _bulk_parse(
+    text: str, families: dict[str, Family], shared: dict[object, object] | None = None
+) -> tuple[list[PromSample], int] | None:
     """All samples of a plain text-format file and its number of lines, built with C-level loops;
     None when any line needs the careful per-line loop (then ``families`` is left empty for it).
 
     Plain: every line is a comment, blank, or ``name[{canonical labels}] value[ timestamp]`` with
     single spaces. One regex splits each sample line into name, label body and the rest; values
     (and millisecond timestamps) are converted with ``map``; labels come from
-    :func:`_canonical_pairs`.
+    :func:`_canonical_pairs`. ``shared``: one copy of each label pair and label set, kept across the
+    blocks of a large file (dumps put together repeat them; memory by what the file says).
     """
     lines = _BULK_LINE_RE.findall(text)
     if lines and text.endswith("\n") and lines[-1] == ("", "", "", "", ""):
@@ -678,7 +682,12 @@ def _bulk_parse(text: str, families: dict[str, Family]) -> tuple[list[PromSample
             return None
     names_s = list(map(intern, filter(None, names)))  # one string per metric name, not per line
     stops = list(compress(line_stops, names))
-    labels = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+    labels: Iterable[Labels] = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+    if shared is not None:
+        pairs = tuple(map(shared.setdefault, pairs, pairs))
+        labels = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+        one, two = tee(labels)
+        labels = map(shared.setdefault, one, two)
     return list(map(tuple.__new__, repeat(PromSample), zip(names_s, labels, values, times))), len(lines)
 
 
