@@ -51,7 +51,7 @@ _BINARY = re.compile(
 )
 
 
-@dataclass
+@dataclass(slots=True)  # one per row: a log of repeated runs holds millions
 class Measurement:
     time_us: float | None
     algbw_gbs: float | None
@@ -59,7 +59,7 @@ class Measurement:
     wrong: int | None
 
 
-@dataclass
+@dataclass(slots=True)  # one per row: a log of repeated runs holds millions
 class TestRow:
     size_bytes: int
     count: int
