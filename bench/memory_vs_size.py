@@ -3,7 +3,8 @@ on an NCCL log of 100 MB, 500 MB and 1 GB, each a whole process, beside the Pyth
 (``for line in open(path, "rb")``) in a process of its own on the same file, measured back to back.
 
 The inputs are built in a temporary folder by repeating real captures (../shared/fixtures): the two
-etcd zap logs (lost leader with slow applies, slow-disk heartbeats: every copy holds events) and the
+etcd zap logs (lost leader with slow applies, slow-disk heartbeats: every copy holds events), four
+lines of the first that hold no event ("etcd-info": what most of a real etcd log is), and the
 three NCCL logs (init, transports, nccl-tests tables). They are deleted afterwards. Each run gets
 ``--limit input=2G`` (the default refuses files over 256 MiB before reading them).
 
@@ -30,6 +31,11 @@ INPUTS = {
             "ctrl/etcd_zap_json_lost_leader_slow_apply_issue13352.log",
             "ctrl/etcd_zap_json_heartbeat_slow_disk_pr9761.log",
         ),
+        ["diagnose", "{f}", "--format", "json", "-o", "{out}"],
+    ),
+    # lines 2-5 of the lost-leader capture only (candidate, votes sent and received): no event
+    "etcd-info": (
+        ("ctrl/etcd_zap_json_lost_leader_slow_apply_issue13352.log#2-5",),
         ["diagnose", "{f}", "--format", "json", "-o", "{out}"],
     ),
     "nccl": (
@@ -60,10 +66,18 @@ def run(cmd: list[str]) -> tuple[float, float, int]:
 
 def build(kind: str, mb: int, folder: Path) -> Path:
     rels, _ = INPUTS[kind]
-    paths = [fixture_path(r) for r in rels]
-    if any(p is None for p in paths):
-        sys.exit("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)")
-    unit = b"".join(p.read_bytes() for p in paths)  # type: ignore[union-attr]
+    parts = []
+    for rel in rels:
+        name, _, span = rel.partition("#")
+        p = fixture_path(name)
+        if p is None:
+            sys.exit("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)")
+        data = p.read_bytes()
+        if span:  # lines a-b (1-based) only
+            a, b = (int(x) for x in span.split("-"))
+            data = b"".join(data.splitlines(keepends=True)[a - 1 : b])
+        parts.append(data)
+    unit = b"".join(parts)
     target = mb * 1_000_000
     out = folder / f"{kind}-{mb}MB.log"
     with out.open("wb") as f:
