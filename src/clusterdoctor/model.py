@@ -93,7 +93,7 @@ class Action(enum.IntEnum):
         return self.name.lower().replace("_", "-")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceRef:
     """Where an observation came from: a file, a live path, a URL or a command."""
 
@@ -154,7 +154,7 @@ class Histogram:
     timestamp: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     """Something that happened at a time: a log line of interest, a leader change, a restart."""
 

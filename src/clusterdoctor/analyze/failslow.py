@@ -38,6 +38,7 @@ numpy is imported here (the CLI imports this lazily).
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -222,14 +223,21 @@ def _job_pass(
     x = np.clip((sig.W - sig.W0) / sig.W0, -p.clip, p.clip)
     out: list[Episode] = []
     col = first + (base.stop - base.start)
+    # Linear in steps (issue 26): a CUSUM started later never rises above one started earlier, so
+    # once no recovery is found from some column, none is from any later one (no rescan); and the
+    # median up to the end for ever later onsets is kept by a structure that drops the front.
+    no_recovery_from = S
+    tail = _TailMedian(sig.W)
     while col < S - 1:
         a = _cusum_alarm(x, col, k, p.h)
         if a is None:
             break
         onset, alarm = a
-        end = _recovery(x, alarm + 1, k, p.h)
+        end = None if alarm + 1 >= no_recovery_from else _recovery(x, alarm + 1, k, p.h)
+        if end is None:
+            no_recovery_from = min(no_recovery_from, alarm + 1)
         stop = end if end is not None else S
-        growth = float(np.median(sig.W[onset:stop])) - sig.W0
+        growth = (tail.median_from(onset) if stop == S else float(np.median(sig.W[onset:stop]))) - sig.W0
         explained = any(
             e.onset_col < stop
             and (e.end_col is None or e.end_col > onset)
@@ -250,6 +258,78 @@ def _job_pass(
         else:
             col = alarm + 1  # noise or explained: look again from here
     return out
+
+
+class _TailMedian:
+    """``np.median(w[i:])`` for non-decreasing ``i``, each in O(log n) (built on first use, in
+    O(n log n)): two heaps around the median, values before ``i`` removed lazily. NaN as numpy."""
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.w = w
+        self.i = 0
+        self.ready = False
+
+    def _build(self) -> None:
+        w = self.w
+        self.nan_after = np.isnan(w)[::-1].cumsum()[::-1]
+        order = sorted((float(w[j]), j) for j in range(len(w)) if not math.isnan(w[j]))
+        half = (len(order) + 1) // 2
+        self.lo = [(-v, j) for v, j in order[:half]]  # max-heap (negated) of the lower half
+        self.hi = list(order[half:])  # min-heap of the upper half
+        heapq.heapify(self.lo)
+        heapq.heapify(self.hi)
+        self.side = np.zeros(len(w), dtype=np.int8)  # 1: in lo, 2: in hi, 0: removed or NaN
+        for _, j in self.lo:
+            self.side[j] = 1
+        for _, j in self.hi:
+            self.side[j] = 2
+        self.n_lo, self.n_hi = len(self.lo), len(self.hi)
+        self.ready = True
+
+    def _clean(self) -> None:
+        side = self.side
+        while self.lo and side[self.lo[0][1]] != 1:
+            heapq.heappop(self.lo)
+        while self.hi and side[self.hi[0][1]] != 2:
+            heapq.heappop(self.hi)
+
+    def _balance(self) -> None:
+        self._clean()
+        while self.n_lo > self.n_hi + 1:
+            v, j = heapq.heappop(self.lo)
+            heapq.heappush(self.hi, (-v, j))
+            self.side[j] = 2
+            self.n_lo, self.n_hi = self.n_lo - 1, self.n_hi + 1
+            self._clean()
+        while self.n_hi > self.n_lo:
+            v, j = heapq.heappop(self.hi)
+            heapq.heappush(self.lo, (-v, j))
+            self.side[j] = 1
+            self.n_lo, self.n_hi = self.n_lo + 1, self.n_hi - 1
+            self._clean()
+
+    def median_from(self, i: int) -> float:
+        if i >= len(self.w):
+            return float("nan")
+        if not self.ready:
+            self._build()
+        if self.nan_after[i] > 0:
+            return float("nan")
+        side = self.side
+        while self.i < i:
+            j = self.i
+            self.i += 1
+            if side[j] == 1:
+                self.n_lo -= 1
+            elif side[j] == 2:
+                self.n_hi -= 1
+            side[j] = 0
+        self._balance()
+        if self.n_lo == 0:
+            return float("nan")
+        if self.n_lo > self.n_hi:
+            return -self.lo[0][0]
+        return (-self.lo[0][0] + self.hi[0][0]) / 2
 
 
 def _onset_of_cause(ep: Episode, tb: StepTable, sig: Signals, p: Params) -> None:

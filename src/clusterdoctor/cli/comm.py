@@ -113,6 +113,61 @@ def analyze(
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 
 
+TABLES_LISTED = 100
+
+
+def nccl_tests_tables(run: Any) -> dict[str, Any]:
+    """A run's rows for the report: the table itself when there is one; for a log of repeated runs,
+    each size's median over the tables, how many tables, and each table's bandwidth (the first
+    TABLES_LISTED): the report grows with the sizes tested, not with the repetitions."""
+    from statistics import median
+
+    tables = run.tables() if hasattr(run, "tables") else [run.rows]
+    fields = ("time_us", "algbw_gbs", "busbw_gbs", "in_place_busbw_gbs")
+
+    def values(r: Any) -> tuple[Any, ...]:
+        o = r.out_of_place
+        return (o.time_us, o.algbw_gbs, o.busbw_gbs, r.in_place.busbw_gbs)
+
+    if len(tables) <= 1:
+        return {
+            "tables": len(tables),
+            "rows": [dict(zip(("size", *fields), (r.size_bytes, *values(r)))) for r in run.rows],
+        }
+    by_size: dict[int, list[tuple[Any, ...]]] = {}
+    for r in run.rows:
+        by_size.setdefault(r.size_bytes, []).append(values(r))
+    rows = []
+    for size, vals in sorted(by_size.items()):
+        row: dict[str, Any] = {"size": size, "tables": len(vals)}
+        for i, name in enumerate(fields):
+            col = [v[i] for v in vals if v[i] is not None]
+            row[name] = median(col) if col else None
+        rows.append(row)
+    return {
+        "tables": len(tables),
+        "rows_are": "median over the tables",
+        "rows": rows,
+        "per_table": [
+            {"first_line": t[0].line, "rows": len(t), "peak_busbw_gbs": _peak(t)}
+            for t in tables[:TABLES_LISTED]
+        ],
+        "per_table_omitted": max(0, len(tables) - TABLES_LISTED),
+    }
+
+
+def _peak(rows: list[Any]) -> float | None:
+    from statistics import median
+
+    big = [r for r in rows if r.size_bytes >= 1 << 28] or sorted(rows, key=lambda r: r.size_bytes)[
+        len(rows) * 3 // 4 :
+    ]
+    vals = [
+        v for r in big for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v is not None and v > 0
+    ]
+    return median(vals) if vals else None
+
+
 def build_report(
     data: dict[str, Any], analysis: Any, findings: list[Any], skipped: list[Any], obs: Any = None
 ) -> dict[str, Any]:
@@ -137,16 +192,7 @@ def build_report(
             "hosts": sorted(run.hosts),
             "gpu_models": sorted(run.gpu_models),
             "link": nccl_tests_link(obs, run).as_dict() if run.collective in (None, "all_reduce") else None,
-            "rows": [
-                {
-                    "size": r.size_bytes,
-                    "time_us": r.out_of_place.time_us,
-                    "algbw_gbs": r.out_of_place.algbw_gbs,
-                    "busbw_gbs": r.out_of_place.busbw_gbs,
-                    "in_place_busbw_gbs": r.in_place.busbw_gbs,
-                }
-                for r in run.rows
-            ],
+            **nccl_tests_tables(run),
         }
         for run in data.get("nccl_tests", [])
     ]

@@ -22,10 +22,7 @@ def failslow_report(
 ) -> tuple[list[Any], dict[str, Any]]:
     """(findings, section of the comm report). ``workers``/``use_ray``: read ``paths`` again in parallel
     (only step records travel back); else use the traces ``data`` already holds."""
-    from clusterdoctor.analyze.failslow import table_from_records
     from clusterdoctor.observe.watch.traces import load_step_records, steps_from_loaded
-    from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
-    from clusterdoctor.rules.registry import Observations
 
     if use_ray or workers > 1 or data is None:
         steps, ids, warns = load_step_records(
@@ -40,6 +37,11 @@ def failslow_report(
             "fail-slow: needs step records of 2+ ranks (ProfilerStep#N or Flight Recorder)",
         ]
         return [], section
+    # the detector (numpy) only once two ranks' steps are there: one rank's log never imports it
+    from clusterdoctor.analyze.failslow import table_from_records
+    from clusterdoctor.rules.failslow import failslow_analysis, run_failslow_rules
+    from clusterdoctor.rules.registry import Observations
+
     table = table_from_records(steps, ids, (), warns)
     obs = Observations()
     obs.put("watch", table)

@@ -55,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
-import json
 import os
 import stat
 import time
@@ -615,8 +614,100 @@ def read_text(path: str | Path, limit: int | None = None) -> str:
     return read_input(path, limit, inflate=True).decode("utf-8", "replace")
 
 
+MAX_LINE_BYTES = 1 << 20  # a longer line is cut here (its rest skipped), with a counted warning
+_LINE_BLOCK = 1 << 20
+
+
+class LineReader:
+    """A text input's lines, streamed (issue 26): read in blocks (1 MiB), each run of whole lines
+    decoded and split as ``str.splitlines`` splits (line numbers match reading the file whole), so
+    memory is bounded by the block and the longest line, never by the file. :attr:`head` is the start
+    of the decoded text (the first block) for what looks at it (a year, a format). Budgets as
+    :func:`open_input` (inflated, ``inflated``, ``seconds``); a file over the ``input`` limit is
+    refused before it is read, as by every reader (its memory no longer grows with it: raising the
+    limit is safe). A line over ``max_line`` bytes is cut there (the rest of it skipped):
+    :attr:`long_lines` counts them and :attr:`warnings` says so in one line, as it names a truncated
+    compressed stream (the lines before the cut are read).
+
+    ``with LineReader(path) as r: for line in r: ...``"""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_line: int = MAX_LINE_BYTES) -> None:
+        self.path = os.fspath(path)
+        self.max_line = max(1, max_line)
+        self.block = min(_LINE_BLOCK, self.max_line)
+        self.long_lines = 0
+        self.bytes_read = 0
+        self.warnings: list[str] = []
+        self.head = ""
+        self._cm: Any = None
+        self._f: Any = None
+        self._pending = b""
+
+    def __enter__(self) -> LineReader:
+        size, cap = check_regular(self.path).st_size, max_input_bytes()
+        if size > cap:
+            raise LimitExceeded(
+                f"file is {human_size(size)}, larger than the input limit of {human_size(cap)}",
+                self.path,
+                "input",
+            )
+        self._cm = open_input(self.path)
+        self._f = self._cm.__enter__()
+        self._pending = self._f.read(self.block)
+        self.bytes_read = len(self._pending)
+        self.head = self._pending.decode("utf-8", "replace")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cm.__exit__(*exc)
+
+    def _cut(self, line: bytes) -> Iterator[str]:
+        self.long_lines += 1
+        yield from line[: self.max_line].decode("utf-8", "replace").splitlines()
+
+    def __iter__(self) -> Iterator[str]:
+        # At the top of each round ``pending`` is a partial line (at most max_line bytes, no line end)
+        # followed by one block (at most max_line bytes): only its first line can be over the cap.
+        f, cap = self._f, self.max_line
+        pending, self._pending = self._pending, b""
+        skipping = False  # inside a line already cut: its bytes up to its end are dropped
+        while True:
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                chunk, pending = pending[:cut], pending[cut:]
+                nl = chunk.find(b"\n")
+                if nl > cap:
+                    yield from self._cut(chunk[:nl])
+                    chunk = chunk[nl + 1 :]
+                yield from chunk.decode("utf-8", "replace").splitlines()
+            if len(pending) > cap:  # a line longer than the cap whose end is not read yet
+                yield from self._cut(pending)
+                pending, skipping = b"", True
+            block = f.read(self.block)
+            if not block:
+                break
+            self.bytes_read += len(block)
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    continue
+                block, skipping = block[nl + 1 :], False
+            pending += block
+        if pending:
+            yield from pending.decode("utf-8", "replace").splitlines()
+        if self.long_lines:
+            self.warnings.append(
+                f"{self.long_lines:,} line(s) longer than {human_size(cap)}: each cut at {human_size(cap)}"
+            )
+        truncated = getattr(getattr(f, "raw", None), "truncated", None)
+        if truncated:
+            self.warnings.append(f"{truncated}: the lines before the cut were read")
+
+
 def load_json(data: bytes | str, path: str | None = None, what: str = "JSON") -> Any:
     """``json.loads`` with errors as one-line InputError and the depth guard (no RecursionError)."""
+    import json  # here: the readers that import this module for its budgets do not all need it
+
     try:
         return json.loads(data)
     except RecursionError:

@@ -124,6 +124,46 @@ _AFFINITY = re.compile(r"Setting affinity for GPU (?P<gpu>\d+) to ?(?P<mask>[0-9
 _NET = re.compile(r"Using network (?P<net>.+?)\s*$")
 _ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
 
+# The one pass over a block: every alternative starts with "NCCL ", which the regex engine factors out
+# into a literal prefix it scans for at C speed; INFO lines, WARN lines and a bare "NCCL version"
+# (nccl-tests' header) are told apart by the group that matched. Built from the definitions above.
+_ONE_PASS = re.compile(f"{_INFO.pattern}|{_WARN.pattern}|{_VERSION.pattern}")
+_WARN_GROUP = _INFO.groups + 1
+_VERSION_GROUP = _INFO.groups + _WARN.groups + 1
+
+# Whether a block holds a PyTorch-failure trigger word: exactly ``any(t in text for t in TRIGGERS)``,
+# in a few C-speed regex scans instead of one string search per word. Each scan looks for one
+# character (a regex that starts with one literal character scans for it in a tight loop) and checks
+# there, still in C, the words that contain it: the rest of the word, then the word as a whole by a
+# lookbehind. The characters are chosen to cover the most words first, the rarer (this order, rarest
+# first: counted over the real NCCL, nccl-tests and control-plane logs of the fixtures) on a tie.
+_RARE_FIRST = "$jH;\\V'|ZMKqWzD{}xRAGPBUEy+S#()hIL=_FTOvkN/wgb<C>p,[]mfc9i\"75ndr6l83u4a-:os.e2t10"
+
+
+def _trigger_gate(triggers: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """The scans that together find any of ``triggers``."""
+    rank = {c: i for i, c in enumerate(_RARE_FIRST)}
+    words = [t for t in dict.fromkeys(triggers) if t and not any(o != t and o in t for o in triggers)]
+    scans = []
+    while words:
+        chars = {c for t in words for c in t}
+        c = max(sorted(chars), key=lambda c: (sum(c in t for t in words), -rank.get(c, len(rank))))
+        alts = []
+        for t in (t for t in words if c in t):
+            off = t.index(c)
+            alts.append(re.escape(t[off + 1 :]) + (f"(?<={re.escape(t)})" if off else ""))
+        scans.append(re.compile(f"{re.escape(c)}(?:{'|'.join(alts)})"))
+        words = [t for t in words if c not in t]
+    return tuple(scans)
+
+
+_GATE = _trigger_gate(TRIGGERS)
+
+
+def _any_trigger(text: str) -> bool:
+    """Whether ``text`` contains one of the trigger words (torch_dist.TRIGGERS)."""
+    return any(rx.search(text) is not None for rx in _GATE)
+
 
 @dataclass(frozen=True, order=True)
 class Proc:
@@ -304,12 +344,16 @@ class _Parser:
             last_pos = pos
             return lines_before + last_line + 1
 
-        if log.version is None:
-            m = _VERSION.search(text)
-            if m:
-                log.version = m.group(1)
-        for m in _INFO.finditer(text):
+        warns = log.warns
+        for m in _ONE_PASS.finditer(text):
             kind = m.lastgroup
+            if kind is None:  # a WARN line, or "NCCL version" outside an INFO line
+                if m.lastindex == _WARN_GROUP:
+                    if len(warns) < 1000:
+                        warns.append(m.group(_WARN_GROUP).strip())
+                elif log.version is None:
+                    log.version = m.group(_VERSION_GROUP)
+                continue
             msg = m.group(kind)
             ls = text.rfind("\n", 0, m.start()) + 1
             proc = self._proc(text, ls, m.start())
@@ -427,10 +471,7 @@ class _Parser:
                 v = _VERSION.match(msg)
                 if v:
                     log.version = v.group(1)
-        for m in _WARN.finditer(text):
-            if len(log.warns) < 1000:
-                log.warns.append(m.group(1).strip())
-        if any(t in text for t in TRIGGERS):
+        if _any_trigger(text):
             self.dist.feed(text, lines_before)
         self.line_base += text.count("\n")
 

@@ -58,7 +58,7 @@ _BINARY = re.compile(
 )
 
 
-@dataclass
+@dataclass(slots=True)  # one per row: a log of repeated runs holds millions
 class Measurement:
     time_us: float | None
     algbw_gbs: float | None
@@ -66,7 +66,7 @@ class Measurement:
     wrong: int | None
 
 
-@dataclass
+@dataclass(slots=True)  # one per row: a log of repeated runs holds millions
 class TestRow:
     size_bytes: int
     count: int
@@ -102,6 +102,14 @@ class NcclTestsRun:
     out_of_bounds: int | None = None
     warnings: list[str] = field(default_factory=list)
     headers: int = 0  # "# nThread ... nGpus ..." header lines: one per independent copy of the test
+    # index in ``rows`` where each result table starts: a log of repeated runs holds several (a new one
+    # at each column header line, or where the size falls back); [0] for one table
+    table_starts: list[int] = field(default_factory=list)
+
+    def tables(self) -> list[list[TestRow]]:
+        """The result tables, in order (one per run of the test in this output)."""
+        bounds = [*self.table_starts, len(self.rows)]
+        return [self.rows[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
     @property
     def independent_copies(self) -> int:
@@ -195,9 +203,20 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
                 seen.add(key)
                 run.ranks.append(RankInfo(key[0], key[1], int(r.group("dev")), r.group("bus"), "", key[2]))
     header = _HEADER.search(text)
+    header_pos = [h.start() for h in _HEADER.finditer(text)] if header is not None else []
+    next_header = 0
     newline_pos = 0
     line = 1
+    prev_size = -1
     for r in _ROW.finditer(text):
+        size = int(r.group("size"))
+        new_table = not run.rows or size < prev_size
+        while next_header < len(header_pos) and header_pos[next_header] < r.start():
+            next_header += 1
+            new_table = True
+        if new_table:
+            run.table_starts.append(len(run.rows))
+        prev_size = size
         line += text.count("\n", newline_pos, r.start())
         newline_pos = r.start()
         toks = r.group("rest").split()
@@ -215,7 +234,7 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
             continue
         run.rows.append(
             TestRow(
-                int(r.group("size")),
+                size,
                 int(r.group("count")),
                 r.group("type"),
                 r.group("redop"),

@@ -36,6 +36,8 @@ import calendar
 import datetime as _dt
 import json
 import re
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,11 +249,22 @@ class _Ctx:
     cluster_id: str = ""
     peer_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # member hex ID -> peer URLs
     components: dict[str, int] = field(default_factory=dict)
+    shared: dict[Any, Any] = field(default_factory=dict)
 
     def no_zone(self, lineno: int, form: str) -> None:
         if not self.zone_warned:
             self.zone_warned = True
             self.warnings.append(f"line {lineno}: {form} timestamps carry no time zone; read as UTC")
+
+    def same(self, v: Any) -> Any:
+        """One shared copy of a repeated message, attribute value or (name, value) pair: a log of
+        many similar events keeps each text once (issue 26: memory by what the log says)."""
+        kept = self.shared.get(v)
+        if kept is not None:
+            return kept
+        if len(self.shared) < 200_000:
+            self.shared[v] = v
+        return v
 
     def seen(self, form: str) -> None:
         self.formats[form] = self.formats.get(form, 0) + 1
@@ -278,20 +291,39 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
         text = data
     if not text.strip():
         raise InputError("empty log", path)
-    yr, guessed = _infer_year(text, year)
-    out = LogParse()
+    return parse_log_lines(text.splitlines(), path, year=year, head=text[:1_000_000])
+
+
+def parse_log_lines(
+    lines: Iterable[str], path: str | None = None, *, year: int | None = None, head: str = ""
+) -> LogParse:
+    """:func:`parse_logs` over lines as they come (a file streamed by ``limits.LineReader``: memory
+    bounded by what is kept, not by the file). ``head``: the start of the text, where a year is looked
+    for. Warnings: the first 100 word for word, the rest counted in one last line."""
+    from clusterdoctor.observe.limits import WarningList
+
+    yr, guessed = _infer_year(head, year)
+    out = LogParse(warnings=WarningList(100))
     ctx = _Ctx(path, yr, guessed, out.warnings)
-    lines = text.splitlines()
-    out.lines = len(lines)
-    i = 0
+    it = iter(lines)
+    ahead: deque[str] = deque()  # lines read ahead to join a JSON record split over several
+    n = 0  # lines consumed
     bad = 0
-    while i < len(lines):
-        raw = lines[i]
-        lineno = i + 1
-        i += 1
+    nonblank = False
+    while True:
+        if ahead:
+            raw = ahead.popleft()
+        else:
+            raw = next(it, None)
+            if raw is None:
+                break
+        n += 1
+        lineno = n
         line = raw.strip("\r\n\x00")
         if not line.strip():
+            nonblank = nonblank or bool(raw.strip())
             continue
+        nonblank = True
         if line.lstrip().startswith("# "):
             continue  # a comment / separator line
         # a JSON record broken over several lines: join while the join fails to parse
@@ -299,15 +331,20 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
         if stripped.startswith("{") and not stripped.endswith("}"):
             joined = stripped
             for extra in range(1, 4):
-                if i - 1 + extra >= len(lines):
-                    break
-                joined += lines[i - 1 + extra].strip("\r\n")
+                if len(ahead) < extra:
+                    nxt = next(it, None)
+                    if nxt is None:
+                        break
+                    ahead.append(nxt)
+                joined += ahead[extra - 1].strip("\r\n")
                 if _json_obj(joined) is not None:
                     out.warnings.append(
                         f"lines {lineno}-{lineno + extra}: one JSON record split over {extra + 1} lines; joined"
                     )
                     line = joined
-                    i += extra
+                    for _ in range(extra):
+                        ahead.popleft()
+                    n += extra
                     break
         ev, ok = _parse_line(line, lineno, ctx)
         if ok:
@@ -318,6 +355,9 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
             bad += 1
             if bad <= 20:
                 out.warnings.append(f"line {lineno}: not a log line in a known form; skipped")
+    out.lines = n
+    if not nonblank:
+        raise InputError("empty log", path)
     if bad > 20:
         out.warnings.append(f"{bad - 20} more lines skipped")
     if out.log_lines == 0:
@@ -328,6 +368,7 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
     out.components = dict(ctx.components)
     out.first_time, out.last_time = ctx.first_t, ctx.last_t
     _finish_members(out, ctx)
+    out.warnings = out.warnings.summary() if isinstance(out.warnings, WarningList) else out.warnings
     return out
 
 
@@ -602,12 +643,13 @@ def _event(
 ) -> Event:
     a = {"line": lineno, "component": comp, "level": level}
     a.update({k: v for k, v in attrs.items() if v is not None and v != ""})
+    same = ctx.same
     return Event(
         time=t,
         kind=kind,
-        message=msg[:500],
+        message=same(msg[:500]),
         source=SourceRef("log", ctx.path or "<log>", f"line {lineno}"),
-        attrs=tuple((str(k), _s(v)) for k, v in a.items()),
+        attrs=tuple(same((str(k), same(_s(v)))) for k, v in a.items()),
     )
 
 
@@ -922,19 +964,20 @@ def sniff_logs(head: bytes, name: str = "") -> bool:
 def load_logs(path: str | Path, *, year: int | None = None) -> dict[str, Any]:
     """Read a log file: ``{"events": [Event…], "warnings": [str…]}`` (warnings name the file)."""
     p = Path(path)
-    from clusterdoctor.observe.limits import read_input
+    from clusterdoctor.observe.limits import LineReader
 
-    data = read_input(p)  # size-limited, one-line errors
+    reader = LineReader(p)  # streamed: memory bounded by what is kept, budgets checked as it reads
     try:
-        res = parse_logs(data, str(p), year=year)
+        with reader:
+            res = parse_log_lines(reader, str(p), year=year, head=reader.head)
     except MemoryError:
         raise InputError(
-            f"not enough memory to parse {len(data) >> 20} MiB of log (cut it, e.g. with tail or grep)",
+            f"not enough memory to parse {reader.bytes_read >> 20} MiB of log (cut it, e.g. with tail or grep)",
             str(p),
         ) from None
     out: dict[str, Any] = {
         "events": res.events,
-        "warnings": [f"{p}: {w}" for w in res.warnings],
+        "warnings": [f"{p}: {w}" for w in [*res.warnings, *reader.warnings]],
         "described_as": describe_log(res),
         "log_spans": [LogSpan(str(p), res.first_time, res.last_time, res.log_lines, res.local_member)],
     }

@@ -26,13 +26,19 @@ import gc
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
-from operator import not_, truediv
-from typing import NamedTuple
+from itertools import accumulate, chain, compress, repeat, tee
+from operator import itemgetter, not_, truediv
+from sys import intern
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.model import Histogram
+
+if TYPE_CHECKING:
+    from clusterdoctor.model import Histogram
+
+# Plain classes, not dataclasses, and clusterdoctor.model imported only where histograms are built:
+# a process that reads one dump pays for what it uses (importing dataclasses and the model costs
+# more than parsing a 300 KB scrape; issue 26).
 
 __all__ = [
     "Exemplar",
@@ -55,23 +61,73 @@ class PromSample(NamedTuple):
     timestamp: float | None
 
 
-@dataclass(frozen=True)
-class Exemplar:
+class _Record:
+    """``__init__`` by field order with defaults, ``==`` by fields, ``repr`` as a dataclass has."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+    _defaults: tuple[Any, ...] = ()
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        names = self._fields
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} arguments")
+        vals = dict(zip(names[len(names) - len(self._defaults) :], self._defaults))
+        vals.update(zip(names, args))
+        for k, v in kw.items():
+            if k not in names or k in dict(zip(names, args)):
+                raise TypeError(f"{type(self).__name__}() got an unexpected or repeated argument {k!r}")
+            vals[k] = v
+        for k in names:
+            if k not in vals:
+                raise TypeError(f"{type(self).__name__}() missing argument {k!r}")
+            object.__setattr__(self, k, vals[k])
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, k) for k in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._fields)
+        return f"{type(self).__name__}({body})"
+
+
+class Exemplar(_Record):
     """An OpenMetrics exemplar attached to a sample (``# {trace_id="…"} 0.5 1700000000.1``)."""
 
+    __slots__ = ("labels", "value", "timestamp")
+    _fields = ("labels", "value", "timestamp")
+    _defaults = (None,)
     labels: Labels
     value: float
-    timestamp: float | None = None
+    timestamp: float | None
+
+    def __setattr__(self, k: str, v: Any) -> None:
+        raise AttributeError(f"cannot assign to field {k!r}")  # frozen
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
-@dataclass
-class Family:
+class Family(_Record):
     """A metric family: its name (without ``_bucket``/``_sum``/… suffixes), TYPE, HELP and UNIT."""
 
+    __slots__ = ("name", "type", "help", "unit")
+    _fields = ("name", "type", "help", "unit")
+    _defaults = ("untyped", None, None)
     name: str
-    type: str = "untyped"
-    help: str | None = None
-    unit: str | None = None
+    type: str
+    help: str | None
+    unit: str | None
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __init__(
+        self, name: str, type: str = "untyped", help: str | None = None, unit: str | None = None
+    ) -> None:  # one per family of a dump: spelled out, the generic one is 3x slower
+        self.name, self.type, self.help, self.unit = name, type, help, unit
 
 
 # Suffixes of the series that belong to a family, by family type.
@@ -95,7 +151,6 @@ def _warning_list() -> list[str]:
     return WarningList(100)
 
 
-@dataclass
 class MetricSet:
     """Everything read from one exposition.
 
@@ -103,14 +158,36 @@ class MetricSet:
     ``warnings`` name the line of every skipped or suspicious line.
     """
 
-    samples: list[PromSample] = field(default_factory=list)
-    families: dict[str, Family] = field(default_factory=dict)
-    exemplars: dict[int, Exemplar] = field(default_factory=dict)
-    # bounded (observe.limits.WarningList): one warning per bad line, at most 100 kept, the rest counted
-    warnings: list[str] = field(default_factory=lambda: _warning_list())
-    path: str | None = None
-    openmetrics: bool = False
-    _by_name: dict[str, list[PromSample]] | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("samples", "families", "exemplars", "warnings", "path", "openmetrics", "_by_name")
+    _FIELDS = ("samples", "families", "exemplars", "warnings", "path", "openmetrics")
+
+    def __init__(
+        self,
+        samples: list[PromSample] | None = None,
+        families: dict[str, Family] | None = None,
+        exemplars: dict[int, Exemplar] | None = None,
+        warnings: list[str] | None = None,
+        path: str | None = None,
+        openmetrics: bool = False,
+    ) -> None:
+        self.samples: list[PromSample] = [] if samples is None else samples
+        self.families: dict[str, Family] = {} if families is None else families
+        self.exemplars: dict[int, Exemplar] = {} if exemplars is None else exemplars
+        # bounded (observe.limits.WarningList): one warning per bad line, at most 100 kept, the rest counted
+        self.warnings: list[str] = _warning_list() if warnings is None else warnings
+        self.path = path
+        self.openmetrics = openmetrics
+        self._by_name: dict[str, list[PromSample]] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not MetricSet:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "MetricSet(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS) + ")"
 
     # -- lookups -------------------------------------------------------------------------------
     def by_name(self) -> dict[str, list[PromSample]]:
@@ -235,6 +312,8 @@ def histograms_from_samples(
     warnings: list[str] | None = None,
 ) -> list[Histogram]:
     """Group bucket/sum/count samples of histogram ``name`` by their labels without ``le``."""
+    from clusterdoctor.model import Histogram
+
     groups: dict[Labels, Histogram] = {}
     for s in buckets:
         le = None
@@ -528,14 +607,43 @@ def _canonical_pairs(joined: str) -> tuple[tuple[tuple[str, str], ...], list[int
     return pairs, list(accumulate(map(len, line_keys)))
 
 
-def _bulk_parse(text: str, families: dict[str, Family]) -> tuple[list[PromSample], int] | None:
+_BULK_BLOCK = 4 << 20  # characters per block of the plain-file pass: its lists stay this size
+
+
+def _bulk_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSample], int] | None:
+    """:func:`_bulk_parse` block by block (about _BULK_BLOCK characters, cut after a newline), so that
+    its intermediate lists stay bounded by the block, not the file: peak memory is the text and the
+    samples. None (``families`` emptied) when any block needs the careful loop."""
+    if len(text) <= _BULK_BLOCK:
+        return _bulk_parse(text, families)
+    samples: list[PromSample] = []
+    n_lines = 0
+    start = 0
+    shared: dict[object, object] = {}  # label pairs and label sets repeat from block to block
+    while start < len(text):
+        end = text.find("\n", start + _BULK_BLOCK)
+        end = len(text) if end < 0 else end + 1
+        got = _bulk_parse(text[start:end], families, shared)
+        if got is None:
+            families.clear()
+            return None
+        samples.extend(got[0])
+        n_lines += got[1]
+        start = end
+    return samples, n_lines
+
+
+def _bulk_parse(
+    text: str, families: dict[str, Family], shared: dict[object, object] | None = None
+) -> tuple[list[PromSample], int] | None:
     """All samples of a plain text-format file and its number of lines, built with C-level loops;
     None when any line needs the careful per-line loop (then ``families`` is left empty for it).
 
     Plain: every line is a comment, blank, or ``name[{canonical labels}] value[ timestamp]`` with
     single spaces. One regex splits each sample line into name, label body and the rest; values
     (and millisecond timestamps) are converted with ``map``; labels come from
-    :func:`_canonical_pairs`.
+    :func:`_canonical_pairs`. ``shared``: one copy of each label pair and label set, kept across the
+    blocks of a large file (dumps put together repeat them; memory by what the file says).
     """
     lines = _BULK_LINE_RE.findall(text)
     if lines and text.endswith("\n") and lines[-1] == ("", "", "", "", ""):
@@ -561,17 +669,30 @@ def _bulk_parse(text: str, families: dict[str, Family]) -> tuple[list[PromSample
     except ValueError:
         # with timestamps: exactly two tokens per line, the second integer milliseconds
         toks = list(map(str.split, rests_s))
-        if set(map(len, toks)) != {2}:
+        widths = set(map(len, toks))
+        if widths == {2}:
+            vals, tss = zip(*toks)
+            try:
+                values = list(map(float, vals))
+                times = list(map(truediv, map(int, tss), repeat(1000.0)))
+            except ValueError:
+                return None
+        elif widths == {1, 2}:  # some lines with a timestamp, some without (dumps put together)
+            try:
+                values = list(map(float, map(itemgetter(0), toks)))
+                times = [int(t[1]) / 1000.0 if len(t) == 2 else None for t in toks]
+            except ValueError:
+                return None
+        else:
             return None
-        vals, tss = zip(*toks)
-        try:
-            values = list(map(float, vals))
-            times = list(map(truediv, map(int, tss), repeat(1000.0)))
-        except ValueError:
-            return None
-    names_s = list(filter(None, names))
+    names_s = list(map(intern, filter(None, names)))  # one string per metric name, not per line
     stops = list(compress(line_stops, names))
-    labels = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+    labels: Iterable[Labels] = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+    if shared is not None:
+        pairs = tuple(map(shared.setdefault, pairs, pairs))
+        labels = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+        one, two = tee(labels)
+        labels = map(shared.setdefault, one, two)
     return list(map(tuple.__new__, repeat(PromSample), zip(names_s, labels, values, times))), len(lines)
 
 
@@ -590,13 +711,32 @@ def _bulk_metadata(comments: Iterable[str], families: dict[str, Family]) -> bool
         return True
     kws, fnames, args = zip(*meta)
     is_type = list(map("TYPE".__eq__, kws))
-    types = dict(compress(zip(fnames, args), is_type))
-    if len(types) != sum(is_type) or not _TYPES.issuperset(types.values()):
-        return False  # a second TYPE or an unknown type: the careful loop warns about it
+    type_lines = list(compress(zip(fnames, args), is_type))
+    types = dict(type_lines)
+    if not _TYPES.issuperset(types.values()):
+        return False  # an unknown type: the careful loop warns about it
+    if len(types) != len(type_lines) or any(map(families.__contains__, types)):
+        # TYPE again for a family, as in dumps put together: the careful loop takes the last one and
+        # warns only when two in a row are different and neither is untyped; then it must run
+        last: dict[str, str] = {f: families[f].type for f in types if f in families}
+        for f, typ in type_lines:
+            prev = last.get(f, "untyped")
+            if prev not in ("untyped", typ) and typ != "untyped":
+                return False
+            last[f] = typ
     helps = dict(compress(zip(fnames, args), map(not_, is_type)))
     if "\\" in "".join(helps.values()):
         helps = {k: _unescape_help(v) for k, v in helps.items()}
     order = list(dict.fromkeys(fnames))
+    seen = [f for f in order if f in families]
+    if seen:  # a later block of the same file: merge into what the earlier blocks read
+        for f in seen:
+            fam = families[f]
+            if f in types:
+                fam.type = types[f]
+            if f in helps:
+                fam.help = helps[f]
+        order = [f for f in order if f not in families]
     families.update(
         zip(order, map(Family, order, map(types.get, order, repeat("untyped")), map(helps.get, order)))
     )
@@ -669,7 +809,7 @@ def _parse(data: bytes | str, path: str | None, openmetrics: bool | None) -> Met
     lineno = 0
     raw_lines: list[str] | None = None
     if not openmetrics:
-        bulk = _bulk_parse(text, families)
+        bulk = _bulk_blocks(text, families)
         if bulk is not None:
             ms.samples, n_lines = bulk
             if not text.endswith("\n"):
