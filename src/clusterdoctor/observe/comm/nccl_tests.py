@@ -249,7 +249,7 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
 
 
 _SNIFF = re.compile(
-    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
 )
 
 

@@ -106,7 +106,10 @@ _KLOG = re.compile(
     r"(?P<src>[^:\]\s]+:\d+)\] (?P<msg>.*)$"
 )
 _LOGFMT_TIME = re.compile(r'^time="(?P<ts>[^"]+)" level=(?P<lvl>\w+) ')
-_LOGFMT_PAIR = re.compile(r'(\w[\w.-]*)=("(?:[^"\\]|\\.)*"|\S+)')
+# a key starts only at the first word character of its run of [\w.-] (a later start in the run ends
+# where the first did and fails as it did), all quantifiers possessive: linear on any line (a pair
+# tried from every letter of a 1 MB run was quadratic)
+_LOGFMT_PAIR = re.compile(r'(?<![\w.-])[.-]*+(\w[\w.-]*+)=("(?:[^"\\]|\\.)*+"|\S+)')
 _KUBECTL_TS = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?P<body>.*)$"
 )
@@ -134,7 +137,7 @@ _RE_RO_TOOK = re.compile(
     r"(read-only range|range|txn|put|delete) request .* took too long \((\S+)\) to execute"
 )
 _RE_POD_START = re.compile(r'"Observed pod startup duration"')
-_RE_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_RE_KV = re.compile(r'(?<!\w)(\w++)=("(?:[^"\\]|\\.)*+"|\S+)')  # keys from a run's start: linear
 _RE_LEASE_RENEW = re.compile(r"failed to renew lease (\S+?):")
 _APISERVER_TIMEOUT = "the server was unable to return a response in the time allotted"
 _DEADLINE = ("context deadline exceeded", "DeadlineExceeded", "i/o timeout")
