@@ -495,23 +495,116 @@ def _time_order(members: list[str], values: dict[str, dict]) -> list[str] | None
     return chain
 
 
-def _group_loose(w: MetricWindow, loose: list[str]) -> dict[str, str]:
-    """Dumps that do not name their target, grouped by process (see :meth:`MetricWindow.canonical`)."""
+# pairs of loose dumps compared before the grouping gives up (each dump then stands for itself, with a
+# warning): thousands of dumps without identity are an input no one took by hand, and comparing every
+# pair of them is quadratic (a dump with 20k instances took minutes)
+GROUP_WORK = 2_000_000
+
+
+def _values_by_instance(w: MetricWindow, instances: set[str]) -> dict[str, dict]:
+    """:func:`_counter_values` of every instance in ``instances``, in one pass over the series."""
+    out: dict[str, dict] = {i: {} for i in instances}
+    for name, lst in w.series.items():
+        family = name.removesuffix("_bucket").removesuffix("_count")
+        if (
+            not (name.endswith(("_total", "_bucket", "_count")) or w.types.get(name) == "counter")
+            or w.types.get(family) == "gauge"
+        ):
+            continue
+        for s in lst:
+            inst = s.labels.get("instance", "")
+            if inst in out and s.points:
+                rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "instance"))
+                out[inst][(name, rest)] = s.points[-1][1]
+    return out
+
+
+def _starts_by_instance(w: MetricWindow, instances: set[str]) -> dict[str, float | None]:
+    """:func:`_start_time` of every instance in ``instances`` (the first series of each wins)."""
+    out: dict[str, float | None] = {}
+    for s in w.series.get("process_start_time_seconds", []):
+        inst = s.labels.get("instance", "")
+        if inst in instances and inst not in out and s.points:
+            out[inst] = s.points[-1][1]
+    return {i: out.get(i) for i in instances}
+
+
+class _TooMuch(Exception):
+    pass
+
+
+def _group_loose(
+    w: MetricWindow, loose: list[str], work: int = GROUP_WORK, clock: Any = None
+) -> dict[str, str]:
+    """Dumps that do not name their target, grouped by process (see :meth:`MetricWindow.canonical`).
+
+    Linear in the series (one pass for every dump's counters); the pairs compared are only those
+    that can compare (their counter sets one within the other: found through each dump's rarest
+    counter), at most ``work`` of them and within the ``seconds`` budget, past which the dumps are
+    left ungrouped with a warning on ``w``. The same answer as comparing every pair in order: for
+    each dump, the first earlier dump it precedes, else the first later dump that follows it."""
     canon: dict[str, str] = {}
     if len(loose) < 2:
         return canon
-    values = {i: _counter_values(w, i) for i in loose}
-    starts = {i: _start_time(w, i) for i in loose}
+    from clusterdoctor.observe.limits import Budget, LimitExceeded
+
+    budget = Budget(w.source or None, clock=clock) if clock is not None else Budget(w.source or None)
+    wanted = set(loose)
+    values = _values_by_instance(w, wanted)
+    starts = _starts_by_instance(w, wanted)
+    # every dump by each of its counters, and by its rarest counter (the candidates for a pair)
+    holders: dict[Any, list[int]] = {}
+    for n, i in enumerate(loose):
+        for k in values[i]:
+            holders.setdefault(k, []).append(n)
+    rarest: dict[Any, list[int]] = {}
+    for n, i in enumerate(loose):
+        if values[i]:
+            r = min(values[i], key=lambda k: (len(holders[k]), k))
+            rarest.setdefault(r, []).append(n)
     later: dict[str, str] = {}  # dump -> a dump of the same process read later (or equal)
-    for x, a in enumerate(loose):
-        for b in loose[x + 1 :]:
-            if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
+    done, next_check = 0, 1 << 14
+    try:
+        for n, d in enumerate(loose):
+            vd = values[d]
+            if not vd:
                 continue
-            o = _order(values[a], values[b])
-            if o is None:
-                continue
-            first, last = (b, a) if o == 1 else (a, b)
-            later.setdefault(first, last)
+            # a dump comparable with d holds every counter of d (so d's rarest one) or only counters
+            # of d (so its own rarest one is one of d's)
+            r = min(vd, key=lambda k: (len(holders[k]), k))
+            cands = set(holders[r])
+            for k in vd:
+                cands.update(rarest.get(k, ()))
+            cands.discard(n)
+            done += len(cands)
+            if done > work:
+                raise _TooMuch(f"would compare more than {work:,} pairs")
+            if done >= next_check:
+                next_check = done + (1 << 14)
+                budget.check_time()
+            found = None
+            for j in sorted(cands):
+                a, b = (loose[j], d) if j < n else (d, loose[j])
+                if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
+                    continue
+                o = _order(values[a], values[b])
+                if o is None:
+                    continue
+                if j < n and o == 1:  # d precedes the earlier dump j: pair (j, d) made d "first"
+                    found = loose[j]
+                    break
+                if j > n and o != 1:  # the pair (d, j) with d first
+                    found = loose[j]
+                    break
+            if found is not None:
+                later[d] = found
+    except (LimitExceeded, _TooMuch) as e:
+        what = f"took longer than {budget.limits.seconds:g} s" if isinstance(e, LimitExceeded) else str(e)
+        w.warnings.append(
+            f"{w.source or 'metrics'}: {len(loose):,} dumps without identity: grouping them {what}; "
+            "each dump is read as its own target"
+        )
+        return {}
     for i in loose:
         j, seen = i, {i}
         while j in later and later[j] not in seen:
