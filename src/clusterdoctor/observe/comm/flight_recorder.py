@@ -198,7 +198,7 @@ def parse_printed_dump(text: str, path: str = "<flight recorder>") -> FrDump:
 
 
 _FR_HEAD = re.compile(
-    r"^\s*(?P<kind>Not all ranks joining collective|Collective|Sizes? mismatch|Type mismatch|Dtype mismatch|"
+    r"^[^\S\n]*(?P<kind>Not all ranks joining collective|Collective|Sizes? mismatch|Type mismatch|Dtype mismatch|"
     r"Mismatch)\b(?P<rest>[^\n]*)$",
     re.MULTILINE,
 )

@@ -33,7 +33,7 @@ from clusterdoctor.observe.comm.launcher import LINE_PREFIX
 _LAUNCHER = LINE_PREFIX
 _NUM = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|N/A)"
 _ROW = re.compile(
-    r"^" + _LAUNCHER + r"\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
+    r"^" + _LAUNCHER + r"[^\S\n]*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
     r"(?P<rest>(?:\s+" + _NUM + r")+)\s*$",
     re.MULTILINE,
 )

@@ -778,7 +778,8 @@ _RE_CAPN_ESTABLISHED = re.compile(
 )
 _RE_CAPN_START = re.compile(r"(?:re)?starting member ([0-9a-f]{1,16}) in cluster ([0-9a-f]{1,16})")
 _RE_CAPN_ADDED = re.compile(r"added member ([0-9a-f]{1,16}) \[([^\]]*)\] to cluster ([0-9a-f]{1,16})")
-_RE_PUBLISHED = re.compile(r"\{Name:(\S*) ClientURLs:\[([^\]]*)\]\}")
+# names bounded: "{Name:" repeated made every start rescan the rest of the run
+_RE_PUBLISHED = re.compile(r"\{Name:(\S{0,1024}+) ClientURLs:\[([^\]]*+)\]\}")
 _RE_CAPN_NAME = re.compile(r"^name = (\S+)$")
 
 
@@ -913,7 +914,7 @@ _SNIFF_PATTERNS = (
     # `kubectl logs --prefix` ([pod/name/container] before each line) of a zap, capnslog or klog log
     re.compile(rb"^\[pod/[^\]\s]{1,512}\] (?:\{\"level\"|\d{4}-\d\d-\d\d |[IWEF]\d{4} )", re.M),
     re.compile(rb'^\{"__CURSOR":', re.M),
-    re.compile(rb"^\s+Type\s+Reason\s+Age\s+From\s+Message", re.M),
+    re.compile(rb"^[ \t]+Type\s+Reason\s+Age\s+From\s+Message", re.M),
 )
 
 
