@@ -131,3 +131,18 @@ def test_r25_grouping_dump_with_many_instances_through_the_cli(tmp_path):
     assert "Traceback" not in r.err and r.code in (0, 1), r.err[-2000:]
     assert "dumps without identity" in r.out + r.err
     assert r.seconds < 240, r.seconds
+
+
+def test_r25_log_parse_stops_at_the_seconds_budget_and_says_so():
+    """A long log parsed past the ``seconds`` budget (an injected clock): the lines parsed so far
+    are kept and a warning names the line it stopped at — never a silent cut."""
+    from clusterdoctor.observe.control.logs import parse_logs
+    from clusterdoctor.observe.limits import Budget
+
+    line = 'time="2024-05-01T10:00:00.000000000Z" level=info msg="starting containerd" version=1.7.2\n'
+    ticks = iter(range(0, 10**9, 100))  # 100 s per look at the clock
+    budget = Budget("containerd.log", clock=lambda: float(next(ticks)))
+    res = parse_logs(line * 5000, "containerd.log", budget=budget)
+    assert 0 < res.log_lines < 5000
+    stop = [w for w in res.warnings if "not parsed further" in w]
+    assert len(stop) == 1 and stop[0].startswith("line ") and "'seconds'" in stop[0], res.warnings

@@ -269,12 +269,19 @@ def _infer_year(text: str, year: int | None) -> tuple[int, bool]:
     return _dt.datetime.now(_dt.timezone.utc).year, True
 
 
-def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None = None) -> LogParse:
+def parse_logs(
+    data: str | bytes, path: str | None = None, *, year: int | None = None, budget: Any = None
+) -> LogParse:
     """Parse a log file (any mix of the supported forms) into events; see the module docstring.
 
     ``year`` fills timestamps that carry none (syslog, klog). Raises :class:`InputError` only when
-    the input is empty or no line is a log line in a supported form.
+    the input is empty or no line is a log line in a supported form. Past the ``seconds`` budget
+    (``budget``: a :class:`~clusterdoctor.observe.limits.Budget`, by default one started now) the
+    lines left are not parsed, said in a warning with the line it stopped at.
     """
+    from clusterdoctor.observe.limits import Budget, LimitExceeded
+
+    budget = budget if budget is not None else Budget(path)
     if isinstance(data, bytes):
         text = data.decode("utf-8", errors="replace")
     else:
@@ -291,6 +298,13 @@ def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None =
     while i < len(lines):
         raw = lines[i]
         lineno = i + 1
+        try:
+            budget.tick()
+        except LimitExceeded as e:
+            if out.log_lines == 0:
+                raise
+            out.warnings.append(f"line {lineno} of {len(lines)}: not parsed further: {e.reason}")
+            break
         i += 1
         line = raw.strip("\r\n\x00")
         if not line.strip():
