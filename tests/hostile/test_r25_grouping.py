@@ -1,5 +1,5 @@
 """Issue 25: a metrics dump with N instances of one histogram made ``analyze/metric_window._group_loose``
-quadratic (1k series 3 s, 4k 39 s, 20k > 280 s). The grouping is now one pass over the series plus the
+quadratic (1k series 3 s, 4k 39 s, 20k > 280 s). The grouping (now ``analyze/metric_groups``) is one pass over the series plus the
 pairs that can compare, capped; the old all-pairs grouping is kept here as the oracle."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterdoctor.analyze import metric_groups as mg
 from clusterdoctor.analyze import metric_window as mw
 from clusterdoctor.model import Series
 from tests.hostile.harness import run_capped
@@ -22,14 +23,14 @@ def _old_group_loose(w: mw.MetricWindow, loose: list[str]) -> dict[str, str]:
     canon: dict[str, str] = {}
     if len(loose) < 2:
         return canon
-    values = {i: mw._counter_values(w, i) for i in loose}
-    starts = {i: mw._start_time(w, i) for i in loose}
+    values = {i: mg._counter_values(w, i) for i in loose}
+    starts = {i: mg._start_time(w, i) for i in loose}
     later: dict[str, str] = {}
     for x, a in enumerate(loose):
         for b in loose[x + 1 :]:
             if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
                 continue
-            o = mw._order(values[a], values[b])
+            o = mg._order(values[a], values[b])
             if o is None:
                 continue
             first, last = (b, a) if o == 1 else (a, b)
@@ -71,7 +72,7 @@ def windows(draw) -> tuple[mw.MetricWindow, list[str]]:
 @given(windows())
 def test_r25_grouping_same_as_every_pair(wl):
     w, loose = wl
-    assert mw._group_loose(w, loose) == _old_group_loose(w, loose)
+    assert mg._group_loose(w, loose) == _old_group_loose(w, loose)
     assert not w.warnings
 
 
@@ -91,7 +92,7 @@ def _window(n: int, same: bool = True) -> mw.MetricWindow:
 def test_r25_grouping_small_is_exact_and_quiet():
     w = _window(300, same=False)
     loose = sorted(w.snapshot_instances)
-    assert mw._group_loose(w, loose) == _old_group_loose(w, loose)
+    assert mg._group_loose(w, loose) == _old_group_loose(w, loose)
     assert not w.warnings
 
 
@@ -102,7 +103,7 @@ def test_r25_grouping_200k_series_within_a_cap(same):
     w = _window(66_667, same)
     loose = sorted(w.snapshot_instances)
     t0 = time.perf_counter()
-    canon = mw._group_loose(w, loose)
+    canon = mg._group_loose(w, loose)
     took = time.perf_counter() - t0
     assert took < 60, took
     assert canon == {}
@@ -114,7 +115,7 @@ def test_r25_grouping_stops_at_the_seconds_budget():
     """An injected clock past the ``seconds`` budget stops the grouping, said as a warning."""
     w = _window(2000)
     ticks = iter(range(0, 10**9, 1000))
-    canon = mw._group_loose(w, sorted(w.snapshot_instances), clock=lambda: float(next(ticks)))
+    canon = mg._group_loose(w, sorted(w.snapshot_instances), clock=lambda: float(next(ticks)))
     assert canon == {}
     assert "took longer than" in w.warnings[0] and "many.prom" in w.warnings[0]
 
