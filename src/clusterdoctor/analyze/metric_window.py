@@ -196,7 +196,9 @@ class MetricWindow:
 
     def _group(self) -> None:
         if self._canon is None:
-            self._canon, self._earlier = _group_dumps(self)
+            from clusterdoctor.analyze.metric_groups import group_dumps
+
+            self._canon, self._earlier = group_dumps(self)
 
     def earlier(self, instance: str) -> list[str]:
         """Dumps of the same process as ``instance`` taken before it, earliest first (see
@@ -415,114 +417,6 @@ class MetricWindow:
 
 
 _IDENTITY_WORDS = {"etcd": "etcd member {}", "node": "node {}", "kubelet": "kubelet on {}"}
-
-
-def _counter_values(w: MetricWindow, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The counters (``_total``, histogram ``_bucket``/``_count``, counter-typed) of one dump."""
-    out = {}
-    for name, lst in w.series.items():
-        family = name.removesuffix("_bucket").removesuffix("_count")
-        if (
-            not (name.endswith(("_total", "_bucket", "_count")) or w.types.get(name) == "counter")
-            or w.types.get(family) == "gauge"
-        ):
-            continue
-        for s in lst:
-            if s.labels.get("instance", "") == instance and s.points:
-                rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "instance"))
-                out[(name, rest)] = s.points[-1][1]
-    return out
-
-
-def _start_time(w: MetricWindow, instance: str) -> float | None:
-    for s in w.series.get("process_start_time_seconds", []):
-        if s.labels.get("instance", "") == instance and s.points:
-            return s.points[-1][1]
-    return None
-
-
-def _order(a: dict, b: dict) -> int | None:
-    """-1 when dump ``a`` can precede ``b`` in one process (b's counters ⊇ a's, none lower), 1 for the
-    reverse, 0 when equal, None when they cannot be one process read twice."""
-    if not a or not b:
-        return None
-    ka, kb = set(a), set(b)
-    common = ka & kb
-    if not common:
-        return None
-    if ka <= kb and all(b[k] >= a[k] for k in common):
-        return 0 if ka == kb and all(b[k] == a[k] for k in common) else -1
-    if kb <= ka and all(a[k] >= b[k] for k in common):
-        return 1
-    return None
-
-
-def _group_dumps(w: MetricWindow) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """(instance -> the target it stands for, latest dump -> the earlier dumps it supersedes)."""
-    canon = {i: key for i, key in w.instance_identity.items() if key}
-    canon.update(_group_loose(w, sorted(i for i in w.snapshot_instances if i not in canon)))
-    groups: dict[str, list[str]] = {}
-    for i in sorted(w.snapshot_instances):
-        groups.setdefault(canon.get(i, i), []).append(i)
-    earlier: dict[str, list[str]] = {}
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        values = {i: _counter_values(w, i) for i in members}
-        chain = _time_order(members, values)
-        if chain is not None:
-            earlier[chain[-1]] = chain[:-1]
-    return canon, earlier
-
-
-def _time_order(members: list[str], values: dict[str, dict]) -> list[str] | None:
-    """The dumps of one target earliest first, when their counters order them (None otherwise:
-    a restart between them, or dumps that do not compare)."""
-    import functools
-
-    def cmp(a: str, b: str) -> int:
-        o = _order(values[a], values[b])
-        if o is None:
-            raise ValueError
-        return o
-
-    try:
-        chain = sorted(members, key=functools.cmp_to_key(cmp))
-    except ValueError:
-        return None
-    if any(_order(values[a], values[b]) not in (-1, 0) for a, b in zip(chain, chain[1:])):
-        return None
-    return chain
-
-
-def _group_loose(w: MetricWindow, loose: list[str]) -> dict[str, str]:
-    """Dumps that do not name their target, grouped by process (see :meth:`MetricWindow.canonical`)."""
-    canon: dict[str, str] = {}
-    if len(loose) < 2:
-        return canon
-    values = {i: _counter_values(w, i) for i in loose}
-    starts = {i: _start_time(w, i) for i in loose}
-    later: dict[str, str] = {}  # dump -> a dump of the same process read later (or equal)
-    for x, a in enumerate(loose):
-        for b in loose[x + 1 :]:
-            if starts[a] is not None and starts[b] is not None and starts[a] != starts[b]:
-                continue
-            o = _order(values[a], values[b])
-            if o is None:
-                continue
-            first, last = (b, a) if o == 1 else (a, b)
-            later.setdefault(first, last)
-    for i in loose:
-        j, seen = i, {i}
-        while j in later and later[j] not in seen:
-            j = later[j]
-            seen.add(j)
-        if j != i:
-            canon[i] = j
-    for i in loose:  # the latest dump of a group names the group
-        if i in later and i not in canon:
-            canon[i] = i
-    return canon
 
 
 def histogram_between(before: Histogram, after: Histogram) -> Histogram:

@@ -345,6 +345,14 @@ class Budget:
         if self.clock() - self.started > self.limits.seconds:
             raise LimitExceeded(f"reading took longer than {self.limits.seconds:g} s", self.path, "seconds")
 
+    def tick(self, every: int = 1024) -> None:
+        """:meth:`check_time` once every ``every`` calls: for a loop over what a parser already holds
+        (lines, series), so that the ``seconds`` budget also stops work done after the reading."""
+        self._next_time_check -= 1
+        if self._next_time_check <= 0:
+            self._next_time_check = every
+            self.check_time()
+
     def add_inflated(self, n: int) -> None:
         self.inflated += n
         if self.inflated > self.limits.inflated:

@@ -158,7 +158,7 @@ _PATH_PROMPT = re.compile(r"^\s{0,4}/[^\s$#]{0,256}[$#]\s(?P<cmd>\S.*)$")
 _BARE_CMD = re.compile(
     r"^\s{0,4}(?:sudo\s+)?(?:[\w./\-]*/)?(?:"
     + "|".join(re.escape(p) for p in KNOWN_PROGRAMS)
-    + r")(?:\s+[^\s:][^\n]{0,400})?\s*$"
+    + r")(?:\s+[^\s:][^\n]{0,400}+)?\s*$"
 )
 
 

@@ -175,7 +175,8 @@ def dump_from_obj(obj: Any, path: str, rank: int | None = None) -> FrDump:
     return dump
 
 
-_ELLIPSIS_LINE = re.compile(r"^\s*\.\.\.\s*,?\s*$", re.MULTILINE)
+# spaces within the line only (\s, spanning newlines, made a run of blank lines quadratic)
+_ELLIPSIS_LINE = re.compile(r"^[^\S\n]*+\.\.\.[^\S\n]*+(?:,[^\S\n]*+)?$", re.MULTILINE)
 
 
 def parse_printed_dump(text: str, path: str = "<flight recorder>") -> FrDump:
@@ -197,7 +198,7 @@ def parse_printed_dump(text: str, path: str = "<flight recorder>") -> FrDump:
 
 
 _FR_HEAD = re.compile(
-    r"^\s*(?P<kind>Not all ranks joining collective|Collective|Sizes? mismatch|Type mismatch|Dtype mismatch|"
+    r"^[^\S\n]*(?P<kind>Not all ranks joining collective|Collective|Sizes? mismatch|Type mismatch|Dtype mismatch|"
     r"Mismatch)\b(?P<rest>[^\n]*)$",
     re.MULTILINE,
 )

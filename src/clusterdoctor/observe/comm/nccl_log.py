@@ -121,8 +121,11 @@ _COLL = re.compile(
     r"(?: \[nranks=(?P<nranks>\d+)\])?"
 )
 _AFFINITY = re.compile(r"Setting affinity for GPU (?P<gpu>\d+) to ?(?P<mask>[0-9a-fA-Fx,]*)\s*$")
-_NET = re.compile(r"Using network (?P<net>.+?)\s*$")
-_ENV = re.compile(r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
+# greedy up to the last non-space (a lazy group before \s*$ rescanned the trailing spaces at every step)
+_NET = re.compile(r"Using network (?P<net>.*\S|[^\S\n])\s*$")
+_ENV = re.compile(
+    r"(?P<name>NCCL_\w+) set by environment to (?P<value>.*(?=\.\s*$)|.*[^\s.]|)\.?\s*$"
+)  # the value without its trailing spaces and one final dot, as the lazy .*? took it, linear
 
 # The one pass over a block: every alternative starts with "NCCL ", which the regex engine factors out
 # into a literal prefix it scans for at C speed; INFO lines, WARN lines and a bare "NCCL version"

@@ -33,7 +33,7 @@ from clusterdoctor.observe.comm.launcher import LINE_PREFIX
 _LAUNCHER = LINE_PREFIX
 _NUM = r"(?:-?[\d.]+(?:[eE][-+]?\d+)?|N/A)"
 _ROW = re.compile(
-    r"^" + _LAUNCHER + r"\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
+    r"^" + _LAUNCHER + r"[^\S\n]*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[a-z0-9_]+)\s+(?P<redop>[a-z]+)"
     r"(?P<rest>(?:\s+" + _NUM + r")+)\s*$",
     re.MULTILINE,
 )
@@ -288,7 +288,7 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
 
 
 _SNIFF = re.compile(
-    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b.*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
     # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
     rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
 )

@@ -39,7 +39,7 @@ _FRAME = re.compile(r'File "(?P<file>[^"\n]{1,1000})", line (?P<line>\d{1,9}), i
 # the exception line: a dotted class name ending like an exception class, then ": message" (or alone)
 _EXC = re.compile(
     r"(?:^|[\]:>\s])(?P<type>[A-Za-z_][\w.]{0,200}?(?:Error|Exception|Interrupt|Exit|Failure|Timeout))"
-    r"(?:: (?P<msg>[^\n]{0,2000}))?\s*$"
+    r"(?:: (?P<msg>[^\n]{0,2000}+))?\s*$"  # possessive: the tail's \s* never rescans the message
 )
 _C10D = "distributed_c10d.py"
 # the collectives that call no other collective (torch.distributed's API): one stack is inside at most one

@@ -143,8 +143,8 @@ _TOKEN = re.compile(
     r"|(?P<lit>true|false|null)|(?P<p>[{}\[\]:,]))"
 )
 _PARTIAL_TAIL = re.compile(
-    r'\s*(?:"(?:[^"\\\x00-\x1f]|\\.)*\\?|-?[\d.eE+-]*|t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?)\s*'
-)
+    r'\s*+(?:"(?:[^"\\\x00-\x1f]|\\.)*+\\?|-?[\d.eE+-]*|t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?)\s*'
+)  # possessive: leading and string spaces are never given back to the trailing \s* (quadratic)
 
 
 def looks_like_json(head: bytes) -> bool:

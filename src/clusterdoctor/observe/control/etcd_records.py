@@ -111,7 +111,8 @@ class MemberList:
     members: list[EtcdMember] = field(default_factory=list)
 
 
-_DUR_RE = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+# from the start of a number only (a start inside it ends where it did): linear (was cubic)
+_DUR_RE = re.compile(r"(?<![0-9])([0-9]++(?:\.[0-9]++)?|\.[0-9]++)(ns|us|µs|μs|ms|s|m|h)")
 _DUR_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

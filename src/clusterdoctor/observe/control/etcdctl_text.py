@@ -124,7 +124,7 @@ _V2_CHECK_FAILED = re.compile(
 _V2_VERDICT = re.compile(
     r"^cluster (?:is (?P<v>healthy|degraded|unavailable)|may be unhealthy: .{0,500})\s*$"
 )
-_TABLE_BORDER = re.compile(r"^\s*[+\-=─━┌┬┐├┼┤└┴┘╭╮╰╯│|\s]{3,}$")
+_TABLE_BORDER = re.compile(r"^[+\-=─━┌┬┐├┼┤└┴┘╭╮╰╯│|\s]{3,}+$")  # \s* before a class holding \s: quadratic
 
 
 def _cells(line: str) -> list[str] | None:

@@ -108,7 +108,10 @@ _KLOG = re.compile(
     r"(?P<src>[^:\]\s]+:\d+)\] (?P<msg>.*)$"
 )
 _LOGFMT_TIME = re.compile(r'^time="(?P<ts>[^"]+)" level=(?P<lvl>\w+) ')
-_LOGFMT_PAIR = re.compile(r'(\w[\w.-]*)=("(?:[^"\\]|\\.)*"|\S+)')
+# a key starts only at the first word character of its run of [\w.-] (a later start in the run ends
+# where the first did and fails as it did), all quantifiers possessive: linear on any line (a pair
+# tried from every letter of a 1 MB run was quadratic)
+_LOGFMT_PAIR = re.compile(r'(?<![\w.-])[.-]*+(\w[\w.-]*+)=("(?:[^"\\]|\\.)*+"|\S+)')
 _KUBECTL_TS = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?P<body>.*)$"
 )
@@ -136,7 +139,7 @@ _RE_RO_TOOK = re.compile(
     r"(read-only range|range|txn|put|delete) request .* took too long \((\S+)\) to execute"
 )
 _RE_POD_START = re.compile(r'"Observed pod startup duration"')
-_RE_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_RE_KV = re.compile(r'(?<!\w)(\w++)=("(?:[^"\\]|\\.)*+"|\S+)')  # keys from a run's start: linear
 _RE_LEASE_RENEW = re.compile(r"failed to renew lease (\S+?):")
 _APISERVER_TIMEOUT = "the server was unable to return a response in the time allotted"
 _DEADLINE = ("context deadline exceeded", "DeadlineExceeded", "i/o timeout")
@@ -279,29 +282,42 @@ def _infer_year(text: str, year: int | None) -> tuple[int, bool]:
     return _dt.datetime.now(_dt.timezone.utc).year, True
 
 
-def parse_logs(data: str | bytes, path: str | None = None, *, year: int | None = None) -> LogParse:
+def parse_logs(
+    data: str | bytes, path: str | None = None, *, year: int | None = None, budget: Any = None
+) -> LogParse:
     """Parse a log file (any mix of the supported forms) into events; see the module docstring.
 
     ``year`` fills timestamps that carry none (syslog, klog). Raises :class:`InputError` only when
-    the input is empty or no line is a log line in a supported form.
+    the input is empty or no line is a log line in a supported form. Past the ``seconds`` budget
+    (``budget``: a :class:`~clusterdoctor.observe.limits.Budget`, by default one started now) the
+    lines left are not parsed, said in a warning with the line it stopped at.
     """
+    from clusterdoctor.observe.limits import Budget
+
+    budget = budget if budget is not None else Budget(path)
     if isinstance(data, bytes):
         text = data.decode("utf-8", errors="replace")
     else:
         text = data
     if not text.strip():
         raise InputError("empty log", path)
-    return parse_log_lines(text.splitlines(), path, year=year, head=text[:1_000_000])
+    return parse_log_lines(text.splitlines(), path, year=year, head=text[:1_000_000], budget=budget)
 
 
 def parse_log_lines(
-    lines: Iterable[str], path: str | None = None, *, year: int | None = None, head: str = ""
+    lines: Iterable[str],
+    path: str | None = None,
+    *,
+    year: int | None = None,
+    head: str = "",
+    budget: Any = None,
 ) -> LogParse:
     """:func:`parse_logs` over lines as they come (a file streamed by ``limits.LineReader``: memory
     bounded by what is kept, not by the file). ``head``: the start of the text, where a year is looked
     for. Warnings: the first 100 word for word, the rest counted in one last line."""
-    from clusterdoctor.observe.limits import WarningList
+    from clusterdoctor.observe.limits import Budget, LimitExceeded, WarningList
 
+    budget = budget if budget is not None else Budget(path)
     yr, guessed = _infer_year(head, year)
     out = LogParse(warnings=WarningList(100))
     ctx = _Ctx(path, yr, guessed, out.warnings)
@@ -319,6 +335,13 @@ def parse_log_lines(
                 break
         n += 1
         lineno = n
+        try:
+            budget.tick()
+        except LimitExceeded as e:
+            if out.log_lines == 0:
+                raise
+            out.warnings.append(f"line {lineno}: not parsed further: {e.reason}")
+            break
         line = raw.strip("\r\n\x00")
         if not line.strip():
             nonblank = nonblank or bool(raw.strip())
@@ -817,7 +840,8 @@ _RE_CAPN_ESTABLISHED = re.compile(
 )
 _RE_CAPN_START = re.compile(r"(?:re)?starting member ([0-9a-f]{1,16}) in cluster ([0-9a-f]{1,16})")
 _RE_CAPN_ADDED = re.compile(r"added member ([0-9a-f]{1,16}) \[([^\]]*)\] to cluster ([0-9a-f]{1,16})")
-_RE_PUBLISHED = re.compile(r"\{Name:(\S*) ClientURLs:\[([^\]]*)\]\}")
+# names bounded: "{Name:" repeated made every start rescan the rest of the run
+_RE_PUBLISHED = re.compile(r"\{Name:(\S{0,1024}+) ClientURLs:\[([^\]]*+)\]\}")
 _RE_CAPN_NAME = re.compile(r"^name = (\S+)$")
 
 
@@ -952,7 +976,7 @@ _SNIFF_PATTERNS = (
     # `kubectl logs --prefix` ([pod/name/container] before each line) of a zap, capnslog or klog log
     re.compile(rb"^\[pod/[^\]\s]{1,512}\] (?:\{\"level\"|\d{4}-\d\d-\d\d |[IWEF]\d{4} )", re.M),
     re.compile(rb'^\{"__CURSOR":', re.M),
-    re.compile(rb"^\s+Type\s+Reason\s+Age\s+From\s+Message", re.M),
+    re.compile(rb"^[ \t]+Type\s+Reason\s+Age\s+From\s+Message", re.M),
 )
 
 

@@ -21,7 +21,14 @@ from clusterdoctor.analyze.metric_window import MetricWindow
 from clusterdoctor.errors import CollectError, InputError
 from clusterdoctor.model import Series
 
-__all__ = ["RULE_METRICS", "PromClient", "collect_for_rules", "default_step", "series_from_response"]
+__all__ = [
+    "RULE_METRICS",
+    "PromClient",
+    "answer_cap",
+    "collect_for_rules",
+    "default_step",
+    "series_from_response",
+]
 
 # Metric families the rules read (histograms by base name), newest names first where renamed.
 RULE_HISTOGRAMS: tuple[str, ...] = (
@@ -68,6 +75,21 @@ AGGREGATE_BY: dict[str, tuple[str, ...]] = {
     "apiserver_request_slo_duration_seconds": ("instance", "verb", "resource", "scope", "subresource"),
     "kubelet_pod_worker_duration_seconds": ("instance", "operation_type"),
 }
+
+
+# A decoded answer takes about 12 times its JSON (measured: 32 MiB of range-query answer peaks at
+# 0.45 GB), so one answer is held to 64 MiB or a quarter of the ``input`` budget when that is more (and
+# never more than ``input``), refused as it arrives past that: that query is reported, the others kept.
+ANSWER_MAX = 64 << 20
+ANSWER_SHARE = 4
+
+
+def answer_cap() -> int:
+    """The most bytes of one Prometheus answer read (see :data:`ANSWER_MAX`)."""
+    from clusterdoctor.observe.limits import max_input_bytes
+
+    limit = max_input_bytes()
+    return min(limit, max(ANSWER_MAX, limit // ANSWER_SHARE))
 
 
 def default_step(since_seconds: float) -> float:
@@ -127,6 +149,7 @@ class PromClient:
             total_timeout=6 * self.timeout,
             run=self.run,
             ssl_context=self.ssl_context,
+            max_body=answer_cap(),
         )
         raw = resp.body
         if not 200 <= resp.status < 300:
@@ -242,25 +265,51 @@ def zone_latency_names(client: PromClient, start: float | None = None, end: floa
     return sorted(names)
 
 
+def _timestamp(t: Any, where: str) -> float:
+    """A sample's time: a finite number (Prometheus sends seconds as a JSON number)."""
+    if isinstance(t, bool) or not isinstance(t, (int, float, str)):
+        raise CollectError(f"{where}: unexpected answer: timestamp {str(t)[:40]!r} is not a number")
+    try:
+        v = float(t)
+    except ValueError:
+        raise CollectError(f"{where}: unexpected answer: timestamp {str(t)[:40]!r} is not a number") from None
+    if not math.isfinite(v):
+        raise CollectError(f"{where}: unexpected answer: timestamp {str(t)[:40]!r} is not a finite number")
+    return v
+
+
+def _pair(p: Any, where: str) -> tuple[float, float]:
+    if not isinstance(p, (list, tuple)) or len(p) != 2:
+        raise CollectError(f"{where}: unexpected answer: a sample {str(p)[:40]!r} is not [time, value]")
+    return _timestamp(p[0], where), _float(p[1])
+
+
 def _to_series(data: Any, where: str) -> list[Series]:
+    """Series of an answer's ``data``; a part of the wrong shape (a result that is not an object, a
+    timestamp that is not a finite number) is a CollectError naming it, one line. Each result is
+    dropped from the decoded answer once converted, so the two are never both held whole."""
     if not isinstance(data, dict) or "resultType" not in data:
         raise CollectError(f"{where}: unexpected answer")
     rtype = data["resultType"]
     result = data.get("result")
     out: list[Series] = []
     if rtype == "scalar" or rtype == "string":
-        t, v = result
-        return [Series("scalar", {}, [(float(t), _float(v))])]
-    if not isinstance(result, list):
+        return [Series("scalar", {}, [_pair(result, where)])]
+    if rtype not in ("vector", "matrix") or not isinstance(result, list):
         raise CollectError(f"{where}: unexpected result")
-    for r in result:
-        metric = dict(r.get("metric") or {})
+    for i, r in enumerate(result):
+        result[i] = None
+        if not isinstance(r, dict) or not isinstance(r.get("metric") or {}, dict):
+            raise CollectError(f"{where}: unexpected answer: a result is not an object with a metric")
+        metric = {str(k): str(v) for k, v in (r.get("metric") or {}).items()}
         name = metric.pop("__name__", "")
         if rtype == "vector":
-            t, v = r["value"]
-            pts = [(float(t), _float(v))]
+            pts = [_pair(r.get("value"), where)]
         else:
-            pts = [(float(t), _float(v)) for t, v in r.get("values") or []]
+            values = r.get("values") or []
+            if not isinstance(values, list):
+                raise CollectError(f"{where}: unexpected answer: values is not a list")
+            pts = [_pair(p, where) for p in values]
         out.append(Series(name, metric, pts))
     return out
 

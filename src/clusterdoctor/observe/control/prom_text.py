@@ -355,6 +355,7 @@ def histograms_from_samples(
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LNAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
 _QSTR = r'"(?:[^"\\\n]|\\.)*"'
+_QSTR_P = r'"(?:[^"\\\n]|\\.)*+"'  # possessive: whitespace is never given back (linear on any line)
 _LABELBODY = rf"(?:[^\"}}\n]|{_QSTR})*"
 _TOKEN = r"[^ \t\n#]+"
 
@@ -374,11 +375,14 @@ _BULK_LINE_RE = re.compile(
 # A label body with every value emptied (k="",k2=""): the shape of a canonical body (k="v",k2="v2").
 _EMPTIED_PAIR = rf'{_LNAME}=""'
 _BODY_SHAPE_RE = re.compile(rf"{_EMPTIED_PAIR}(?:,{_EMPTIED_PAIR})*")
-_TAIL_PAIR_RE = re.compile(rf"[ \t]*({_LNAME})=\"([^\"\\\n]*)\"")
-_LABELS_FULL_RE = re.compile(
-    rf"(?:[ \t]*{_LNAME}[ \t]*=[ \t]*{_QSTR}[ \t]*,)*(?:[ \t]*{_LNAME}[ \t]*=[ \t]*{_QSTR})?[ \t]*,?[ \t]*"
+_TAIL_PAIR_RE = re.compile(  # from the start of the spaces, else of the name (past its digits): linear
+    rf"(?:(?<![ \t])[ \t]++|(?<![a-zA-Z0-9_ \t])[0-9]*+)({_LNAME})=\"([^\"\\\n]*+)\""
 )
-_LABEL_PAIR_RE = re.compile(rf"({_LNAME})[ \t]*=[ \t]*\"((?:[^\"\\\n]|\\.)*)\"")
+_LABELS_FULL_RE = re.compile(
+    rf"(?:[ \t]*+{_LNAME}[ \t]*+=[ \t]*+{_QSTR_P}[ \t]*+,)*+(?:[ \t]*+{_LNAME}[ \t]*+=[ \t]*+{_QSTR_P})?[ \t]*+(?:,[ \t]*+)?"
+)
+# a name from the first non-digit of its run only (a later start ends where it did): linear
+_LABEL_PAIR_RE = re.compile(rf"(?<![a-zA-Z0-9_])[0-9]*+({_LNAME})[ \t]*+=[ \t]*+\"((?:[^\"\\\n]|\\.)*+)\"")
 _ESC_RE = re.compile(r"\\(.)")
 _ESC_MAP = {"\\": "\\", '"': '"', "n": "\n"}
 _HELP_ESC_RE = re.compile(r"\\([\\n])")

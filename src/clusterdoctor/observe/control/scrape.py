@@ -245,14 +245,17 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
         window.instance_sources = {i: str(p) for i in insts}
         if identity and not has_instance:
             window.instance_identity = {str(p): identity}
+    before = len(window.warnings)
+    window.canonical("")  # group this file's dumps now, so that a grouping cut short is said with it
+    grouping = window.warnings[before:]
     out = dict(observations_from_metrics(window, source=str(p)))
     comps = components_of(window.names())
     what = "Prometheus federate dump" if timed else "Prometheus metrics dump"
     out["described_as"] = f"{what} ({', '.join(comps)})" if comps else what
     # lines the parser skipped reach the report's warnings (never silently dropped)
     warns = ms.warnings.summary() if hasattr(ms.warnings, "summary") else list(ms.warnings)
-    if warns:
-        out["warnings"] = [f"{path}: {w}" for w in warns]
+    if warns or grouping:
+        out["warnings"] = [f"{path}: {w}" for w in warns] + grouping
     if not out.get("metrics") and not warns:
         out["warnings"] = [f"{path}: no samples in the metrics dump"]
     if not out.get("metrics") or any("truncated" in w for w in warns):

@@ -42,7 +42,8 @@ def sniff_dcgmi(head: bytes) -> bool:
     return "Health Monitor Report" in text and ("|" in text or '"Overall Health"' in text)
 
 
-_SECTION_LINE = re.compile(r"^\s*[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z /]*?)\s+-{2,}")
+# the name up to the first spaces followed by "--" (a lazy name over spaces rescanned them: quadratic)
+_SECTION_LINE = re.compile(r"^\s*+[|+]-{3,}+\s++(?P<name>[A-Za-z](?>[A-Za-z/]+| +(?!\s*-{2}))*)\s+-{2,}")
 
 
 def _rows(lines: list[str]) -> list[tuple[int, list[str]]]:

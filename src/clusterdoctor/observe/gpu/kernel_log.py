@@ -72,7 +72,7 @@ _FELL = re.compile(
     r"|The NVIDIA GPU (?P<b3>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d).*fallen off the bus)"
 )
 _BAR = re.compile(
-    r"region assigned to your NVIDIA device is invalid:.*?(?P<bar>BAR\d+) is (?P<size>\S+) @ \S+ \(PCI:(?P<bus>[0-9a-fA-F:.]+)\)"
+    r"region assigned to your NVIDIA device is invalid:(?:(?!region assigned to your)[^\n])*?(?P<bar>BAR\d+) is (?P<size>\S+) @ \S+ \(PCI:(?P<bus>[0-9a-fA-F:.]+)\)"
 )
 _PROBE = re.compile(r"nvidia(?:\s+\S+)?: probe of (?P<bus>[0-9a-fA-F:.]+) failed with error (?P<err>-?\d+)")
 _RMINIT = re.compile(

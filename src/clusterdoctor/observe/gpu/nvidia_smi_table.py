@@ -55,9 +55,12 @@ _HEADER = re.compile(
 _BORDER = re.compile(r"^\s{0,4}\+[-=+]{10,}\+\s*$")
 _SEPARATOR = re.compile(r"^\s{0,4}\|[=+|]{10,}\|\s*$")
 _ROW = re.compile(r"^\s{0,4}\|.*\|\s*$")
-_FIRST = re.compile(r"^\s*(?P<idx>\d{1,3})\s+(?P<name>.*?)\s+(?P<pm>On|Off|N/A|ERR!)\s*$")
+_FIRST = re.compile(  # the name up to the spaces before the last word (lazy over spaces: quadratic)
+    r"^\s*(?P<idx>\d{1,3})(?:\s++(?!(?:On|Off|N/A|ERR!)\s*$)|\s)"
+    r"(?P<name>(?>\S+|[^\S\n]+(?!\s*(?:On|Off|N/A|ERR!)\s*$))*)\s+(?P<pm>On|Off|N/A|ERR!)\s*$"
+)
 _BUS = re.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>\S+)")
-_POWER = re.compile(r"(?P<use>\S+)\s*/\s*(?P<cap>\S+)\s*$")
+_POWER = re.compile(r"(?<!\S)(?P<use>\S{1,64})\s*/\s*(?P<cap>\S{1,64}+)\s*+$")  # from a word's start, bounded
 _PROC = re.compile(
     r"^\s*(?P<gpu>\d{1,3})\s+(?:\S+\s+\S+\s+)?(?P<pid>\d{1,10})\s+[CGM+]{1,3}\s+(?P<name>\S.*?)\s+\S+MiB\s*$"
 )

@@ -24,7 +24,8 @@ from clusterdoctor.topology.gpu import GpuReport, GpuState, NvLinkState
 __all__ = ["parse_nvlink", "sniff_nvlink"]
 
 KIND = "nvidia-smi nvlink"
-_HDR = re.compile(r"^GPU (?P<idx>\d+): (?P<model>.*?)\s*\(UUID: (?P<uuid>[^)]*)\)\s*$")
+# the model never ends in a space, so a lazy step inside a run of spaces fails at once (linear)
+_HDR = re.compile(r"^GPU (?P<idx>\d+): (?P<model>(?:|.*?(?<!\s)))\s*+\(UUID: (?P<uuid>[^)]*+)\)\s*$")
 _LINK = re.compile(r"^Link (?P<n>\d+): (?P<rest>.*)$")
 _COUNTER = re.compile(r"^(?P<name>Replay|Recovery|CRC) Errors:\s*(?P<v>\d+)", re.I)
 _SPEED = re.compile(r"^(?P<v>\d+(?:\.\d+)?)\s*GB/s", re.I)

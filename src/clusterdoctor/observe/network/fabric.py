@@ -142,7 +142,7 @@ _INNER = re.compile(
 _REMOTE = re.compile(
     r'^(?:0x[0-9A-Fa-f]{16}\s{1,4})?(?P<lid>\d{1,6})\s{1,8}(?P<port>\d{1,3})\[[\w ]{0,3}\]\s"(?P<name>[^"\n]{0,128})"\s\((?P<msg>[^()\n]{0,200})\)'
 )
-_NODE_HDR = re.compile(r"^(?:Switch|CA): 0x[0-9A-Fa-f]{16} (?P<name>[^\n]{1,160}?):?\s*$")
+_NODE_HDR = re.compile(r"^(?:Switch|CA): 0x[0-9A-Fa-f]{16} (?P<name>[^\n]{1,160}?(?<!\s)|[^\S\n]):?\s*$")
 
 
 def parse_iblinkinfo(text: str, path: str = "<iblinkinfo>", origin: list[int] | None = None) -> list[IbLink]:
@@ -185,7 +185,7 @@ _SNIFF_IQE = re.compile(
     rb"^\s{1,8}GUID 0x[0-9A-Fa-f]{1,16} port (?:\d{1,3}|ALL): ?\[[A-Za-z]{2,40} == \d", re.M
 )
 _SNIFF_LINK = re.compile(
-    rb"^\s{0,64}(?:0x[0-9A-Fa-f]{16}\s{1,4})?\d{1,6}\s{1,8}\d{1,3}\[[\w ]{0,3}\]\s==\(", re.M
+    rb"^[ \t]{0,64}(?:0x[0-9A-Fa-f]{16}\s{1,4})?\d{1,6}\s{1,8}\d{1,3}\[[\w ]{0,3}\]\s==\(", re.M
 )
 
 

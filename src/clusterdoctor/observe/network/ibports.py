@@ -167,7 +167,7 @@ _PHYS = {
     "nostatechange": None,
 }
 _NUM_PREFIX = re.compile(r"^\s*\d{1,2}\s*:\s*")  # ibstatus / sysfs: "4: ACTIVE"
-_PAREN_SUFFIX = re.compile(r"\s*\(\d{1,3}\)\s*$")  # ibv_devinfo: "PORT_ACTIVE (4)"
+_PAREN_SUFFIX = re.compile(r"(?<!\s)\s*+\(\d{1,3}\)\s*$")  # ibv_devinfo: "PORT_ACTIVE (4)"
 
 
 def _key(s: str) -> str:
@@ -228,7 +228,9 @@ _DEVINFO_PORT = re.compile(r"^\s{0,24}port:\s+(?P<port>\d{1,3})\s*$")
 _GID = re.compile(
     r"^\s{0,32}GID\[\s{0,3}(?P<idx>\d{1,5})\]:\s+(?P<gid>[0-9A-Fa-f:.]{2,45})(?:,\s*RoCE (?P<ver>v[12]))?\s*$"
 )
-_KV = re.compile(r"^\s{0,40}(?P<key>[A-Za-z][\w ]{0,40}?)\s*:\s*(?P<val>\S[^\n]{0,200}?)?\s*$")
+_KV = re.compile(  # the value up to its last non-space, then the spaces once (a lazy value rescanned them)
+    r"^\s{0,40}(?P<key>[A-Za-z][\w ]{0,40}?)\s*:\s*+(?P<val>\S(?:[^\n]{0,199}\S)?)?\s*+$"
+)
 _FLAG = re.compile(r"^\s{2,}[A-Z][A-Z0-9_ ]{1,60}\s*$|^\s{2,}Unknown flags: 0x[0-9A-Fa-f]{1,20}\s*$")
 _RDMA_LINK = re.compile(
     r"^link (?P<dev>[^/\s]{1,64})/(?P<port>\d{1,3})(?P<rest>(?: \S{1,64} \S{1,64}){1,16})\s*$"
@@ -643,7 +645,7 @@ def _netdev(m: re.Match[str], path: str, lineno: int, out: IbListing) -> None:
         out.saw("ibdev2netdev")
 
 
-_LSHCA_MARK = re.compile(r"\s*(?:>!<|\*)\s*$")
+_LSHCA_MARK = re.compile(r"(?<!\s)\s*+(?:>!<|\*)\s*$")  # from the start of the spaces only
 
 
 def _lshca_row(cols: list[str], line: str, path: str, lineno: int, out: IbListing) -> bool:
@@ -697,7 +699,9 @@ def _ipv4_of(gid: str) -> str | None:
 # --- detection and loading --------------------------------------------------------------------------
 
 _SNIFF = (
-    re.compile(rb"^(?:CA|Switch) '[^'\n]{1,64}'\s*$\n(?:\s[^\n]{0,200}\n){0,12}?\s+Port \d{1,3}:\s*$", re.M),
+    re.compile(
+        rb"^(?:CA|Switch) '[^'\n]{1,64}'[^\S\n]*\n(?:\s[^\n]{0,200}\n){0,12}?\s+Port \d{1,3}:\s*$", re.M
+    ),
     re.compile(rb"^\s{0,16}State: (?:Down|Initializing|Armed|Active)\s*\n\s{0,16}Physical state: \w", re.M),
     re.compile(rb"^Infiniband device '[^'\n]{1,64}' port \d{1,3} status:", re.M),
     re.compile(rb"^\s{0,8}hca_id:\s+\S{1,64}\s*$", re.M),

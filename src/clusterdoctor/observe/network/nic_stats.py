@@ -53,9 +53,11 @@ _GENERIC = {
 
 _HOLO_PREFIX = re.compile(r"^\s*\[(?:info|warn|warning|error|debug)\]\s*\[[^\]]*\]\s?", re.I)
 _PORT_HDR = re.compile(r"(?:NIC (?:extended )?statistics for port|^\s*Port)\s+(\d+)\s*:?", re.I)
-_KV = re.compile(r"^\s*(?:-\s+)?([A-Za-z_][\w .\-]*?)\s*:\s+(-?\d[\d,]*)\s*(?:Bps\s*=.*)?$")
+_KV = re.compile(  # the key up to the spaces before its colon, each run of spaces looked past once
+    r"^\s*(?:-\s+)?([A-Za-z_](?>[\w.\-]+| +(?!\s*:))*)\s*:\s+(-?\d[\d,]*+)\s*(?:Bps\s*=.*)?$"
+)
 _RING = re.compile(r"^\s*\[(\d+)\]:\s+([\w.\-]+):\s+(\d+)\s*$")
-_PAIRS = re.compile(r"([A-Za-z][\w-]*):\s+(\d+)")
+_PAIRS = re.compile(r"([A-Za-z][\w-]{0,127}+):\s+(\d+)")  # bounded: every start rescanned the run
 
 
 def _int(s: str) -> int | None:
@@ -184,7 +186,7 @@ _SNIFF = (
     re.compile(rb"NIC (?:extended )?statistics for port \d+"),
     re.compile(rb"\[adv_network_dpdk_mgr\.cpp:\d+\]"),
     re.compile(rb'"xstats"\s*:\s*\['),
-    re.compile(rb"^\s*[a-z_0-9]+: [\d,]+ Bps\s+=", re.M),
+    re.compile(rb"^[ \t]*[a-z_0-9]+: [\d,]+ Bps\s+=", re.M),
 )
 
 

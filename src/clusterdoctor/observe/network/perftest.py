@@ -45,7 +45,7 @@ _FIELD = re.compile(
     r"^\s{0,8}(?P<key>[A-Za-z][\w.#\-]{0,20}(?: [\w.#\-]{1,20}){0,3})\s{0,20}:\s{0,4}(?P<val>\S[^\t]{0,80}?)\s*$"
 )
 # two header fields on one line, separated by tabs (as printed) or by spaces (as some pastes turn them)
-_SPLIT = re.compile(r"\t+|\s{2,}(?=[A-Za-z][\w.#\-]{0,20}(?: [\w.#\-]{1,20}){0,3}\s{1,20}: )")
+_SPLIT = re.compile(r"\t+|\s{2,64}+(?=[A-Za-z][\w.#\-]{0,20}(?: [\w.#\-]{1,20}){0,3}\s{1,20}: )")
 _RULE = re.compile(r"^-{20,}\s*$")
 
 # Bandwidth units perftest prints, in Gb/s (MiB/sec since 2023, MB/sec before: both 2**20 bytes).

@@ -392,7 +392,7 @@ def rates(before: list[RdmaPort], after: list[RdmaPort], interval_s: float | Non
 _SNIFF_STAT = re.compile(rb"^link \S+/\d+ (?:[a-z_]+ \d+ ){2}", re.M)
 _SNIFF_STAT_P = re.compile(rb"^link \S+/\d+\s*\n\t[a-z_]+ \d+", re.M)
 _SNIFF_QP = re.compile(rb"^link \S+ lqpn \d+ ", re.M)
-_SNIFF_HW = re.compile(rb"^\s*Port \d+ hw counters:", re.M | re.I)
+_SNIFF_HW = re.compile(rb"^[ \t]*Port \d+ hw counters:", re.M | re.I)
 
 
 def sniff_rdma(head: bytes, name: str = "") -> bool:
