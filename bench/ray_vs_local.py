@@ -82,6 +82,15 @@ def run(d: Path, mode: list[str], out: Path) -> tuple[float, int, float]:
     return wall, p.returncode, load
 
 
+def fit(xy: list[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line."""
+    n = len(xy)
+    mx, my = sum(x for x, _ in xy) / n, sum(y for _, y in xy) / n
+    sxx = sum((x - mx) ** 2 for x, _ in xy) or 1.0
+    b = sum((x - mx) * (y - my) for x, y in xy) / sxx
+    return my - b * mx, b
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", default="2,8,16")
@@ -143,18 +152,22 @@ def main() -> None:
             print(f"{r['ranks']:6d} {r['mb']:7.1f} {r['serial_s']:9.1f} {r['local_s']:8.1f} {ray_s} {ratio}"
                   f"  {r['ray_failed']:10d}  {min(r['load'])}-{max(r['load'])}")  # fmt: skip
         ok = [r for r in rows if r["ratio"] is not None]
+        beats = [r for r in ok if r["ratio"] < 1]
+        top = max(r["mb"] for r in rows)
+        if beats:
+            print(f"ray beats local processes from {min(r['mb'] for r in beats):.0f} MB on")
+        else:
+            print(f"ray beats local processes at no measured size (up to {top:.0f} MB)")
         if len(ok) >= 2:
-            a, b = ok[0], ok[-1]
-            slope_l = (b["local_s"] - a["local_s"]) / (b["mb"] - a["mb"])
-            slope_r = (b["ray_s"] - a["ray_s"]) / (b["mb"] - a["mb"])
-            gap = a["ray_s"] - a["local_s"]
-            print(
-                f"per MB: local {slope_l * 1000:.0f} ms, ray {slope_r * 1000:.0f} ms; fixed gap {gap:.1f} s"
-            )
-            if slope_r < slope_l:
-                print(f"ray would catch up at about {a['mb'] + gap / (slope_l - slope_r):,.0f} MB")
+            lf, rf = fit([(r["mb"], r["local_s"]) for r in ok]), fit([(r["mb"], r["ray_s"]) for r in ok])
+            print(f"least squares: local {lf[0]:.1f} s + {lf[1] * 1000:.1f} ms/MB, "
+                  f"ray {rf[0]:.1f} s + {rf[1] * 1000:.1f} ms/MB")  # fmt: skip
+            if rf[1] < lf[1]:
+                print(
+                    f"  lines cross at {(rf[0] - lf[0]) / (lf[1] - rf[1]):,.0f} MB (an extrapolation of noisy slopes)"
+                )
             else:
-                print("ray does not catch up at any size here: it costs no less per MB and more to start")
+                print("  they never cross: Ray costs no less per MB and more to start")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
