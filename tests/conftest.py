@@ -41,6 +41,7 @@ SERIAL_MODULES = (
     "tests/hostile/test_r25_servers.py",
     "tests/hostile/test_network.py",
     "tests/serve/",
+    "tests/observe/comm/test_parallel_ray.py",  # starts a Ray cluster (GCS, raylet, workers)
 )
 
 

@@ -29,7 +29,7 @@ def test_sweep_on_ray_equals_local(small_trace):
     nodes, pods = small_trace
     start_local_ray(ray)
     try:
-        on_ray = _sweep(nodes, pods, ["best-fit", "first-fit"], [1, 2], 1.3, workers=2)
+        on_ray = _sweep(nodes, pods, ["best-fit", "first-fit"], [1, 2], 1.3, workers=2, use_ray=True)
         assert ray.is_initialized()  # the Ray path ran (it reuses the running local cluster)
     finally:
         ray.shutdown()

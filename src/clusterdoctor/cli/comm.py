@@ -33,13 +33,15 @@ def analyze(
         "critical", "--fail-on", help="Exit 1 at or above: info | warning | critical."
     ),
     workers: int = typer.Option(
-        0, "--workers", help="Fail-slow: read the traces' step times in this many local processes."
+        0, "--workers", help="Read the inputs in this many local processes (each file once)."
     ),
     ray: bool = typer.Option(
-        False, "--ray", help="Fail-slow: read the traces on a Ray cluster (extra `sim`)."
+        False, "--ray", help="Read the inputs on a Ray cluster (extra `sim`); never chosen implicitly."
     ),
     ray_address: str = typer.Option(
-        None, "--ray-address", help="With --ray: the cluster (default: a local one)."
+        None,
+        "--ray-address",
+        help="With --ray: the cluster (default: a local one); the files' bytes are shipped to it.",
     ),
 ) -> None:
     """Break each rank's time into compute, communication, exposed communication and idle; match
@@ -72,7 +74,14 @@ def analyze(
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
-    data = load_comm_observations(paths)
+    use_ray = ray or ray_address is not None
+    fs_results = None
+    if use_ray or workers > 1:  # each file read once, by the workers (observe/comm/parallel.py)
+        from clusterdoctor.observe.comm.parallel import load_comm_parallel
+
+        data, fs_results = load_comm_parallel(paths, workers or None, use_ray, ray_address)
+    else:
+        data = load_comm_observations(paths)
     obs = Observations(dict(data))
     if link:
         obs.put("comm_link_class", link)
@@ -80,9 +89,7 @@ def analyze(
     analysis = comm_analysis(obs)
     from clusterdoctor.cli.comm_failslow import failslow_report
 
-    fs_findings, fs_section = failslow_report(
-        data, paths, workers, ray or ray_address is not None, ray_address
-    )
+    fs_findings, fs_section = failslow_report(data, paths, workers, use_ray, ray_address, fs_results)
     from clusterdoctor.rules.registry import fold_symptoms
 
     # the waiting ranks' findings (COMM006, COMM007) are symptoms of the straggler: folded into it

@@ -2,8 +2,8 @@
 Flight Recorder dumps, the straggler, its class and onset (the same rules as ``clusterdoctor watch``).
 
 Kept apart from :mod:`clusterdoctor.cli.comm` so that the comm command's own loading can change
-without touching it: :func:`failslow_report` takes what ``load_comm_observations`` loaded, or reads
-the paths again in parallel (local processes or Ray) keeping only step records.
+without touching it: :func:`failslow_report` takes the step summaries the parallel load made, or what
+``load_comm_observations`` loaded, or reads the paths in parallel keeping only step records.
 """
 
 from __future__ import annotations
@@ -19,12 +19,19 @@ def failslow_report(
     workers: int = 0,
     use_ray: bool = False,
     ray_address: str | None = None,
+    results: list[Any] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
-    """(findings, section of the comm report). ``workers``/``use_ray``: read ``paths`` again in parallel
-    (only step records travel back); else use the traces ``data`` already holds."""
+    """(findings, section of the comm report). ``results``: the per-file step summaries the parallel
+    load already made (:func:`clusterdoctor.observe.comm.parallel.load_comm_parallel`); else
+    ``workers``/``use_ray`` read ``paths`` in parallel (only step records travel back), else the
+    traces ``data`` holds are used."""
     from clusterdoctor.observe.watch.traces import load_step_records, steps_from_loaded
 
-    if use_ray or workers > 1 or data is None:
+    if results is not None:
+        from clusterdoctor.observe.watch.traces import join_step_sources
+
+        steps, ids, warns = join_step_sources(results)
+    elif use_ray or workers > 1 or data is None:
         steps, ids, warns = load_step_records(
             paths, workers=workers or None, ray_address=ray_address, use_ray=use_ray
         )

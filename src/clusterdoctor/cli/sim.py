@@ -253,16 +253,15 @@ def run(
 
 
 def _sweep(
-    nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float, workers: int
-):
-    import importlib.util
-
+    nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float, workers: int,
+    use_ray: bool = False,
+):  # fmt: skip
     from clusterdoctor.sim.reproduce import _one, run_sweep
 
-    if workers > 1 and importlib.util.find_spec("ray") is not None:  # the `sim` extra
-        import ray
+    if use_ray:  # only when asked (--ray): a local Ray start costs tens of seconds here
+        from clusterdoctor.ray_cluster import start_ray
 
-        ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        ray, _mine = start_ray(None, max(1, workers))  # a start-up failure: one line, exit 2
         remote = ray.remote(_one)
         refs = [remote.remote((str(nodes_path), str(pods_path), p, s, tune)) for p in policies for s in seeds]
         out: dict[str, dict[int, dict[int, float]]] = {}
@@ -293,7 +292,8 @@ def compare(
     nodes: str = typer.Option(None, "--nodes", help="Node-list CSV (default: openb's 6212-GPU node list)."),
     seeds: str = typer.Option("42-51", "--seeds", help="Seeds, e.g. 42-51 (the FGD paper's) or 1,2,3."),
     tune: float = typer.Option(1.3, "--tune", help="Arriving load as a multiple of GPU capacity."),
-    workers: int = typer.Option(1, "--workers", help="Parallel runs (local processes; Ray when installed)."),
+    workers: int = typer.Option(1, "--workers", help="Parallel runs (local processes)."),
+    ray: bool = typer.Option(False, "--ray", help="Run them on a local Ray cluster instead (extra `sim`)."),
     published: str = typer.Option("auto", "--published", help="FGD analysis_allo_discrete.csv to compare with ('auto': the shared fixture when present, 'none')."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the table to this file."),
@@ -330,7 +330,7 @@ def compare(
             from clusterdoctor.observe.limits import read_input
 
             pub_curves = parse_published(read_input(pub_path), str(pub_path)).get(workload, {})
-    sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers)
+    sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers, ray)
     comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)
     if as_json:
         doc = {

@@ -12,6 +12,8 @@ What the extender reads from a node (annotations first, then standard fields):
 
 - ``clusterdoctor.io/gpu-free-milli``: idle milli per GPU, e.g. ``1000,1000,500,0`` (else all
   ``status.allocatable["nvidia.com/gpu"]`` GPUs idle);
+- with agent signals, free GPUs are at most allocatable - allocated (DRA claims count) and the
+  node's ``nvidia.com/mig-*`` instances are taken off the agent's free count (no whole GPUs);
 - ``clusterdoctor.io/cpu-free-milli`` / ``clusterdoctor.io/memory-free-mib`` (else allocatable);
 - ``clusterdoctor.io/gpu-model`` (else label ``nvidia.com/gpu.product``);
 - ``clusterdoctor.io/nvlink-domains`` ``0-1-2-3,4-5-6-7`` and ``clusterdoctor.io/pcie-switches``
@@ -187,6 +189,13 @@ class NodeView:
                 alloc.get("nvidia.com/gpu", 0), f"{where}: allocatable nvidia.com/gpu", MAX_GPUS_PER_NODE
             )
             self.gpu_free = [MILLI] * n  # n <= MAX_GPUS_PER_NODE
+        # MIG instances (nvidia.com/mig-*, mixed strategy) are no whole GPUs, but the agent's counts
+        # include them: see Extender._node
+        self.mig_devices = sum(
+            _count(v, f"{where}: allocatable {k[:60]}", MAX_GPUS_PER_NODE)
+            for k, v in alloc.items()
+            if isinstance(k, str) and k.startswith("nvidia.com/mig-")
+        )
         cpu = ann.get(ANNO + "cpu-free-milli")
         self.cpu_free = (
             parse_quantity(cpu, f"{where}: {ANNO}cpu-free-milli")
@@ -395,8 +404,10 @@ class Extender:
         ann = ((raw.get("metadata") or {}).get("annotations") or {}) if isinstance(raw, dict) else {}
         free_sig = sig.usable_free() if sig is not None else None
         if free_sig is not None and ANNO + "gpu-free-milli" not in ann and n.gpu_free:
-            # a count, not which GPUs: the free ones are taken to be the lowest indices
-            free = max(0, min(free_sig, len(n.gpu_free)))
+            # a count, not which GPUs: the free ones are taken to be the lowest indices. The agent counts
+            # devices (whole GPUs, MIG instances, DRA devices); free whole GPUs are at least that count
+            # less the node's MIG instances, never more.
+            free = max(0, min(free_sig - n.mig_devices, len(n.gpu_free)))
             n.gpu_free = [MILLI] * free + [0] * (len(n.gpu_free) - free)
         return n, sig
 

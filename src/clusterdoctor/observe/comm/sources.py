@@ -392,8 +392,18 @@ def load_comm_observations(
     used: for a single file, its own problem; otherwise one line naming what was given.
     """
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    out: dict[str, list[Any]] = {k: [] for k in (*KINDS, "comm", "unrecognised", "warnings")}
     inputs = discover_comm_inputs(given)
+    out, problems = load_comm_inputs(inputs)
+    return finish_comm_observations(out, problems, inputs, given)
+
+
+def empty_observations() -> dict[str, list[Any]]:
+    return {k: [] for k in (*KINDS, "comm", "unrecognised", "warnings")}
+
+
+def load_comm_inputs(inputs: Iterable[InputFile]) -> tuple[dict[str, list[Any]], list[InputError]]:
+    """Load the recognised files of ``inputs`` (in order): the observation lists, and each file's problem."""
+    out = empty_observations()
     problems: list[InputError] = []
     for item in inputs:
         if not item.kinds:
@@ -403,6 +413,17 @@ def load_comm_observations(
             _load_file(item.path, item.kinds, out)
         except InputError as e:
             problems.append(e.with_path(item.path))
+    return out, problems
+
+
+def finish_comm_observations(
+    out: dict[str, list[Any]],
+    problems: list[InputError],
+    inputs: list[InputFile],
+    given: list[str | os.PathLike[str]],
+) -> dict[str, Any]:
+    """What :func:`load_comm_observations` returns from loaded lists (also loaded in parallel, see
+    :mod:`clusterdoctor.observe.comm.parallel`): skipped files listed, InputError when none was used."""
     for e in problems:
         out["unrecognised"].append((e.path, e.reason))
         out["warnings"].append(f"{e.path}: {e.reason}; skipped")

@@ -14,6 +14,15 @@ Degrades instead of failing, so the rest of a report still comes out:
   the v1 messages and a warning says CPUs, NUMA nodes and allocatable resources are missing;
 - ``GetAllocatableResources`` refused (feature gate off before 1.23, or UNIMPLEMENTED) → a warning.
 
+DRA (``ContainerResources.dynamic_resources``, Kubernetes 1.27+): each ResourceClaim's devices come
+as :class:`ClaimAlloc` and, for a GPU driver (``gpu.nvidia.com``, …), also as a :class:`DeviceAlloc`
+with ``resource`` = the driver and ID ``<pool>/<device>`` (the NVIDIA driver names a full GPU
+``gpu-<minor>``), so every reader of ``devices`` counts them allocated. ``GetAllocatableResources``
+lists device-plugin devices only, so :meth:`PodResources.allocatable_gpus` adds every allocated GPU
+device it does not list (DRA devices, a device the plugin no longer reports): allocated + free ==
+allocatable always. The unit is the device as allocated: a whole GPU, a MIG instance
+(``nvidia.com/mig-*``, or a DRA MIG device), a time-sliced GPU once whatever its replicas.
+
 ``grpcio`` is an optional dependency (``pip install 'clusterdoctor[k8s]'``); it is imported here only.
 """
 
@@ -26,11 +35,15 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_SOCKET",
+    "ClaimAlloc",
     "ContainerAlloc",
     "DeviceAlloc",
+    "GpuCounts",
     "PodResources",
     "PodResourcesUnavailable",
+    "is_gpu_driver",
     "is_gpu_resource",
+    "is_mig_device",
     "read_pod_resources",
 ]
 
@@ -49,10 +62,27 @@ def is_gpu_resource(name: str) -> bool:
     """Extended resources that are whole or partitioned GPUs (NVIDIA, MIG, time-sliced, AMD, Intel)."""
     n = name.lower()
     return (
-        n.endswith("/gpu")
+        is_gpu_driver(n)
+        or n.endswith("/gpu")
         or n.startswith("nvidia.com/mig-")
         or n in ("nvidia.com/gpu.shared", "gpu.intel.com/i915", "gpu.intel.com/xe")
     )
+
+
+# DRA drivers that publish GPUs (ResourceSlice spec.driver): NVIDIA's dra-driver-nvidia-gpu, Intel's
+# and AMD's GPU DRA drivers.
+GPU_DRIVERS = ("gpu.nvidia.com", "gpu.intel.com", "gpu.amd.com")
+
+
+def is_gpu_driver(driver: str) -> bool:
+    """A DRA driver whose devices are GPUs or GPU partitions."""
+    return driver.lower() in GPU_DRIVERS
+
+
+def is_mig_device(resource: str, device_id: str) -> bool:
+    """A MIG instance: a ``nvidia.com/mig-*`` resource, or a DRA device named ``...-mig-...``."""
+    r = resource.lower()
+    return r.startswith("nvidia.com/mig-") or (is_gpu_driver(r) and "-mig-" in device_id.lower())
 
 
 def device_uuid(device_id: str) -> str:
@@ -71,6 +101,37 @@ class DeviceAlloc:
 
 
 @dataclass(frozen=True)
+class ClaimAlloc:
+    """One DRA ResourceClaim's devices in a container: (driver, pool, device, CDI device names)."""
+
+    namespace: str
+    name: str
+    devices: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "devices": [
+                {"driver": d, "pool": p, "device": n, "cdi_devices": list(c)} for d, p, n, c in self.devices
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class GpuCounts:
+    """GPU devices on a node by state; ``allocated`` is within ``allocatable``, ``free`` the rest."""
+
+    allocatable: frozenset[str]
+    allocated: frozenset[str]
+    mig: frozenset[str] = frozenset()  # the MIG instances among allocatable
+
+    @property
+    def free(self) -> frozenset[str]:
+        return self.allocatable - self.allocated
+
+
+@dataclass(frozen=True)
 class ContainerAlloc:
     namespace: str
     pod: str
@@ -78,6 +139,7 @@ class ContainerAlloc:
     devices: tuple[DeviceAlloc, ...] = ()
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[tuple[str, int, tuple[int, ...]], ...] = ()  # (type, bytes, NUMA nodes)
+    claims: tuple[ClaimAlloc, ...] = ()  # DRA; their GPU devices are also in ``devices``
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -106,6 +168,7 @@ class ContainerAlloc:
             "devices": [d.as_dict() for d in self.devices],
             "cpu_ids": list(self.cpu_ids),
             "memory": [{"type": t, "bytes": b, "numa_nodes": list(n)} for t, b, n in self.memory],
+            "claims": [c.as_dict() for c in self.claims],
         }
 
 
@@ -135,13 +198,30 @@ class PodResources:
         return out
 
     def allocatable_gpus(self) -> list[str] | None:
+        """GPU devices the node offers (None: not known): the kubelet's allocatable devices, then the
+        allocated ones it does not list (DRA devices are never in ``GetAllocatableResources``)."""
         if self.allocatable_devices is None:
             return None
         out: list[str] = []
-        for d in self.allocatable_devices:
+        seen: set[str] = set()
+        for d in list(self.allocatable_devices) + [d for c in self.containers for d in c.devices]:
             if is_gpu_resource(d.resource):
-                out.extend(u for u in map(device_uuid, d.ids) if u not in out)
+                for u in map(device_uuid, d.ids):
+                    if u not in seen:
+                        seen.add(u)
+                        out.append(u)
         return out
+
+    def gpu_counts(self) -> GpuCounts | None:
+        """Allocatable, allocated and free GPU devices (None when allocatable is not known)."""
+        alloc = self.allocatable_gpus()
+        if alloc is None:
+            return None
+        mig: set[str] = set()
+        for d in list(self.allocatable_devices or []) + [d for c in self.containers for d in c.devices]:
+            if is_gpu_resource(d.resource):
+                mig.update(device_uuid(i) for i in d.ids if is_mig_device(d.resource, i))
+        return GpuCounts(frozenset(alloc), frozenset(self.gpu_owners()), frozenset(mig))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -173,19 +253,49 @@ def _memory(m: Any) -> tuple[str, int, tuple[int, ...]]:
     return (str(m.memory_type), int(m.size), _nodes(m.topology) if m.HasField("topology") else ())
 
 
+def _claims(c: Any) -> tuple[ClaimAlloc, ...]:
+    out = []
+    for r in getattr(c, "dynamic_resources", ()):  # absent from a v1alpha1 reply: empty
+        devs = tuple(
+            (
+                str(x.driver_name),
+                str(x.pool_name),
+                str(x.device_name),
+                tuple(str(d.name) for d in x.cdi_devices),
+            )
+            for x in r.claim_resources
+        )
+        out.append(ClaimAlloc(str(r.claim_namespace), str(r.claim_name), devs))
+    return tuple(out)
+
+
+def _claim_devices(claims: tuple[ClaimAlloc, ...]) -> tuple[DeviceAlloc, ...]:
+    """The GPU devices of DRA claims as device allocations: resource = driver, ID ``pool/device``."""
+    by_driver: dict[str, list[str]] = {}
+    for cl in claims:
+        for driver, pool, device, _cdi in cl.devices:
+            if is_gpu_driver(driver) and device:
+                ids = by_driver.setdefault(driver, [])
+                if f"{pool}/{device}" not in ids:
+                    ids.append(f"{pool}/{device}")
+    return tuple(DeviceAlloc(d, tuple(ids)) for d, ids in by_driver.items())
+
+
 def containers_from_list(resp: Any) -> list[ContainerAlloc]:
     """``ListPodResourcesResponse`` (v1 message) → one :class:`ContainerAlloc` per container."""
     out = []
     for p in resp.pod_resources:
         for c in p.containers:
+            claims = _claims(c)
             out.append(
                 ContainerAlloc(
                     namespace=str(p.namespace),
                     pod=str(p.name),
                     container=str(c.name),
-                    devices=tuple(_device(d) for d in c.devices),
+                    devices=tuple(_device(d) for d in c.devices) + _claim_devices(claims),
                     cpu_ids=tuple(sorted(int(x) for x in c.cpu_ids)),
                     memory=tuple(_memory(m) for m in c.memory),
+                    claims=claims,
                 )
             )
     return out

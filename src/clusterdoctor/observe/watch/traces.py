@@ -461,17 +461,9 @@ def steps_from_loaded(
 
 
 def _with_ray(files: list[str], address: str | None, workers: int | None, on_done: Any) -> list[Any]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray needs Ray (pip install 'clusterdoctor[sim]')", "--ray") from None
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "ignore_reinit_error": True, "log_to_driver": False}
-        if address:
-            kw["address"] = address
-        elif workers:
-            kw["num_cpus"] = workers
-        ray.init(**kw)
+    from clusterdoctor.ray_cluster import start_ray
+
+    ray, _mine = start_ray(address, workers)  # InputError (one line) when Ray does not start
     remote = ray.remote(_one)
     pending = [remote.remote(f) for f in files]
     out = []
