@@ -32,10 +32,10 @@ from typing import Any
 
 SCREEN = 4 << 10  # characters of the screening line
 BIG = 1 << 20  # the long line (1 MiB)
-CAP = 5.0  # seconds one findall on a 1 MiB line may take (the slowest linear one: 0.7 s; a backtracking one: hours)
+CAP = 20.0  # seconds one findall on a 1 MiB line may take (the slowest linear one: 0.7 s quiet; a backtracking one: hours); generous for a loaded machine
 GROWTH = 8.0  # t(4n) / t(n) below this (linear: ~4; quadratic: ~16)
-SCREEN_FAIL = 0.5  # seconds one screening line may take (linear: about a millisecond)
-FLOOR = 0.25  # seconds under which the growth is not judged (timer noise)
+SCREEN_FAIL = 1.0  # seconds one screening line may take (linear: about a millisecond)
+FLOOR = 1.0  # seconds under which the growth is not judged (timer noise, a loaded machine)
 
 FILLERS = (" ", "\n", "a", "0", "=", '"', ".", "-", "\t", ":", "\\", "/", ",", "[", "(", "{", "a=", 'a="', "a ",
            "a.", "-a", "1.", "0x", "'")  # fmt: skip

@@ -15,10 +15,14 @@ from dataclasses import dataclass
 __all__ = ["Progress", "scan_progress"]
 
 MAX_BARS = 10_000
+# The bar from its percentage on; the description is taken from the text before it (up to 200
+# characters after the last '|' or ']'), not by the regex: a lazy description in front made every
+# position of a long line try 200 characters (issue 25: patterns linear on 1 MiB lines).
 _BAR = re.compile(
-    r"(?P<desc>[^|\r\n\]]{0,200}?):? {0,4}(?P<pct>\d{1,3})%\|[^|\r\n]{0,120}\| ?(?P<n>\d[\d.]{0,20}[kMG]?)/"
+    r"(?P<pct>\d{1,3})%\|[^|\r\n]{0,120}\| ?(?P<n>\d[\d.]{0,20}[kMG]?)/"
     r"(?P<total>\d[\d.]{0,20}[kMG]?) \[(?P<elapsed>[\d:]{2,12})<(?P<left>[\d:?]{1,12})"
 )
+_DESC_MAX = 200
 _RANK = re.compile(r"\[(?:default|rank)(\d{1,6})\]:?|\[Rank (\d{1,6})\]")
 
 
@@ -40,13 +44,19 @@ def scan_progress(text: str, path: str = "<log>") -> list[Progress]:
     for n, line in enumerate(text.splitlines(), 1):
         if "%|" not in line or len(line) > 65536:
             continue
+        tags = list(_RANK.finditer(line))
+        prev_end, ti, last_tag = 0, 0, None  # bars come in order: one walk over the rank tags
         for m in _BAR.finditer(line):
-            tags = list(_RANK.finditer(line, 0, m.start("pct")))
+            start = m.start("pct")
+            while ti < len(tags) and tags[ti].end() <= start:
+                last_tag, ti = tags[ti], ti + 1
             rank = None
-            if tags:
-                t = tags[-1]
-                rank = int(t.group(1) or t.group(2))
-            desc = _RANK.sub("", m.group("desc")).strip().lstrip(": ")
+            if last_tag is not None:
+                rank = int(last_tag.group(1) or last_tag.group(2))
+            seg = line[max(prev_end, start - _DESC_MAX) : start]
+            seg = seg[max(seg.rfind("|"), seg.rfind("]"), seg.rfind("\r")) + 1 :]
+            prev_end = m.end()
+            desc = _RANK.sub("", seg).strip().rstrip(":").strip().lstrip(": ")
             out.append(Progress(path, n, rank, desc, min(int(m.group("pct")), 100), m.group("left")))
             if len(out) >= MAX_BARS:
                 return out

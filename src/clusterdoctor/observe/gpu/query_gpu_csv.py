@@ -91,7 +91,8 @@ def _sum(*vals: int | None) -> int | None:
 # `nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv,noheader` typed or pasted above its rows
 _QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,\[\] ]{1,4000}?)(?:\s+-|\s*$)")
 # what a user appends to a value to point at it: "1, Reset   <= GPU is unusable"
-_MARK = re.compile(r"\s{2,}<[-=]{1,30}.{0,300}$|\s{1,}<[-=]{2,30}.{0,300}$")
+# (?<!\s): a run of white space is tried from its first character only (linear on a long run)
+_MARK = re.compile(r"(?<!\s)(?:\s{2,}<[-=]{1,30}|\s+<[-=]{2,30}).{0,300}$")
 
 
 def _command_fields(text: str) -> list[str]:
