@@ -175,6 +175,17 @@ SPIKE_CV = Threshold(
     "are long (coefficient of variation ~1, exponential waiting times)",
     "largest coefficient of variation of the gaps (in steps or in seconds) between spikes of a period",
 )
+THROTTLE_PERIOD = Threshold(
+    "failslow_throttle_period",
+    0.5,
+    "s",
+    "Linux CFS bandwidth control enforces a cgroup CPU quota once per cpu.cfs_period_us (default 100 ms, "
+    "kernel Documentation/scheduler/sched-bwc.rst): a throttled rank stops every ~0.1 s, which reads as "
+    "stalls at a regular spacing; job-level timers (checkpoints, cron, a SIGSTOP loop) recur at seconds or "
+    "more. clusterdoctor default: five times the CFS period",
+    "stalls of one rank recurring faster than this are sustained CPU throttling (compute), not a "
+    "periodic event",
+)
 IO_SPIKE_BYTES = Threshold(
     "failslow_io_spike_bytes",
     1 << 20,
@@ -255,6 +266,7 @@ THRESHOLDS = (
     SPIKE_MIN,
     SPIKE_MIN_EVENTS,
     SPIKE_CV,
+    THROTTLE_PERIOD,
     IO_SPIKE_BYTES,
     IO_SPIKE_MIN,
     COMM_LOCAL_MIN_FACTOR,
@@ -292,6 +304,7 @@ class Params:
     spike_min: float = float(SPIKE_MIN.value)
     spike_min_events: int = int(SPIKE_MIN_EVENTS.value)
     spike_cv: float = float(SPIKE_CV.value)
+    throttle_period_s: float = float(THROTTLE_PERIOD.value)
     io_spike_bytes: float = float(IO_SPIKE_BYTES.value)
     io_spike_min: float = float(IO_SPIKE_MIN.value)
     comm_local_min_factor: float = float(COMM_LOCAL_MIN_FACTOR.value)
