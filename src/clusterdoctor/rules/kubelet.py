@@ -8,11 +8,15 @@ The ``kubelet_pod_start_sli_duration_seconds`` histogram rule (KUBELET003) reads
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
 from clusterdoctor.rules.etcd_log import utc
 from clusterdoctor.rules.registry import Observations, register_input, rule
+
+if TYPE_CHECKING:
+    from clusterdoctor.rules.catalog import Message
 
 register_input("pod_starts", "no pod start data (pass `kubectl get pods -o json` output or kubelet logs)")
 
@@ -661,3 +665,35 @@ def device_plugin_unhealthy(obs: Observations) -> Iterator[Finding]:
                 confidence=0.75,
                 causes=("gpu.device-plugin", "k8s.gpu-not-advertised") if gpu else (),
             )
+
+
+# --- the process a kernel memory-cgroup OOM was about -------------------------------------------
+# A memcg OOM call trace (``mem_cgroup_oom_synchronize+0x...``, ``oom-kill:constraint=CONSTRAINT_MEMCG``)
+# names no process; the line that opens the same report does: "<comm> invoked oom-killer: gfp_mask=..."
+# (mm/oom_kill.c dump_header). Where one file holds exactly one such process, it is the subject.
+_OOM_TRACE = "KUBELET117"
+_OOM_INVOKED = "KUBELET118"
+
+
+def oom_process_subject(obs: Observations, m: Message, hits: list[Any], subject: str | None) -> str | None:
+    """The process that invoked the OOM killer, for a memcg OOM finding whose lines name none."""
+    if subject is not None or m.code != _OOM_TRACE:
+        return subject
+    from clusterdoctor.rules.messages import hit_groups, hits_by_code
+
+    paths = {h.path for h in hits}
+    procs = {
+        p
+        for h in hits_by_code(obs).get(_OOM_INVOKED, [])
+        if h.path in paths and (p := hit_groups(h).get("proc"))
+    }
+    return procs.pop() if len(procs) == 1 else subject
+
+
+def _register_oom_subject() -> None:
+    from clusterdoctor.rules.messages import register_subject_resolver
+
+    register_subject_resolver("kubelet", oom_process_subject)
+
+
+_register_oom_subject()
