@@ -273,3 +273,28 @@ def test_truncated_pastes_only_raise_input_error(cut):
             parse_gpu_reports(text.encode(), "cut")
         except InputError:
             pass
+
+
+# a real paste (https://github.com/NVIDIA/open-gpu-kernel-modules/issues/731, incident ok-gpu-010): the
+# command line on top, a header of properties with no index/uuid/bus id column, `-l 1` samples
+QUERY_NO_ID = """\
+$ nvidia-smi --query-gpu="pstate,pcie.link.gen.gpucurrent,pcie.link.gen.gpumax" --format=csv -l 1
+pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax
+P8, 1, 4
+P5, 2, 4
+"""
+
+
+def test_query_gpu_csv_without_an_identity_column_is_read() -> None:
+    from clusterdoctor.observe.gpu.query_gpu_csv import parse_query_gpu_csv, sniff_query_gpu_csv
+
+    assert sniff_query_gpu_csv(QUERY_NO_ID.encode())
+    rep = parse_query_gpu_csv(QUERY_NO_ID)
+    assert [g.pstate for g in rep.gpus] == ["P8", "P5"]
+
+
+def test_other_csv_is_not_a_query_gpu_header() -> None:
+    from clusterdoctor.observe.gpu.query_gpu_csv import sniff_query_gpu_csv
+
+    assert not sniff_query_gpu_csv(b"name, size, owner\nfoo, 1, me\n")
+    assert not sniff_query_gpu_csv(b"name, memory.used\nfoo, 1\n")
