@@ -297,4 +297,4 @@ def test_other_csv_is_not_a_query_gpu_header() -> None:
     from clusterdoctor.observe.gpu.query_gpu_csv import sniff_query_gpu_csv
 
     assert not sniff_query_gpu_csv(b"name, size, owner\nfoo, 1, me\n")
-    assert not sniff_query_gpu_csv(b"name, memory.used\nfoo, 1\n")
+    assert not sniff_query_gpu_csv(b"host, memory.used\nfoo, 1\n")
