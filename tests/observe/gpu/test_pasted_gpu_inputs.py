@@ -298,3 +298,17 @@ def test_other_csv_is_not_a_query_gpu_header() -> None:
 
     assert not sniff_query_gpu_csv(b"name, size, owner\nfoo, 1, me\n")
     assert not sniff_query_gpu_csv(b"host, memory.used\nfoo, 1\n")
+
+
+# `systemctl status nvidia-fabricmanager` (real paste, https://github.com/bottlerocket-os/bottlerocket, incident ok-gpu-011)
+FM_STATUS = """\
+nvidia-fabricmanager.service - NVIDIA fabric manager service
+     Active: active (running) since Thu 2024-05-16 23:22:02 UTC; 7s ago
+     CGroup: /system.slice/nvidia-fabricmanager.service
+             └─128549 /usr/libexec/nvidia/tesla/bin/nv-fabricmanager -c /etc/nvidia/fabricmanager.cfg
+"""
+
+
+def test_systemctl_status_of_the_fabric_manager_is_read() -> None:
+    assert sniff_service_log(FM_STATUS.encode())
+    assert parse_service_log(FM_STATUS).kind
