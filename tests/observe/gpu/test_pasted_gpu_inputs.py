@@ -300,7 +300,8 @@ def test_other_csv_is_not_a_query_gpu_header() -> None:
     assert not sniff_query_gpu_csv(b"host, memory.used\nfoo, 1\n")
 
 
-# `systemctl status nvidia-fabricmanager` (real paste, https://github.com/bottlerocket-os/bottlerocket, incident ok-gpu-011)
+# `systemctl status nvidia-fabricmanager` (real paste,
+# https://github.com/bottlerocket-os/bottlerocket/pull/3873, incident ok-gpu-011)
 FM_STATUS = """\
 nvidia-fabricmanager.service - NVIDIA fabric manager service
      Active: active (running) since Thu 2024-05-16 23:22:02 UTC; 7s ago
