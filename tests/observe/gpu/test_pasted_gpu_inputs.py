@@ -313,3 +313,34 @@ nvidia-fabricmanager.service - NVIDIA fabric manager service
 def test_systemctl_status_of_the_fabric_manager_is_read() -> None:
     assert sniff_service_log(FM_STATUS.encode())
     assert parse_service_log(FM_STATUS).kind
+
+
+# an excerpt of `nvidia-smi -q -x` cut mid-section (real paste, incident ok-gpu-014's first lines)
+XML_EXCERPT = """\
+                <ecc_mode>
+                        <current_ecc>Enabled</current_ecc>
+                        <pending_ecc>Enabled</pending_ecc>
+                </ecc_mode>
+                <ecc_errors>
+                        <volatile>
+                                <single_bit>
+                                        <device_memory>0</device_memory>
+                                        <register_file>0</register_file>
+"""
+
+
+def test_an_xml_excerpt_of_a_gpu_is_read_as_its_sections_only() -> None:
+    from clusterdoctor.observe.gpu.nvidia_smi_xml import parse_nvidia_smi_xml, sniff_nvidia_smi_xml
+
+    assert sniff_nvidia_smi_xml(XML_EXCERPT.encode())
+    rep = parse_nvidia_smi_xml(XML_EXCERPT + "                                        <l1_ca")
+    assert len(rep.gpus) == 1
+    assert "ecc" in rep.facts and "processes" not in rep.facts and "pcie" not in rep.facts
+    assert any("excerpt" in w for w in rep.warnings)
+
+
+def test_other_xml_is_not_an_excerpt() -> None:
+    from clusterdoctor.observe.gpu.nvidia_smi_xml import sniff_nvidia_smi_xml
+
+    assert not sniff_nvidia_smi_xml(b"<project><name>x</name></project>")
+    assert not sniff_nvidia_smi_xml(b"</ecc_mode>")
