@@ -91,6 +91,12 @@ LOADERS: list[Loader] = [
         "sniff_ib_listing",
         "load_ib_listing",
     ),
+    Loader(
+        "ibv_devices output",
+        "clusterdoctor.observe.network.ibv_devices",
+        "sniff_ibv_devices",
+        "load_ibv_devices",
+    ),
     Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
     Loader("OSU benchmark output", "clusterdoctor.observe.network.osu", "sniff_osu", "load_osu"),
     Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),

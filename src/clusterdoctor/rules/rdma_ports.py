@@ -553,3 +553,48 @@ def ib_fabric_link_degraded(obs: Observations) -> Iterator[Finding]:
             ),
             Action.REPLACE_HARDWARE,
         )
+
+
+register_input("rdma_devices", "no ibv_devices output")
+
+
+@rule(
+    id="RDMA023",
+    name="rdma-device-guid-unset",
+    layer="rdma",
+    title="RDMA device without a node GUID (an SR-IOV VF never given one)",
+    requires=("rdma_devices",),
+    causes=("rdma.vf-config",),
+)
+def rdma_device_guid_unset(obs: Observations) -> Iterator[Finding]:
+    """Devices that ``ibv_devices`` lists with node GUID ``0000000000000000``.
+
+    **Symptom**: verbs programs on the device fail to connect (perftest, NCCL, UCX), or the port never
+    becomes Active; ``ibv_devices`` shows the VFs' node GUID as all zeros beside the PFs' real ones.
+    **Why**: a virtual function's node and port GUIDs are assigned by the PF's administrator (or by the
+    SR-IOV network operator); one that was never given a GUID cannot be addressed by the subnet manager,
+    and the SM needs virtualisation enabled to serve VFs at all.
+    **Fix**: assign GUIDs to the VFs (``ip link set <pf> vf <n> node_guid <guid> port_guid <guid>``, or
+    the SR-IOV operator's policy), enable virtualisation in OpenSM (``virt_enabled 2``), then rebind the VF.
+    **Verify**: `ibv_devices` (no all-zero GUID) and `ibstat <vf device>` (State: Active).
+    """
+    devs = obs.get("rdma_devices") or []
+    unset = [d for d in devs if d.guid_unset]
+    if not unset:
+        return
+    names = ", ".join(d.name for d in unset[:8])
+    others = [d for d in devs if not d.guid_unset]
+    beside = f" beside {len(others)} device(s) with a GUID" if others else ""
+    yield _act(
+        rdma_device_guid_unset.finding(
+            f"{names}: node GUID 0000000000000000{beside}: a virtual function that was never given a GUID.",
+            evidence=[
+                Evidence(f"{d.name}: node GUID {d.node_guid}", source=f"{d.source}:{d.line}")
+                for d in unset[:6]
+            ],
+            severity=Severity.WARNING,
+            confidence=0.8,
+            subject=names,
+        ),
+        Action.CONFIGURE,
+    )
