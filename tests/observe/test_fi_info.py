@@ -1,4 +1,4 @@
-"""fi_info output (real paste from the incident ok-rdma-012 thread, see its case.toml source)."""
+"""fi_info output (real paste: https://github.com/ofiwg/libfabric/issues/5689, incident ok-rdma-012)."""
 
 from __future__ import annotations
 
