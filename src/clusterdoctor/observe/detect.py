@@ -98,6 +98,12 @@ LOADERS: list[Loader] = [
         "load_ibv_devices",
     ),
     Loader("fi_info output", "clusterdoctor.observe.network.fi_info", "sniff_fi_info", "load_fi_info"),
+    Loader(
+        "RDMA device nodes",
+        "clusterdoctor.observe.network.ib_devnodes",
+        "sniff_ib_devnodes",
+        "load_ib_devnodes",
+    ),
     Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
     Loader("OSU benchmark output", "clusterdoctor.observe.network.osu", "sniff_osu", "load_osu"),
     Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),

@@ -598,3 +598,47 @@ def rdma_device_guid_unset(obs: Observations) -> Iterator[Finding]:
         ),
         Action.CONFIGURE,
     )
+
+
+register_input("ib_devnodes", "no ls /sys/class/infiniband with ls /dev/infiniband")
+
+
+@rule(
+    id="RDMA024",
+    name="rdma-uverbs-missing",
+    layer="rdma",
+    title="RDMA devices without their /dev/infiniband/uverbs node (a container given only some)",
+    requires=("ib_devnodes",),
+    causes=("rdma.container-access",),
+)
+def rdma_uverbs_missing(obs: Observations) -> Iterator[Finding]:
+    """Fewer ``uverbsN`` nodes in ``/dev/infiniband`` than devices in ``/sys/class/infiniband``.
+
+    **Symptom**: RDMA CM programs fail with ENODEV (``rdma_get_devices``, ``rdma_create_id``), verbs
+    programs cannot open some HCAs, inside a container or pod.
+    **Why**: user space reaches a device only through its ``uverbsN`` node; a container that was given
+    the nodes of some HCAs (a device plugin resource, a ``--device`` list) still sees every device in
+    sysfs, and librdmacm's initialisation fails as a whole when one of them cannot be opened.
+    **Fix**: pass every HCA's ``/dev/infiniband/uverbsN`` (and ``rdma_cm``) into the container, or hide
+    the others (RDMA shared device plugin resource per HCA, network namespace mode ``exclusive``).
+    **Verify**: `ls /sys/class/infiniband /dev/infiniband` inside the container; `ibv_devinfo` lists all.
+    """
+    for d in obs.get("ib_devnodes") or []:
+        if d.devices is None or d.nodes is None or not d.devices:
+            continue
+        if len(d.uverbs) >= len(d.devices):
+            continue
+        yield _act(
+            rdma_uverbs_missing.finding(
+                f"{len(d.devices)} RDMA device(s) in /sys/class/infiniband but {len(d.uverbs)} uverbs node(s) in "
+                f"/dev/infiniband ({', '.join(d.uverbs) or 'none'}): the others cannot be opened here.",
+                evidence=[
+                    Evidence(f"/sys/class/infiniband: {' '.join(d.devices[:8])}", source=d.source),
+                    Evidence(f"/dev/infiniband: {' '.join(d.nodes[:8])}", source=d.source),
+                ],
+                severity=Severity.WARNING,
+                confidence=0.8,
+                subject="/dev/infiniband",
+            ),
+            Action.CONFIGURE,
+        )
