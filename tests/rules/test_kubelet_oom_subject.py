@@ -35,3 +35,17 @@ def test_without_the_invoking_line_no_subject_is_made_up(tmp_path: Path) -> None
     top = _top(tmp_path, LOG.splitlines(keepends=True)[2])
     assert top.rule == "KUBELET117"
     assert top.subject != "supervisord"
+
+
+# a kubelet journal (real lines, https://github.com/kubermatic/machine-controller/issues/989, ctrl-042)
+PLEG = (
+    "Jun 01 16:46:01 node-pool-7fddb5656f-gg9jj kubelet[179303]: E0601 16:46:01.993106  179303 kubelet.go:1799] "
+    "skipping pod synchronization - [container runtime status check may not have completed yet, PLEG is not "
+    "healthy: pleg was last seen active 11m54.676753691s ago; threshold is 3m0s]\n"
+)
+
+
+def test_a_node_agent_message_names_the_node_its_journal_prefix_names(tmp_path: Path) -> None:
+    top = _top(tmp_path, PLEG)
+    assert top.rule == "KUBELET101"
+    assert top.subject == "node-pool-7fddb5656f-gg9jj"
