@@ -143,9 +143,8 @@ def _sum(*vals: int | None) -> int | None:
 # `nvidia-smi --query-gpu=index,gpu_recovery_action --format=csv,noheader` typed or pasted above its rows
 _QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,\[\] ]{1,4000}?)(?:\s+-|\s*$)")
 # what a user appends to a value to point at it: "1, Reset   <= GPU is unusable"
-# (two spaces and "<=", or one space and "<=="); a whitespace run is entered only at its first character,
-# so a line of spaces costs one pass, not one per space (tests/hostile/test_r25_regex.py)
-_MARK = re.compile(r"(?:(?<=\S)|^)(?P<ws>\s+)<(?P<arrow>[-=]{1,30}).{0,300}$")
+# (?<!\s): a run of white space is tried from its first character only (linear on a long run)
+_MARK = re.compile(r"(?<!\s)(?:\s{2,}<[-=]{1,30}|\s+<[-=]{2,30}).{0,300}$")
 
 
 def _command_fields(text: str) -> list[str]:
@@ -165,7 +164,7 @@ def _unmark(row: list[str]) -> list[str]:
     """A row without the user's pointer after its last value (and the cells that pointer split off)."""
     line = ", ".join(row)
     m = _MARK.search(line)
-    if m is None or (len(m["ws"]) < 2 and len(m["arrow"]) < 2):
+    if m is None:
         return row
     return [c.strip() for c in line[: m.start()].split(",")]
 
