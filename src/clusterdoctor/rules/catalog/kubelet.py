@@ -499,6 +499,7 @@ MESSAGES: tuple[Message, ...] = (
         example="Unable to connect to the server: x509: certificate signed by unknown authority",
         example_source="https://github.com/kubernetes/kubernetes/issues/24586",
         context=_NOT_ETCD,
+        causes=("k8s.tls-ca-mismatch",),
         confidence=0.7,
     ),
     Message(
