@@ -149,6 +149,17 @@ def gpu_xid(obs: Observations) -> Iterator[Finding]:
         yield f
 
 
+# NVRM messages that say why the driver could not initialise a GPU (a module/firmware/user-space version
+# mismatch): where one is in the inputs, a probe failure is its consequence and ranks below it
+PROBE_REASON_CODES = frozenset({"NVRM104", "NVRM106", "NVRM107"})
+PROBE_SYMPTOM_CONFIDENCE = 0.5
+
+
+def _probe_reasons(obs: Observations) -> list[str]:
+    """The lines of the inputs in which the driver says why a probe failed (see PROBE_REASON_CODES)."""
+    return [h.text for h in obs.get("messages") or [] if getattr(h, "code", "") in PROBE_REASON_CODES]
+
+
 # GPU events that say the driver cannot use a GPU: what they are in words, the cause classes they name
 LOST_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "fell_off_bus": ("fell off the bus", ("gpu.fallen-off-bus",)),
@@ -182,6 +193,7 @@ def gpu_lost(obs: Observations) -> Iterator[Finding]:
     **Verify**: `nvidia-smi -L`, `lspci -vv -d 10de:` (LnkSta, driver in use) and `dmesg -T | grep NVRM`.
     """
     f = _fleet(obs)
+    reasons = _probe_reasons(obs)
     for g in f.gpus:
         has79 = any(e.kind == "xid" and e.code == 79 for e in g.events)
         lost = [e for e in g.events if e.kind in LOST_KINDS]
@@ -190,6 +202,7 @@ def gpu_lost(obs: Observations) -> Iterator[Finding]:
         kinds = Counter(e.kind for e in lost)
         desc = ", ".join(f"{LOST_KINDS[k][0]} ×{n}" for k, n in kinds.items())
         causes = [c for k in kinds for c in LOST_KINDS[k][1]]
+        explained = bool(reasons) and set(kinds) == {"probe_failed"}
         yield _acting(
             Action.REBOOT_NODE,
             gpu_lost.finding(
@@ -202,9 +215,10 @@ def gpu_lost(obs: Observations) -> Iterator[Finding]:
                         )
                         for e in lost[:4]
                     ],
+                    *([Evidence("driver says why", reasons[0][:200])] if explained else []),
                 ],
                 subject=g.label(),
-                confidence=0.9,
+                confidence=PROBE_SYMPTOM_CONFIDENCE if explained else 0.9,
                 causes=list(dict.fromkeys(causes)),
             ),
         )

@@ -7,12 +7,17 @@ The ``kubelet_pod_start_sli_duration_seconds`` histogram rule (KUBELET003) reads
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from clusterdoctor.model import Event, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.alerts import Alert, Example, hist, p99_above
 from clusterdoctor.rules.etcd_log import utc
 from clusterdoctor.rules.registry import Observations, register_input, rule
+
+if TYPE_CHECKING:
+    from clusterdoctor.rules.catalog import Message
 
 register_input("pod_starts", "no pod start data (pass `kubectl get pods -o json` output or kubelet logs)")
 
@@ -661,3 +666,54 @@ def device_plugin_unhealthy(obs: Observations) -> Iterator[Finding]:
                 confidence=0.75,
                 causes=("gpu.device-plugin", "k8s.gpu-not-advertised") if gpu else (),
             )
+
+
+# --- the process a kernel memory-cgroup OOM was about -------------------------------------------
+# A memcg OOM call trace (``mem_cgroup_oom_synchronize+0x...``, ``oom-kill:constraint=CONSTRAINT_MEMCG``)
+# names no process; the line that opens the same report does: "<comm> invoked oom-killer: gfp_mask=..."
+# (mm/oom_kill.c dump_header). Where one file holds exactly one such process, it is the subject.
+_OOM_TRACE = "KUBELET117"
+_OOM_INVOKED = "KUBELET118"
+
+
+def oom_process_subject(obs: Observations, m: Message, hits: list[Any], subject: str | None) -> str | None:
+    """The process that invoked the OOM killer, for a memcg OOM finding whose lines name none."""
+    if subject is not None or m.code != _OOM_TRACE:
+        return subject
+    from clusterdoctor.rules.messages import hit_groups, hits_by_code
+
+    paths = {h.path for h in hits}
+    procs = {
+        p
+        for h in hits_by_code(obs).get(_OOM_INVOKED, [])
+        if h.path in paths and (p := hit_groups(h).get("proc"))
+    }
+    return procs.pop() if len(procs) == 1 else subject
+
+
+# journald / syslog's prefix names the node that printed a node agent's line:
+# "Jun 01 16:46:01 node-pool-7f-gg9jj kubelet[179303]: ..." (short-iso: "2024-06-01T16:46:01+0000 host ...")
+_SYSLOG_HOST = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[\d.,:+\-Z]{0,20}) "
+    r"(?P<host>[A-Za-z0-9][\w.\-]{0,252}) (?:kubelet|k3s|k3s-agent|rke2|containerd|dockerd|crio|kernel)(?:\[\d{1,10}\])?:"
+)
+
+
+def node_agent_subject(obs: Observations, m: Message, hits: list[Any], subject: str | None) -> str | None:
+    """The subject of a kubelet/container-runtime message: the memcg OOM's process (above), else the one
+    node whose journald/syslog prefix printed the lines, when those that have a prefix agree."""
+    subject = oom_process_subject(obs, m, hits, subject)
+    if subject is not None:
+        return subject
+    hosts = {mm.group("host") for h in hits if (mm := _SYSLOG_HOST.match(h.text))}
+    return hosts.pop() if len(hosts) == 1 else None
+
+
+def _register_oom_subject() -> None:
+    from clusterdoctor.rules.messages import register_subject_resolver
+
+    register_subject_resolver("kubelet", node_agent_subject)
+    register_subject_resolver("containerd", node_agent_subject)
+
+
+_register_oom_subject()

@@ -553,3 +553,92 @@ def ib_fabric_link_degraded(obs: Observations) -> Iterator[Finding]:
             ),
             Action.REPLACE_HARDWARE,
         )
+
+
+register_input("rdma_devices", "no ibv_devices output")
+
+
+@rule(
+    id="RDMA023",
+    name="rdma-device-guid-unset",
+    layer="rdma",
+    title="RDMA device without a node GUID (an SR-IOV VF never given one)",
+    requires=("rdma_devices",),
+    causes=("rdma.vf-config",),
+)
+def rdma_device_guid_unset(obs: Observations) -> Iterator[Finding]:
+    """Devices that ``ibv_devices`` lists with node GUID ``0000000000000000``.
+
+    **Symptom**: verbs programs on the device fail to connect (perftest, NCCL, UCX), or the port never
+    becomes Active; ``ibv_devices`` shows the VFs' node GUID as all zeros beside the PFs' real ones.
+    **Why**: a virtual function's node and port GUIDs are assigned by the PF's administrator (or by the
+    SR-IOV network operator); one that was never given a GUID cannot be addressed by the subnet manager,
+    and the SM needs virtualisation enabled to serve VFs at all.
+    **Fix**: assign GUIDs to the VFs (``ip link set <pf> vf <n> node_guid <guid> port_guid <guid>``, or
+    the SR-IOV operator's policy), enable virtualisation in OpenSM (``virt_enabled 2``), then rebind the VF.
+    **Verify**: `ibv_devices` (no all-zero GUID) and `ibstat <vf device>` (State: Active).
+    """
+    devs = obs.get("rdma_devices") or []
+    unset = [d for d in devs if d.guid_unset]
+    if not unset:
+        return
+    names = ", ".join(d.name for d in unset[:8])
+    others = [d for d in devs if not d.guid_unset]
+    beside = f" beside {len(others)} device(s) with a GUID" if others else ""
+    yield _act(
+        rdma_device_guid_unset.finding(
+            f"{names}: node GUID 0000000000000000{beside}: a virtual function that was never given a GUID.",
+            evidence=[
+                Evidence(f"{d.name}: node GUID {d.node_guid}", source=f"{d.source}:{d.line}")
+                for d in unset[:6]
+            ],
+            severity=Severity.WARNING,
+            confidence=0.8,
+            subject=names,
+        ),
+        Action.CONFIGURE,
+    )
+
+
+register_input("ib_devnodes", "no ls /sys/class/infiniband with ls /dev/infiniband")
+
+
+@rule(
+    id="RDMA024",
+    name="rdma-uverbs-missing",
+    layer="rdma",
+    title="RDMA devices without their /dev/infiniband/uverbs node (a container given only some)",
+    requires=("ib_devnodes",),
+    causes=("rdma.container-access",),
+)
+def rdma_uverbs_missing(obs: Observations) -> Iterator[Finding]:
+    """Fewer ``uverbsN`` nodes in ``/dev/infiniband`` than devices in ``/sys/class/infiniband``.
+
+    **Symptom**: RDMA CM programs fail with ENODEV (``rdma_get_devices``, ``rdma_create_id``), verbs
+    programs cannot open some HCAs, inside a container or pod.
+    **Why**: user space reaches a device only through its ``uverbsN`` node; a container that was given
+    the nodes of some HCAs (a device plugin resource, a ``--device`` list) still sees every device in
+    sysfs, and librdmacm's initialisation fails as a whole when one of them cannot be opened.
+    **Fix**: pass every HCA's ``/dev/infiniband/uverbsN`` (and ``rdma_cm``) into the container, or hide
+    the others (RDMA shared device plugin resource per HCA, network namespace mode ``exclusive``).
+    **Verify**: `ls /sys/class/infiniband /dev/infiniband` inside the container; `ibv_devinfo` lists all.
+    """
+    for d in obs.get("ib_devnodes") or []:
+        if d.devices is None or d.nodes is None or not d.devices:
+            continue
+        if len(d.uverbs) >= len(d.devices):
+            continue
+        yield _act(
+            rdma_uverbs_missing.finding(
+                f"{len(d.devices)} RDMA device(s) in /sys/class/infiniband but {len(d.uverbs)} uverbs node(s) in "
+                f"/dev/infiniband ({', '.join(d.uverbs) or 'none'}): the others cannot be opened here.",
+                evidence=[
+                    Evidence(f"/sys/class/infiniband: {' '.join(d.devices[:8])}", source=d.source),
+                    Evidence(f"/dev/infiniband: {' '.join(d.nodes[:8])}", source=d.source),
+                ],
+                severity=Severity.WARNING,
+                confidence=0.8,
+                subject="/dev/infiniband",
+            ),
+            Action.CONFIGURE,
+        )

@@ -304,3 +304,18 @@ def test_get_all_rows_with_the_kind_prefix():
     )
     (row,) = parse_kubectl_text(text, "x").pods
     assert (row.name, row.status) == ("kube-flannel-ds-kq47c", "CrashloopBackoff")
+
+
+# github.com/kubernetes-sigs/sig-windows-tools/pull/112 (kubectl get nodes -o wide, command line on top)
+GET_NODES_WIDE = """\
+kubectl get nodes -o wide
+NAME           STATUS   ROLES    AGE   VERSION   INTERNAL-IP   EXTERNAL-IP   OS-IMAGE                         KERNEL-VERSION     CONTAINER-RUNTIME
+controller-0   Ready    master   19h   v1.19.3   10.240.0.10   <none>        Ubuntu 18.04.4 LTS               5.3.0-1028-azure   docker://19.3.13
+worker-win-2   Ready    <none>   17h   v1.19.3   10.240.0.22   <none>        Windows Server 2019 Datacenter   10.0.17763.1397    containerd://1.4.1
+"""
+
+
+def test_get_nodes_wide_is_read() -> None:
+    assert sniff_kubectl_text(GET_NODES_WIDE.encode())
+    nodes = parse_kubectl_text(GET_NODES_WIDE).nodes
+    assert [(n.name, n.status) for n in nodes] == [("controller-0", "Ready"), ("worker-win-2", "Ready")]

@@ -273,3 +273,74 @@ def test_truncated_pastes_only_raise_input_error(cut):
             parse_gpu_reports(text.encode(), "cut")
         except InputError:
             pass
+
+
+# a real paste (https://github.com/NVIDIA/open-gpu-kernel-modules/issues/731, incident ok-gpu-010): the
+# command line on top, a header of properties with no index/uuid/bus id column, `-l 1` samples
+QUERY_NO_ID = """\
+$ nvidia-smi --query-gpu="pstate,pcie.link.gen.gpucurrent,pcie.link.gen.gpumax" --format=csv -l 1
+pstate, pcie.link.gen.gpucurrent, pcie.link.gen.gpumax
+P8, 1, 4
+P5, 2, 4
+"""
+
+
+def test_query_gpu_csv_without_an_identity_column_is_read() -> None:
+    from clusterdoctor.observe.gpu.query_gpu_csv import parse_query_gpu_csv, sniff_query_gpu_csv
+
+    assert sniff_query_gpu_csv(QUERY_NO_ID.encode())
+    rep = parse_query_gpu_csv(QUERY_NO_ID)
+    assert [g.pstate for g in rep.gpus] == ["P8", "P5"]
+
+
+def test_other_csv_is_not_a_query_gpu_header() -> None:
+    from clusterdoctor.observe.gpu.query_gpu_csv import sniff_query_gpu_csv
+
+    assert not sniff_query_gpu_csv(b"name, size, owner\nfoo, 1, me\n")
+    assert not sniff_query_gpu_csv(b"host, memory.used\nfoo, 1\n")
+
+
+# `systemctl status nvidia-fabricmanager` (real paste,
+# https://github.com/bottlerocket-os/bottlerocket/pull/3873, incident ok-gpu-011)
+FM_STATUS = """\
+nvidia-fabricmanager.service - NVIDIA fabric manager service
+     Active: active (running) since Thu 2024-05-16 23:22:02 UTC; 7s ago
+     CGroup: /system.slice/nvidia-fabricmanager.service
+             └─128549 /usr/libexec/nvidia/tesla/bin/nv-fabricmanager -c /etc/nvidia/fabricmanager.cfg
+"""
+
+
+def test_systemctl_status_of_the_fabric_manager_is_read() -> None:
+    assert sniff_service_log(FM_STATUS.encode())
+    assert parse_service_log(FM_STATUS).kind
+
+
+# an excerpt of `nvidia-smi -q -x` cut mid-section (real paste, incident ok-gpu-014's first lines)
+XML_EXCERPT = """\
+                <ecc_mode>
+                        <current_ecc>Enabled</current_ecc>
+                        <pending_ecc>Enabled</pending_ecc>
+                </ecc_mode>
+                <ecc_errors>
+                        <volatile>
+                                <single_bit>
+                                        <device_memory>0</device_memory>
+                                        <register_file>0</register_file>
+"""
+
+
+def test_an_xml_excerpt_of_a_gpu_is_read_as_its_sections_only() -> None:
+    from clusterdoctor.observe.gpu.nvidia_smi_xml import parse_nvidia_smi_xml, sniff_nvidia_smi_xml
+
+    assert sniff_nvidia_smi_xml(XML_EXCERPT.encode())
+    rep = parse_nvidia_smi_xml(XML_EXCERPT + "                                        <l1_ca")
+    assert len(rep.gpus) == 1
+    assert "ecc" in rep.facts and "processes" not in rep.facts and "pcie" not in rep.facts
+    assert any("excerpt" in w for w in rep.warnings)
+
+
+def test_other_xml_is_not_an_excerpt() -> None:
+    from clusterdoctor.observe.gpu.nvidia_smi_xml import sniff_nvidia_smi_xml
+
+    assert not sniff_nvidia_smi_xml(b"<project><name>x</name></project>")
+    assert not sniff_nvidia_smi_xml(b"</ecc_mode>")

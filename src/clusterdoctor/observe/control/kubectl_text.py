@@ -564,7 +564,8 @@ def _condition_row(line: str) -> KubeCondition | None:
 
 _SNIFF = re.compile(
     r"^(?:(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE"
-    r"|NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?\s*$"
+    # get nodes, plain or -o wide (INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME)
+    r"|NAME\s+STATUS\s+(?:ROLES\s+)?AGE(?:\s+VERSION)?(?:\s+INTERNAL-IP\b[^\n]{0,300}|\s*)$"
     r"|NAME\s+STATUS\s+MESSAGE\s+ERROR\s*$"
     r"|(?:NAMESPACE\s+)?LAST ?SEEN\s+(?:TYPE|FIRST ?SEEN)\s"
     r"|Name:[ \t]+\S)",

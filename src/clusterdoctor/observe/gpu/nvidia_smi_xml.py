@@ -25,7 +25,10 @@ KIND = "nvidia-smi -q -x"
 
 
 def sniff_nvidia_smi_xml(head: bytes) -> bool:
-    return xml_head_root(head[:8192]) == "nvidia_smi_log"
+    """The whole document (root ``<nvidia_smi_log>``) or an excerpt of a GPU's sections (see xml_excerpt)."""
+    from clusterdoctor.observe.gpu.xml_excerpt import is_excerpt
+
+    return xml_head_root(head[:8192]) == "nvidia_smi_log" or is_excerpt(head)
 
 
 def _t(el: ET.Element | None, path: str) -> str | None:
@@ -168,12 +171,28 @@ def _gpu(el: ET.Element, src: str) -> GpuState:
     return g
 
 
+def _parse_excerpt(doc: str, facts: set[str], src: str, path: str | None) -> GpuReport:
+    """A GPU's sections pasted without the document: one GPU of unknown identity, only those sections."""
+    root = parse_xml(doc.encode("utf-8", "surrogatepass"), path)
+    report = GpuReport(KIND, src)
+    report.facts.update(facts)
+    el = root.find("gpu")
+    if el is not None:
+        report.gpus.append(_gpu(el, src))
+    report.warnings.append(f"{src}: an excerpt of nvidia-smi -q -x: only the sections shown are judged")
+    return report
+
+
 def parse_nvidia_smi_xml(data: bytes | str, path: str | None = None) -> GpuReport:
     """Parse ``nvidia-smi -q -x`` output. InputError when it is not that XML."""
     src = path or "<nvidia-smi -q -x>"
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    decode(data, path)  # refuses binary input with a clear message
+    text = decode(data, path)  # refuses binary input with a clear message
+    from clusterdoctor.observe.gpu.xml_excerpt import close_excerpt, excerpt_sections, is_excerpt
+
+    if is_excerpt(data):
+        return _parse_excerpt(close_excerpt(text), excerpt_sections(text), src, path)
     root = parse_xml(data, path)
     if root.tag != "nvidia_smi_log":
         raise InputError(f"XML root <{root.tag}> is not <nvidia_smi_log> (not nvidia-smi -q -x)", path)

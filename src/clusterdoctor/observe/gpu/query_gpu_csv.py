@@ -54,6 +54,54 @@ _KNOWN = {
 }
 
 
+# nvidia-smi --help-query-gpu: the property families (a header whose every column is one of them is a
+# --query-gpu header even without an index/uuid/bus id column: `--query-gpu=pstate,pcie.link.gen.max`)
+_FAMILIES = (
+    "clocks.",
+    "clocks_event_reasons.",
+    "clocks_throttle_reasons.",
+    "pcie.link.",
+    "memory.",
+    "power.",
+    "enforced.power.",
+    "temperature.",
+    "utilization.",
+    "ecc.errors.",
+    "ecc.mode.",
+    "retired_pages.",
+    "remapped_rows.",
+    "fan.",
+    "encoder.",
+    "inforom.",
+    "mig.mode.",
+    "accounting.",
+    "driver_model.",
+    "gom.",
+    "compute_cap",
+    "compute_mode",
+    "display_",
+    "persistence_mode",
+    "vbios_version",
+    "count",
+    "pci.",
+    "gpu_",
+)
+
+
+def _is_property(name: str) -> bool:
+    return name in _KNOWN or any(name.startswith(f) for f in _FAMILIES)
+
+
+def _is_query_header(cols: list[str]) -> bool:
+    """A --query-gpu header: two or more known columns with an identity column, or every column a
+    --query-gpu property (at least two)."""
+    names = [c for c in cols if c]
+    known = set(names) & _KNOWN
+    if len(known) >= 2 and ("pci.bus_id" in names or "uuid" in names or "index" in names):
+        return True
+    return len(names) >= 2 and all(_is_property(n) for n in names) and bool(known or len(names) >= 3)
+
+
 def _name(h: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]\s*$", "", h.strip()).strip().lower()
 
@@ -64,11 +112,15 @@ def sniff_query_gpu_csv(head: bytes) -> bool:
     if len(set(_name(f) for f in fields) & _KNOWN) >= 2:
         return True  # noheader rows under the command line that names their columns
     for line in unquote_lines(text)[:5]:
-        if not line.strip():
+        if not line.strip() or _is_command_line(line):
             continue
-        cols = {_name(c) for c in line.split(",")}
-        return len(cols & _KNOWN) >= 2 and ("pci.bus_id" in cols or "uuid" in cols or "index" in cols)
+        return _is_query_header([_name(c) for c in line.split(",")])
     return False
+
+
+def _is_command_line(line: str) -> bool:
+    """The `nvidia-smi --query-gpu=...` command line a user pasted above the CSV."""
+    return "nvidia-smi" in line and "--query-gpu" in line
 
 
 def _time(v: str | None) -> float | None:
@@ -121,14 +173,16 @@ def parse_query_gpu_csv(data: bytes | str, path: str | None = None) -> GpuReport
     """Parse ``--query-gpu`` CSV with its header line. InputError without a usable header."""
     src = path or "<nvidia-smi --query-gpu>"
     text = "\n".join(ln for ln in unquote_lines(decode(data, path)) if ln.strip())
+    # the command line above a CSV with its header (-l N, --format=csv) is not a row
+    body = "\n".join(ln for ln in text.splitlines() if not _is_command_line(ln))
     try:
-        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+        rows = list(csv.reader(io.StringIO(body), skipinitialspace=True))
     except csv.Error as e:
         raise InputError(f"not CSV: {e}", path) from None
     if not rows:
         raise InputError("empty --query-gpu CSV", path)
     header = [_name(h) for h in rows[0]]
-    if len(set(header) & _KNOWN) < 2:
+    if len(set(header) & _KNOWN) < 2 and not _is_query_header(header):
         # noheader output: the command line pasted above it (or given as the paste's command) names the
         # columns, in the order nvidia-smi prints them
         fields = _command_fields(text) or _command_fields("\n".join(input_commands()))

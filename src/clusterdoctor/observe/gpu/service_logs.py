@@ -16,7 +16,8 @@ the Fabric Manager User Guide's log format ``[date] [LEVEL] [tid N] text``), wit
   successful";
 - fabric manager: ``[INFO] [tid 1234] Fabric Manager version … is running``, "Connected to 1 node.",
   "Successfully configured all the available NVSwitches to route GPU NVLink traffic", journald's
-  ``nv-fabricmanager[1507]:`` lines.
+  ``nv-fabricmanager[1507]:`` lines, and ``systemctl status nvidia-fabricmanager`` (the unit's
+  Description "NVIDIA fabric manager service" and its ``nv-fabricmanager -c .../fabricmanager.cfg``).
 
 A log of these services that says nothing wrong is read, and gives no finding.
 """
@@ -50,6 +51,8 @@ _FM = re.compile(
     r"\[(?:INFO|WARNING|ERROR|DEBUG)\] \[tid \d{1,10}\]|nv-fabricmanager\[\d{1,10}\]:"
     r"|Fabric Manager version \S{1,20} is running|Successfully configured all the available NVSwitches"
     r"|nvidia-fabricmanager-start\.sh\[\d{1,10}\]:"
+    # `systemctl status nvidia-fabricmanager`: the unit's Description and its ExecStart command line
+    r"|nvidia-fabricmanager\.service - NVIDIA fabric manager service|nv-fabricmanager -c \S{1,200}fabricmanager\.cfg"
 )
 _XID = re.compile(
     r"XidCriticalError: Xid=(?P<code>\d{1,4}) on Device=(?P<dev>GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64}|\S{1,80}?)[;,]"

@@ -204,6 +204,10 @@ MESSAGES: tuple[Message, ...] = (
             r"(?P<got>systemd slice|cgroupfs path|[\w ]{1,30}?) as (?:the )?parent"
         ),
         trigger="cri-o configured with ",
+        # CRI-O before 1.9 (server/sandbox_run.go): "... systemd cgroup manager, but did not receive slice as parent"
+        variants=(
+            r"cri-o configured with (?P<crio2>systemd) cgroup manager, but did not receive slice as parent",
+        ),
         meaning="every pod sandbox fails: CRI-O manages cgroups one way and the kubelet names cgroup parents the other way",
         cause=(
             "cgroup_manager in /etc/crio/crio.conf (or crio.conf.d) is not the kubelet's cgroupDriver: an "

@@ -189,13 +189,15 @@ MESSAGES: tuple[Message, ...] = (
         title="CUDA error 100: no CUDA-capable device is detected",
         pattern=r"no CUDA-capable device is detected",
         trigger="no CUDA-capable device is detected",
-        triggers=("cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE"),
-        variants=(r"cudaErrorNoDevice\b", r"CUDA_ERROR_NO_DEVICE\b"),
+        # nvidia-container-cli lower-cases CUDA's string ("cuda error: no cuda-capable device is detected")
+        triggers=("cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE", "no cuda-capable device is detected"),
+        variants=(r"cudaErrorNoDevice\b", r"CUDA_ERROR_NO_DEVICE\b", r"no cuda-capable device is detected"),
         meaning="the program sees no GPU at all",
         cause=(
             "in a container: the GPUs were not given to it (no --gpus / nvidia runtime, NVIDIA_VISIBLE_DEVICES "
             "empty or void, no nvidia.com/gpu request); on the node: the driver is not loaded or "
-            "CUDA_VISIBLE_DEVICES names no existing GPU"
+            "CUDA_VISIBLE_DEVICES names no existing GPU; on a GPU with MIG mode enabled CUDA sees only MIG "
+            "devices, so a job given no MIG instance (none created, or none assigned to the session) sees none"
         ),
         fix=(
             "request the GPUs (docker --gpus all, runtimeClassName: nvidia, resources.limits nvidia.com/gpu), "
@@ -207,7 +209,10 @@ MESSAGES: tuple[Message, ...] = (
         source=_RT + " (cudaErrorNoDevice = 100)",
         example="Failed to allocate device vector A (error code no CUDA-capable device is detected)!",
         example_source="https://github.com/NVIDIA/gpu-operator/issues/253",
-        causes=("gpu.container-runtime", "gpu.driver-not-loaded"),
+        causes=("gpu.container-runtime", "gpu.driver-not-loaded", "gpu.mig-config"),
+        notes=(
+            "MIG: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/index.html (CUDA device enumeration)",
+        ),
     ),
     Message(
         code="CUDA107",
@@ -269,6 +274,7 @@ MESSAGES: tuple[Message, ...] = (
             "/opt/conda/conda-bld/pytorch_1573049306803/work/aten/src/THC/THCGeneral.cpp:50"
         ),
         example_source="https://github.com/pytorch/pytorch/issues/31179",
+        causes=("gpu.suspend-resume",),
         role="symptom",
         confidence=0.6,
     ),
@@ -296,6 +302,7 @@ MESSAGES: tuple[Message, ...] = (
         source=_RT + " (cudaErrorDevicesUnavailable = 46)",
         example="'CUDA-capable device(s) is/are busy or unavailable'",
         example_source="https://github.com/scitix/sichek/issues/51",
+        causes=("gpu.compute-mode",),
         role="symptom",
         confidence=0.6,
     ),
@@ -438,5 +445,72 @@ MESSAGES: tuple[Message, ...] = (
         notes=(
             "cudaGetErrorString(cudaErrorTooManyPeers) = 'peer mapping resources exhausted' (CUDA_ERROR_TOO_MANY_PEERS = 711)",
         ),
+    ),
+    Message(
+        code="CUDA114",
+        name="cuda-launch-timeout",
+        title="CUDA error 702: the launch timed out (the display watchdog killed a long kernel)",
+        pattern=r"the launch timed out and was terminated",
+        trigger="the launch timed out and was terminated",
+        triggers=("cudaErrorLaunchTimeout", "CUDA_ERROR_LAUNCH_TIMEOUT"),
+        variants=(r"cudaErrorLaunchTimeout\b", r"CUDA_ERROR_LAUNCH_TIMEOUT\b"),
+        meaning="a kernel ran longer than the device's run-time limit and the driver terminated it",
+        cause=(
+            "the GPU also drives a display (an X server or desktop runs on it), so the driver's watchdog "
+            '("Run time limit on kernels: Yes" in deviceQuery) ends any kernel that runs for more than a few '
+            "seconds; the context is unusable afterwards"
+        ),
+        fix=(
+            "run compute on a GPU that drives no display (stop X on it, or use another GPU), or split the work "
+            "into shorter kernels; on Windows raise the TDR delay"
+        ),
+        verify=(
+            "nvidia-smi --query-gpu=index,display_active,display_mode --format=csv",
+            "deviceQuery | grep -i 'run time limit'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_RT + " (cudaErrorLaunchTimeout = 702: 'the launch timed out and was terminated'); " + _DRV,
+        example=(
+            "'ret = cudaEventQuery( event.m_spEventImpl->m_CudaEvent)' returned error  : 'cudaErrorLaunchTimeout': "
+            "'the launch timed out and was terminated'!"
+        ),
+        example_source="https://github.com/ComputationalRadiationPhysics/picongpu/issues/2704",
+        causes=("gpu.display-watchdog",),
+    ),
+    Message(
+        code="CUDA115",
+        name="cuda-invalid-device",
+        title="CUDA error 101: invalid device (no such ordinal, or the GPU's compute mode refuses a context)",
+        # the enum names only: the runtime's string "invalid device ordinal" is the PyTorch catalogue's
+        pattern=r"CUDA_ERROR_INVALID_DEVICE\b",
+        trigger="CUDA_ERROR_INVALID_DEVICE",
+        triggers=("cudaErrorInvalidDevice",),
+        variants=(r"cudaErrorInvalidDevice\b",),
+        meaning=(
+            "the device the program asked for is not a valid CUDA device, or the requested action (creating a "
+            "context) is invalid for it"
+        ),
+        cause=(
+            "the GPU is in Exclusive_Process / Exclusive_Thread or Prohibited compute mode and another context "
+            "holds it (or none may be created), or the program names a device index beyond the visible GPUs "
+            "(CUDA_VISIBLE_DEVICES)"
+        ),
+        fix=(
+            "check the compute mode (nvidia-smi -q -d COMPUTE) and set DEFAULT where the GPU is shared "
+            "(nvidia-smi -c DEFAULT), or ask the scheduler for the GPU; check the device index against "
+            "CUDA_VISIBLE_DEVICES"
+        ),
+        verify=("nvidia-smi -q -d COMPUTE", "echo $CUDA_VISIBLE_DEVICES"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_DRV + " (CUDA_ERROR_INVALID_DEVICE = 101; cuCtxCreate and compute modes)",
+        example=(
+            "exception: Error initializing Context: CUDA_ERROR_INVALID_DEVICE (101) at "
+            "/home/stanford/pande/users/rmcgibbo/projects/openmm/platforms/cuda/src/CudaContext.cpp:167"
+        ),
+        example_source="https://github.com/openmm/openmm/issues/1203",
+        causes=("gpu.compute-mode",),
+        confidence=0.8,
     ),
 )

@@ -207,4 +207,93 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/dcgm-exporter/issues/33",
         causes=("gpu.container-runtime",),
     ),
+    Message(
+        code="NVCTK105",
+        name="container-cli-file-exists",
+        title="nvidia-container-cli cannot mount a driver file: the image already has a file at that path",
+        # libnvidia-container's mount code: "file creation failed: <path>" + strerror (EEXIST)
+        pattern=r"file creation failed: (?P<path>/[^:\s]{1,1000}): file exists",
+        trigger="file creation failed: ",
+        meaning="the runtime hook tried to bind-mount a host driver file into the container and found a file there",
+        cause=(
+            "the image ships NVIDIA driver files (nvidia-smi, libcuda.so.1, libnvidia-ml.so.1) at the paths "
+            "where the container toolkit mounts the host's driver: an image built with a driver installed, or "
+            "one committed from a running GPU container"
+        ),
+        fix="remove the driver files from the image (build it from a CUDA base image without a driver) and rebuild",
+        verify=(
+            "docker run --rm --entrypoint ls <image> -l /usr/bin/nvidia-smi /usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC + " (src/nvc_mount.c: mount_files, 'file creation failed')",
+        example=(
+            "ount error: file creation failed: /var/lib/docker/overlay2/bd4f3570d4eb99d9df1117bd3751a00c8c0eb63429e65eba2a196c6c543cc52f"
+            '/merged/usr/bin/nvidia-smi: file exists\\\\n\\""": unknown'
+        ),
+        example_source="https://github.com/NVIDIA/nvidia-docker/issues/825",
+        causes=("gpu.container-runtime",),
+        subject="{path}",
+    ),
+    Message(
+        code="NVCTK106",
+        name="gpu-device-node-missing",
+        title="A GPU device node (/dev/nvidiaN) does not exist where the program runs",
+        # coreutils ls/stat: "cannot access '<file>': No such file or directory"
+        pattern=r"cannot (?:access|stat) '?(?P<dev>/dev/nvidia(?:\d{1,3}|ctl|-uvm))'?: No such file or directory",
+        trigger="/dev/nvidia",
+        meaning="the device file of a GPU is absent in this job's or container's /dev",
+        cause=(
+            "the container or job was given other GPUs than it was told about: the device nodes the runtime "
+            "(enroot/pyxis, nvidia-container-toolkit) created and CUDA_VISIBLE_DEVICES disagree, because the "
+            "scheduler does not constrain devices (Slurm cgroup.conf without ConstrainDevices=yes) or the "
+            "runtime was not configured for GPUs; on a bare node, the driver has not created the nodes"
+        ),
+        fix=(
+            "let the scheduler bind GPUs through cgroups (Slurm: ConstrainDevices=yes in cgroup.conf and "
+            "gres.conf File=/dev/nvidia*), start containers with the NVIDIA runtime; on a node run "
+            "nvidia-modprobe or load the driver"
+        ),
+        verify=(
+            "ls -l /dev/nvidia*",
+            "echo $CUDA_VISIBLE_DEVICES",
+            "grep -i ConstrainDevices /etc/slurm/cgroup.conf",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://slurm.schedmd.com/cgroup.conf.html#OPT_ConstrainDevices; " + _CTK,
+        example="/usr/bin/ls: cannot access '/dev/nvidia0': No such file or directory",
+        example_source="https://github.com/NVIDIA/pyxis/issues/47",
+        causes=("gpu.container-runtime", "gpu.driver-not-loaded"),
+        subject="{dev}",
+        confidence=0.7,
+    ),
+    Message(
+        code="GPUOP101",
+        name="driver-container-driver-in-use",
+        title="The GPU operator's driver container cannot unload the host's NVIDIA driver (it is in use)",
+        pattern=r"Could not unload NVIDIA driver kernel modules, driver is in use",
+        trigger="Could not unload NVIDIA driver kernel modules",
+        meaning="the driver container (nvidia-driver-daemonset) stops: an NVIDIA driver is loaded and used on the host",
+        cause=(
+            "the host already has an NVIDIA driver installed and loaded (from packages or a .run file), or a "
+            "process holds it (nvidia-persistenced, Xorg, DCGM, a GPU container); the operator's driver "
+            "container must unload it to install its own"
+        ),
+        fix=(
+            "either use the host's driver (install the operator with driver.enabled=false) or remove the host "
+            "driver packages and reboot so the driver container installs its own"
+        ),
+        verify=(
+            "lsmod | grep nvidia",
+            "cat /proc/driver/nvidia/version",
+            "kubectl logs -n gpu-operator -l app=nvidia-driver-daemonset",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://gitlab.com/nvidia/container-images/driver (nvidia-driver: _unload_driver); https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/troubleshooting.html",
+        example="Could not unload NVIDIA driver kernel modules, driver is in use",
+        example_source="https://github.com/NVIDIA/gpu-operator/issues/126",
+        causes=("gpu.operator-driver",),
+    ),
 )

@@ -597,4 +597,40 @@ MESSAGES: tuple[Message, ...] = (
         detail="({wps} writes/s)",
         confidence=0.3,
     ),
+    Message(
+        code="ETCD119",
+        name="etcd-v2-client-cluster-unavailable",
+        title="etcdctl (v2 API) reached no member: 'etcd cluster is unavailable or misconfigured'",
+        # client/v2 client.go: ErrClusterUnavailable, printed with each endpoint's error ("error #0: ...");
+        # etcdctl v2 cluster-health first prints "cluster may be unhealthy: failed to list members"
+        pattern=r"etcd cluster is unavailable or misconfigured(?:; error #0: (?P<why>[^\n]{1,200}))?",
+        trigger="etcd cluster is unavailable or misconfigured",
+        meaning="the v2 client tried every endpoint and none answered its request",
+        cause=(
+            "the client cannot talk to the members it was given: its TLS settings do not match the "
+            "members' (http:// to a member that serves only TLS never gets a response header, or the "
+            "certificates are invalid for that CA/host), the endpoints are wrong (the default "
+            "127.0.0.1:2379 and :4001 where etcd listens elsewhere), or every member is down"
+        ),
+        fix=(
+            "use the members' client URLs with https:// and --ca-file/--cert-file/--key-file of the "
+            "cluster's CA (v3: --cacert/--cert/--key), check the certificates' SANs cover the endpoint, and "
+            "check each member runs (systemctl status etcd)"
+        ),
+        verify=(
+            "etcdctl --endpoints https://<member>:2379 --cacert ca.pem --cert c.pem --key k.pem endpoint health",
+            "openssl x509 -in <member cert> -noout -text | grep -A1 'Subject Alternative Name'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_ETCD}/release-3.4/client/client.go (ErrClusterUnavailable); etcdctl/ctlv2/command/cluster_health.go",
+        example=(
+            "error: client: etcd cluster is unavailable or misconfigured; error #0: client: endpoint "
+            "http:/127.0.0.1:2379 exceeded header timeout"
+        ),
+        example_source="https://github.com/kelseyhightower/kubernetes-the-hard-way/issues/223",
+        causes=("etcd.tls", "etcd.client-config", "etcd.member-down"),
+        detail="({why})",
+        confidence=0.7,
+    ),
 )

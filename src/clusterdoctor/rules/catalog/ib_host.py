@@ -254,4 +254,130 @@ MESSAGES: tuple[Message, ...] = (
         role="symptom",
         confidence=0.5,
     ),
+    Message(
+        code="IB159",
+        name="nvshmem-no-peermem",
+        title="NVSHMEM skips its InfiniBand transport: no GPU peer-memory module (nvidia_peermem) is loaded",
+        pattern=r"neither nv_peer_mem, or nvidia_peermem detected",
+        trigger="neither nv_peer_mem, or nvidia_peermem detected",
+        meaning=(
+            "NVSHMEM's ibrc/ibgda transport needs the HCA to reach GPU memory; it found no peer-memory module "
+            "and skipped the transport, so no inter-node NVSHMEM traffic is possible"
+        ),
+        cause=(
+            "the nvidia-peermem kernel module (or the legacy nv_peer_mem) is not loaded on the node, or it "
+            "failed to load against the running RDMA core; DMA-BUF was not usable either"
+        ),
+        fix=(
+            "modprobe nvidia-peermem (the GPU operator: driver.rdma.enabled=true) and make it load at boot; or "
+            "use a kernel and driver where DMA-BUF works (NVSHMEM_IB_ENABLE_DMABUF)"
+        ),
+        verify=("lsmod | grep -E 'nvidia_peermem|nv_peer_mem'", "modprobe nvidia-peermem && dmesg | tail"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/nvshmem/release-notes-install-guide/install-guide/abstract.html "
+        "(NVSHMEM ibrc transport: src/modules/transport/ibrc/ibrc.cpp)",
+        example="neither nv_peer_mem, or nvidia_peermem detected. Skipping transport.",
+        example_source="https://github.com/deepseek-ai/DeepEP/pull/151",
+        causes=("rdma.driver-or-module",),
+    ),
+    Message(
+        code="IB160",
+        name="gpu-mr-register-failed",
+        title="A verbs program could not register GPU memory with the HCA (Couldn't register GPU MR)",
+        pattern=r"Couldn't register GPU MR",
+        trigger="Couldn't register GPU MR",
+        meaning="ibv_reg_mr on a cudaMalloc buffer failed: the HCA cannot map GPU memory",
+        cause=(
+            "GPUDirect RDMA is not available: the nvidia-peermem (nv_peer_mem) module is not loaded or was "
+            "built against another RDMA core, or the GPU does not support peer mappings"
+        ),
+        fix="load nvidia-peermem (modprobe nvidia-peermem; rebuild it after installing MLNX_OFED) and retry",
+        verify=("lsmod | grep -E 'nvidia_peermem|nv_peer_mem'", "dmesg | grep -i peer"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/Mellanox/gpu_direct_rdma_access (gpu_direct_rdma_access.c: ibv_reg_mr of the GPU buffer)",
+        example="Couldn't register GPU MR",
+        example_source="https://github.com/Mellanox/gpu_direct_rdma_access/issues/5",
+        causes=("rdma.driver-or-module",),
+        confidence=0.8,
+    ),
+    Message(
+        code="IB161",
+        name="ompi-create-cq-failed",
+        title="Open MPI could not create a verbs completion queue of the size it asked for",
+        # help-mpi-btl-openib.txt [init-fail-create-q]: "Failed to create a completion queue (CQ):"
+        # ... "Requested CQE: %d" "Error: %s" "Check the CQE attribute."
+        pattern=r"Failed to create a completion queue \(CQ\)",
+        trigger="Failed to create a completion queue (CQ)",
+        meaning="ibv_create_cq failed when Open MPI (openib BTL, or UCX under it) set up its queues",
+        cause=(
+            "the requested CQ depth is larger than the device allows (max_cqe in ibv_devinfo -v), or the "
+            "driver ran out of memory for it (locked-memory limit, too many queues per process)"
+        ),
+        fix=(
+            "lower the CQ size (btl_openib_cq_size, UCX_RC_TX_CQ_LEN/UCX_RC_RX_QUEUE_LEN) to at most max_cqe; "
+            "check ulimit -l is unlimited"
+        ),
+        verify=("ibv_devinfo -v | grep max_cqe", "ulimit -l"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/open-mpi/ompi/blob/v4.1.x/opal/mca/btl/openib/help-mpi-btl-openib.txt "
+        "([init-fail-create-q])",
+        example="Failed to create a completion queue (CQ):",
+        example_source="https://github.com/openucx/ucx/issues/551",
+        causes=("rdma.resource-limit",),
+    ),
+    Message(
+        code="IB162",
+        name="vma-mem-reg-failed",
+        title="libvma could not register its buffer pool with the HCA (low MTT entries)",
+        pattern=r"Failure in mem_reg: [^\n]{0,300}?ibv_dev=(?P<hca>\w{1,32})",
+        trigger="Failure in mem_reg: ",
+        meaning="registering VMA's buffer memory (ibv_reg_mr) failed on the device",
+        cause=(
+            "the HCA driver's memory translation table is too small for the memory VMA registers (mlx4: "
+            "log_num_mtt / log_mtts_per_seg), or the locked-memory limit is below it"
+        ),
+        fix=(
+            "raise the MTT size (mlx4_core log_num_mtt, log_mtts_per_seg in /etc/modprobe.d and reload), lower "
+            "VMA's buffer counts (VMA_RX_BUFS, VMA_TX_BUFS), and set ulimit -l unlimited"
+        ),
+        verify=("cat /sys/module/mlx4_core/parameters/log_num_mtt", "ulimit -l"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/Mellanox/libvma/blob/master/README.txt (low MTT entries); "
+        "src/vma/dev/ib_ctx_handler_collection.cpp",
+        example=(
+            " VMA WARNING: ib_ctx_collection89:mem_reg_on_all_devices() Failure in mem_reg: addr=0x2aaaab200000, "
+            "length=372800063, mr_pos=0, mr_array[mr_pos]=0, dev=0x74a540, ibv_dev=mlx4_0"
+        ),
+        example_source="https://github.com/Mellanox/libvma/issues/27",
+        causes=("rdma.resource-limit",),
+        subject="{hca}",
+    ),
+    Message(
+        code="IB163",
+        name="vma-low-mtt",
+        title="libvma: registering memory failed, 'This might happen due to low MTT entries'",
+        pattern=r"Failed registering memory, This might happen due to low MTT entries",
+        trigger="This might happen due to low MTT entries",
+        meaning="VMA's buffer pool could not be registered with the HCA; VMA names the MTT size as the usual reason",
+        cause=(
+            "the HCA driver's memory translation table is too small for the memory VMA registers (mlx4: "
+            "log_num_mtt / log_mtts_per_seg), or the locked-memory limit is below it"
+        ),
+        fix="raise the MTT size (mlx4_core log_num_mtt, log_mtts_per_seg), lower VMA_RX_BUFS/VMA_TX_BUFS, ulimit -l unlimited",
+        verify=("cat /sys/module/mlx4_core/parameters/log_num_mtt", "ulimit -l"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/Mellanox/libvma/blob/master/README.txt (low MTT entries); src/vma/dev/buffer_pool.cpp",
+        example=(
+            " VMA WARNING: bpool[0x754840]:269:register_memory() Failed registering memory, This might happen due "
+            "to low MTT entries. Please refer to README.txt for more info"
+        ),
+        example_source="https://github.com/Mellanox/libvma/issues/27",
+        causes=("rdma.resource-limit",),
+        confidence=0.8,
+    ),
 )

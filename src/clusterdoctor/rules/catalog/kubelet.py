@@ -499,6 +499,7 @@ MESSAGES: tuple[Message, ...] = (
         example="Unable to connect to the server: x509: certificate signed by unknown authority",
         example_source="https://github.com/kubernetes/kubernetes/issues/24586",
         context=_NOT_ETCD,
+        causes=("k8s.tls-ca-mismatch",),
         confidence=0.7,
     ),
     Message(
@@ -689,5 +690,93 @@ MESSAGES: tuple[Message, ...] = (
         causes=("k8s.volume-mount",),
         subject="volume {volume}",
         detail="({why})",
+    ),
+    Message(
+        code="KUBELET122",
+        name="container-oomkilled",
+        title="a container was OOMKilled: it reached its memory limit (kubectl describe, container state)",
+        # kubectl describe prints the container's State / Last State with "Reason:" from the CRI status;
+        # the kubelet/runtime set reason "OOMKilled" when the kernel's memcg OOM killer ended it
+        pattern=r"^\s{0,16}Reason:\s{1,30}OOMKilled\b",
+        trigger="OOMKilled",
+        meaning="the container's last run ended because the kernel's OOM killer killed it at its memory cgroup limit",
+        cause=(
+            "the container uses more memory than resources.limits.memory (a default limit from a chart or a "
+            "LimitRange that is too small, the workload grew, a leak); it restarts and loops into "
+            "CrashLoopBackOff"
+        ),
+        fix="raise the container's memory limit to its peak use (kubectl top pod, the cgroup's memory.peak) or make it use less",
+        verify=(
+            "kubectl describe pod <pod> | grep -B2 -A6 'Last State'",
+            "kubectl top pod <pod> --containers",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://kubernetes.io/docs/tasks/configure-pod-container/assign-memory-resource/ "
+        "(OOMKilled); kubernetes staging/src/k8s.io/kubectl/pkg/describe/describe.go (describeContainerState)",
+        example="  Reason:       OOMKilled",
+        example_source="https://github.com/Azure/azure-service-operator/issues/298",
+        causes=("k8s.oom-killed",),
+    ),
+    Message(
+        code="KUBELET123",
+        name="node-cgroup-controller-missing",
+        title="the kubelet (or k3s) cannot start: a cgroup controller it needs is not in the kernel",
+        # k3s pkg/agent (cgroup check): "failed to find memory cgroup, you may need to add ..."; the kubelet's
+        # container_manager_linux.go validateSystemRequirements: "system validation failed - Following
+        # Cgroup subsystem not mounted: [memory]"
+        pattern=r"failed to find (?P<ctrl>memory|cpuset|cpu|pids) cgroup",
+        trigger="failed to find ",
+        triggers=("Following Cgroup subsystem not mounted",),
+        variants=(r"Following Cgroup subsystem not mounted: \[(?P<ctrl2>[\w ]{1,60})\]",),
+        meaning="the node agent stops at start-up: the kernel offers no cgroup controller it must use to limit pods",
+        cause=(
+            "the controller is disabled on the kernel command line (Raspberry Pi OS: no cgroup_memory=1 "
+            "cgroup_enable=memory) or the kernel was built without it (absent from /proc/cgroups)"
+        ),
+        fix=(
+            "enable it on the kernel command line (cgroup_enable=memory cgroup_memory=1, /boot/cmdline.txt on a "
+            "Pi) and reboot; if /proc/cgroups still lacks it, install a kernel built with the controller"
+        ),
+        verify=("cat /proc/cgroups", "cat /proc/cmdline", "mount | grep cgroup"),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source="https://github.com/k3s-io/k3s/blob/master/pkg/agent/run.go (cgroup check); "
+        + _K8S
+        + "/master/pkg/kubelet/cm/container_manager_linux.go (validateSystemRequirements)",
+        example=(
+            'Jul 23 18:27:01 pi-kub1 k3s[763]: time="2020-07-23T18:27:01.047449579+01:00" level=fatal '
+            'msg="failed to find memory cgroup, you may need to add \\"cgroup_memory=1 cgroup_enable=memory\\" '
+            'to your linux cmdline (/boot/cmdline.txt on a Raspberry Pi)"'
+        ),
+        example_source="https://github.com/Hexxeh/rpi-firmware/issues/234",
+        causes=("node.cgroup-missing",),
+        detail="({ctrl})",
+    ),
+    Message(
+        code="KUBELET124",
+        name="kubeadm-certs-expired",
+        title="kubeadm certs check-expiration: certificates have expired (residual time <invalid>)",
+        # cmd/kubeadm/app/cmd/certs.go prints each certificate's residual time with
+        # duration.ShortHumanDuration, which is "<invalid>" for a negative duration (already expired)
+        pattern=r"^(?P<cert>[\w.\-]{1,64}) {1,60}\w{3} \d{1,2}, \d{4} \d\d:\d\d UTC {1,60}<invalid>",
+        trigger="<invalid>",
+        meaning="the certificate's expiry date has passed: every client using it fails TLS (x509: certificate has expired)",
+        cause=(
+            "the control plane's kubeadm certificates (one-year validity) were not renewed: no control-plane "
+            "upgrade within a year and no kubeadm certs renew"
+        ),
+        fix=(
+            "kubeadm certs renew all on each control-plane node, restart the static pods (kube-apiserver, "
+            "controller-manager, scheduler, etcd), and copy the new admin.conf to ~/.kube/config"
+        ),
+        verify=("kubeadm certs check-expiration",),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_CERTS_DOC + "; " + _K8S + "/master/cmd/kubeadm/app/cmd/certs.go",
+        example="apiserver                  Jul 18, 2024 08:22 UTC   <invalid>       ca                      no",
+        example_source="https://github.com/apache/cloudstack/issues/9418",
+        causes=("k8s.cert-expired",),
+        detail="({cert})",
     ),
 )

@@ -288,4 +288,32 @@ MESSAGES: tuple[Message, ...] = (
         subject="{prog}",
         confidence=0.8,
     ),
+    Message(
+        code="NVML110",
+        name="nvml-blocked-by-os",
+        title="NVML: GPU access blocked by the operating system (cgroups, or a GPU-PV guest)",
+        pattern=r"GPU access blocked by the operating system",
+        trigger="GPU access blocked by the operating system",
+        triggers=("NVML_ERROR_OPERATING_SYSTEM", "NVMLError_OperatingSystem"),
+        variants=(r"NVML_ERROR_OPERATING_SYSTEM\b", r"NVMLError_OperatingSystem\b"),
+        meaning="NVML could not open the GPU's control device: the operating system refused it (NVML_ERROR_OPERATING_SYSTEM = 20)",
+        cause=(
+            "in a WSL2 or Hyper-V GPU-PV guest the host's paravirtual GPU is not offered to this guest or its "
+            "driver files (/usr/lib/wsl) do not match the host's driver; in a container the cgroup device rules "
+            "deny the /dev/nvidia* nodes"
+        ),
+        fix=(
+            "in a GPU-PV guest: assign the GPU partition to the VM on the host and copy the host driver's "
+            "/usr/lib/wsl files of the same version into the guest; in a container: run it with the NVIDIA "
+            "runtime so that its device rules allow the GPUs"
+        ),
+        verify=("ls -l /dev/dxg /dev/nvidia* 2>&1", "nvidia-smi -L"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_NVML_H
+        + " (NVML_ERROR_OPERATING_SYSTEM = 20: 'The GPU control device has been blocked by the operating system/cgroups')",
+        example="Failed to initialize NVML: GPU access blocked by the operating system",
+        example_source="https://github.com/staralt/dxgkrnl-dkms/issues/7",
+        causes=("gpu.gpu-pv", "gpu.container-runtime"),
+    ),
 )

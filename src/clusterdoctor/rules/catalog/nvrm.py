@@ -278,4 +278,62 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/open-gpu-kernel-modules/issues/526",
         causes=("gpu.driver-not-loaded",),
     ),
+    Message(
+        code="NVRM106",
+        name="nvrm-gsp-firmware-missing",
+        title="The NVIDIA driver finds no GSP firmware of its own version: the GPU is not initialised",
+        # the kernel's firmware loader names the file ("nvidia <pci>: Direct firmware load for
+        # nvidia/<version>/gsp_<chip>.bin failed with error -2"); the driver then says RmFetchGspRmImages
+        pattern=r"nvidia (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.\d: Direct firmware load for nvidia/(?P<version>[\d.]{3,20})/gsp_\w{1,20}\.bin failed",
+        trigger="Direct firmware load for nvidia/",
+        meaning="the kernel module needs the GSP firmware file of its own version and /lib/firmware/nvidia has none",
+        cause=(
+            "the kernel module and the driver's firmware/user-space packages are of different versions (an "
+            "image or package update shipped a new user space and firmware but left an older module, or the "
+            "reverse), or the firmware package is not installed; RmInitAdapter then fails on the GPU"
+        ),
+        fix=(
+            "install kernel module, firmware and user space from one driver release (the firmware lives in "
+            "/lib/firmware/nvidia/<version>/), then reload the modules or reboot"
+        ),
+        verify=(
+            "modinfo nvidia | grep ^version",
+            "ls /lib/firmware/nvidia/",
+            "cat /proc/driver/nvidia/version",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source=_OGKM
+        + "kernel-open/nvidia/nv.c (nv_get_firmware, request_firmware of nvidia/<version>/gsp_*.bin)",
+        example=(
+            "[   23.991660] nvidia 0000:07:00.0: Direct firmware load for nvidia/570.144/gsp_ga10x.bin failed with error -2"
+        ),
+        example_source="https://github.com/ublue-os/bazzite/issues/2668",
+        causes=("gpu.driver-mismatch",),
+        subject="GPU {pci}",
+        # it names the GPU and the reason its initialisation failed: before the API mismatch that a
+        # client's connection prints for the same version skew
+        confidence=0.95,
+    ),
+    Message(
+        code="NVRM107",
+        name="nvrm-gsp-image-not-found",
+        title="The NVIDIA driver found no GSP firmware image (RmFetchGspRmImages)",
+        pattern=r"RmFetchGspRmImages: No firmware image found",
+        trigger="RmFetchGspRmImages: No firmware image found",
+        meaning="the driver could not load the GSP firmware the GPU needs, so it cannot initialise the GPU",
+        cause=(
+            "the firmware files of the loaded module's version are missing from /lib/firmware/nvidia/<version>/: "
+            "module and firmware/user-space packages of different releases, or no firmware package installed"
+        ),
+        fix="install the kernel module and its firmware from one driver release, then reload the modules or reboot",
+        verify=("modinfo nvidia | grep ^version", "ls /lib/firmware/nvidia/"),
+        severity=Severity.CRITICAL,
+        action=Action.REBOOT_NODE,
+        source=_OGKM + "src/nvidia/arch/nvalloc/unix/src/osinit.c (RmFetchGspRmImages)",
+        example="[   23.991667] NVRM: RmFetchGspRmImages: No firmware image found",
+        example_source="https://github.com/ublue-os/bazzite/issues/2668",
+        causes=("gpu.driver-mismatch",),
+        confidence=0.85,
+    ),
 )
