@@ -18,6 +18,29 @@ from clusterdoctor.rules.catalog import Message
 
 _FM = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 _CHECK = ("systemctl status nvidia-fabricmanager", "nvidia-smi -q | grep -A3 Fabric")
+# The fabric manager's SXid lines ("detected NVSwitch fatal|non-fatal error <SXid> on fid <f> on NVSwitch
+# pci bus id <bdf> physical id <n> port <p>"): one tail and one meaning for FABMGR106 and FABMGR108.
+_SXID_TAIL = (
+    r"pci bus id (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+    r"(?: physical id (?P<phys>\d{1,3}))?(?: port (?P<port>\d{1,3}))?"
+)
+_SXID_COMMON: dict = dict(
+    trigger="detected NVSwitch ",
+    meaning=(
+        "an NVSwitch reported an SXid error on one of its ports; a fatal one stops the port (and the GPUs' "
+        "NVLink traffic through it) until the GPUs and switches are reset; a non-fatal one was corrected"
+    ),
+    cause="a failing NVLink port, cable tray or NVSwitch, or a firmware fault; the SXid code names the unit",
+    fix=(
+        "drain the node; for a fatal SXid reset the GPUs and NVSwitches (or reboot) and run dcgmi diag -r 3; "
+        "if the same port recurs, service the baseboard"
+    ),
+    verify=(
+        "grep -E 'NVSwitch (fatal|non-fatal) error' /var/log/fabricmanager.log",
+        "nvidia-smi nvlink -s",
+        "dcgmi diag -r 3",
+    ),
+)
 
 MESSAGES: tuple[Message, ...] = (
     Message(
@@ -164,24 +187,9 @@ MESSAGES: tuple[Message, ...] = (
         # NVSwitch pci bus id <bdf> physical id <n> port <p>"
         pattern=(
             r"detected NVSwitch (?P<kind>fatal) error (?P<sxid>\d{1,6}) on fid \d{1,4} on NVSwitch "
-            r"pci bus id (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
-            r"(?: physical id (?P<phys>\d{1,3}))?(?: port (?P<port>\d{1,3}))?"
+            + _SXID_TAIL
         ),
-        trigger="detected NVSwitch ",
-        meaning=(
-            "an NVSwitch reported an SXid error on one of its ports; a fatal one stops the port (and the GPUs' "
-            "NVLink traffic through it) until the GPUs and switches are reset; a non-fatal one was corrected"
-        ),
-        cause="a failing NVLink port, cable tray or NVSwitch, or a firmware fault; the SXid code names the unit",
-        fix=(
-            "drain the node; for a fatal SXid reset the GPUs and NVSwitches (or reboot) and run dcgmi diag -r 3; "
-            "if the same port recurs, service the baseboard"
-        ),
-        verify=(
-            "grep -E 'NVSwitch (fatal|non-fatal) error' /var/log/fabricmanager.log",
-            "nvidia-smi nvlink -s",
-            "dcgmi diag -r 3",
-        ),
+        **_SXID_COMMON,
         severity=Severity.CRITICAL,
         action=Action.REBOOT_NODE,
         source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
@@ -231,24 +239,9 @@ MESSAGES: tuple[Message, ...] = (
         # NVSwitch pci bus id <bdf> physical id <n> port <p>"
         pattern=(
             r"detected NVSwitch (?P<kind>non-fatal) error (?P<sxid>\d{1,6}) on fid \d{1,4} on NVSwitch "
-            r"pci bus id (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
-            r"(?: physical id (?P<phys>\d{1,3}))?(?: port (?P<port>\d{1,3}))?"
+            + _SXID_TAIL
         ),
-        trigger="detected NVSwitch ",
-        meaning=(
-            "an NVSwitch reported an SXid error on one of its ports; a fatal one stops the port (and the GPUs' "
-            "NVLink traffic through it) until the GPUs and switches are reset; a non-fatal one was corrected"
-        ),
-        cause="a failing NVLink port, cable tray or NVSwitch, or a firmware fault; the SXid code names the unit",
-        fix=(
-            "drain the node; for a fatal SXid reset the GPUs and NVSwitches (or reboot) and run dcgmi diag -r 3; "
-            "if the same port recurs, service the baseboard"
-        ),
-        verify=(
-            "grep -E 'NVSwitch (fatal|non-fatal) error' /var/log/fabricmanager.log",
-            "nvidia-smi nvlink -s",
-            "dcgmi diag -r 3",
-        ),
+        **_SXID_COMMON,
         severity=Severity.WARNING,
         action=Action.OBSERVE,
         source="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html",
