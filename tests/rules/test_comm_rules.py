@@ -420,3 +420,9 @@ def _ev(finding, description: str):
     """The finding's evidence with this description (exactly one)."""
     (e,) = [e for e in finding.evidence if e.description == description]
     return e
+
+
+def test_rising_curve_without_plateau_has_no_outlier_row() -> None:
+    # dev case ok-nccl-011: sizes up to 32 MiB, busbw still climbing (3 -> 300 GB/s): not an outlier
+    path = TEST_DATA / "incidents" / "ok-nccl-011" / "paste.txt"
+    assert "COMM005" not in _ids(_run(load_comm_observations(str(path))))

@@ -335,6 +335,17 @@ def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             )
 
 
+def _best_below(run: Any, row: Any, label: str) -> float:
+    """The highest busbw (out-of-place or in-place, as ``label``) of the run's rows smaller than ``row``;
+    infinity when there is none (the row is then judged against the median alone)."""
+    best = 0.0
+    for r in run.rows:
+        m = r.out_of_place if label == "out-of-place" else r.in_place
+        if r.size_bytes < row.size_bytes and m.busbw_gbs:
+            best = max(best, m.busbw_gbs)
+    return best if best > 0 else float("inf")
+
+
 @rule(
     id="COMM005",
     name="nccl-tests-unstable-row",
@@ -359,9 +370,17 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
         vals = sorted(v for r in rows for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v)
         if len(vals) >= 3:
             med = vals[len(vals) // 2]
+            low = 1 - float(ROW_OUTLIER.value)
             for r in rows:
                 for label, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place)):
-                    if m.busbw_gbs and m.busbw_gbs < (1 - float(ROW_OUTLIER.value)) * med:
+                    # busbw never falls as the size grows on a steady link: a row below the median of
+                    # rows still climbing to the plateau (no size >= 256 MiB in the run) is no outlier
+                    # unless a smaller size ran faster
+                    if (
+                        m.busbw_gbs
+                        and m.busbw_gbs < low * med
+                        and m.busbw_gbs < low * _best_below(run, r, label)
+                    ):
                         yield nccl_tests_outlier.finding(
                             f"{label} row at {r.size_bytes} B ran at {m.busbw_gbs} GB/s, "
                             f"{(1 - m.busbw_gbs / med) * 100:.0f}% below the run's median {med:.2f} GB/s.",

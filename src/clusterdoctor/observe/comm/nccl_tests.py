@@ -287,10 +287,20 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
     return parse_nccl_tests(text, str(p))
 
 
+# nccl-tests' names (src/common.cu test_typenames, test_opnames; "none" for collectives without an op)
+_TYPES = rb"(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2)"
+_OPS = rb"(?:sum|prod|max|min|avg|mulsum|none)"
 _SNIFF = re.compile(
     rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
     # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
     rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
+    # result rows pasted without the header (common.cu prints "%12li  %12li  %8s  %6s  %6i" then time,
+    # algbw, busbw, #wrong twice): two such rows in a row, with nccl-tests' own type and op names
+    rb"|(?m:(?:^[ \t]{0,16}\d{1,16}[ \t]{1,16}\d{1,16}[ \t]{1,16}"
+    + _TYPES
+    + rb"[ \t]{1,16}"
+    + _OPS
+    + rb"(?:[ \t]{1,16}-?\d{1,12})?(?:[ \t]{1,16}(?:[\d.]{1,16}(?:e[-+]\d{1,3})?|N/A)){6,8}[ \t]*\r?\n){2})"
 )
 
 
