@@ -460,3 +460,26 @@ def test_loopback_peer_is_not_the_firewall_entry() -> None:
     assert {h.code for h in scan_text(line, "p")} == {"NCCL121"}
     other = "socketStartConnect: Connect to 10.0.0.2<45763> failed : Software caused connection abort\n"
     assert {h.code for h in scan_text(other, "p")} == {"NCCL113"}
+
+
+@pytest.mark.parametrize(
+    "case,name,line",
+    [
+        # CuPy's NcclError behind vLLM's logger prefix (dev case nccl-051)
+        ("nccl-051", "paste.txt", 2),
+        # Caffe's glog CHECK_EQ(result, ncclSuccess), as pasted with Markdown underscores (dev case nccl-045)
+        ("nccl-045", "paste-2.txt", 1),
+    ],
+)
+def test_nccl_error_as_bindings_print_it(case: str, name: str, line: int) -> None:
+    text = (INCIDENTS / case / name).read_text()
+    hits = scan_text(text, name)
+    assert [h.code for h in hits] == ["NCCL124"] and hits[0].line == line
+
+
+def test_nccl_error_binding_names_and_codes() -> None:
+    # the other ncclResult_t names CuPy prints (nccl.pyx ERROR2), constructed in its format
+    for name, err in (("UNHANDLED_CUDA_ERROR", "unhandled cuda error"), ("INVALID_USAGE", "invalid usage")):
+        (hit,) = scan_text(f"cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_{name}: {err}\n", "x")
+        assert hit.code == "NCCL124" and dict(hit.groups)["name"] == name
+    assert not scan_text("NCCL_ERROR_SUCCESS: no error\n", "x")
