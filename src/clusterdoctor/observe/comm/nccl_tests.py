@@ -51,6 +51,8 @@ _COMM_RANK = re.compile(
     r"0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks \d{1,7} cudaDev (?P<dev>\d{1,4}) busId (?P<bus>[0-9a-fA-F]{1,16})",
     re.MULTILINE,
 )
+# the command that starts a test (behind a shell prompt, mpirun/srun ...): "./build/all_reduce_perf -b 8 ..."
+_COMMAND = re.compile(r"\b[a-z_]{2,20}_perf(?:_mpi)? {1,8}-{1,2}[a-zA-Z]")
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
 _WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
 _BINARY = re.compile(
@@ -105,6 +107,10 @@ class NcclTestsRun:
     # index in ``rows`` where each result table starts: a log of repeated runs holds several (a new one
     # at each column header line, or where the size falls back); [0] for one table
     table_starts: list[int] = field(default_factory=list)
+    # the paste is the test's command line and nothing after it: the run printed nothing at all
+    command_only: bool = False
+    command_line: int | None = None
+    command: str | None = None  # that line, as pasted
 
     def tables(self) -> list[list[TestRow]]:
         """The result tables, in order (one per run of the test in this output)."""
@@ -252,6 +258,21 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
     if m:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
+        if not run.headers and not run.ranks and run.avg_busbw_gbs is None:
+            commands = list(_COMMAND.finditer(text))
+            c = commands[-1] if commands else None
+            end = text.find("\n", c.end()) if c is not None else -1
+            if c is not None and (end < 0 or not text[end:].strip()):
+                # common.cu prints its '# nThread' header right after MPI_Init and an MPI_Allgather of
+                # the host names, before any NCCL call: no line at all means the run never got past MPI
+                run.command_only = True
+                run.command_line = text.count("\n", 0, c.start()) + 1
+                start = text.rfind("\n", 0, c.start()) + 1
+                run.command = text[start : end if end >= 0 else len(text)].strip()[:2000]
+                run.warnings.append(
+                    f"{path}: the nccl-tests command line and no output after it (not even its header)"
+                )
+                return run
         if not run.headers and not run.ranks:
             if run.avg_busbw_gbs is None or run.out_of_bounds is None:  # nccl-tests prints both lines
                 raise InputError("no nccl-tests result rows found", path)
