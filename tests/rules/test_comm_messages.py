@@ -483,3 +483,25 @@ def test_nccl_error_binding_names_and_codes() -> None:
         (hit,) = scan_text(f"cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_{name}: {err}\n", "x")
         assert hit.code == "NCCL124" and dict(hit.groups)["name"] == name
     assert not scan_text("NCCL_ERROR_SUCCESS: no error\n", "x")
+
+
+def test_elastic_failure_summary_exitcode() -> None:
+    # dev case nccl-054: torchrun's ChildFailedError summary, "  exitcode  : 1 (pid: 91)"
+    text = (INCIDENTS / "nccl-054" / "paste.txt").read_text()
+    hits = [h for h in scan_text(text, "paste.txt") if h.code == "TORCH106"]
+    assert [h.line for h in hits] == [21] and dict(hits[0].groups)["code"] == "1"
+    # the same summary line for SIGKILL stays TORCH105's (host OOM)
+    assert [h.code for h in scan_text("  exitcode  : -9 (pid: 3151)\n", "x")] == ["TORCH105"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch's "CUDA error: %s" with cudaGetErrorString of 716 and 715 (CUDA runtime API docs)
+        "RuntimeError: CUDA error: misaligned address",
+        "RuntimeError: CUDA error: an illegal instruction was encountered",
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+    ],
+)
+def test_other_kernel_faults_read_as_illegal_access(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH102"]

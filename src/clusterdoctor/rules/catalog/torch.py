@@ -66,8 +66,24 @@ MESSAGES: tuple[Message, ...] = (
         name="torch-cuda-illegal-memory-access",
         title="A CUDA kernel made an illegal memory access",
         pattern=r"(?:an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress)",
+        # the other kernel faults of the same kind (cudaGetErrorString: 715 "an illegal instruction was
+        # encountered", 716 "misaligned address"), in PyTorch's "CUDA error: %s" and by enum name
+        variants=(
+            r"CUDA error: (?:misaligned address|an illegal instruction was encountered)",
+            r"(?:CUDA_ERROR_MISALIGNED_ADDRESS|cudaErrorMisalignedAddress|CUDA_ERROR_ILLEGAL_INSTRUCTION"
+            r"|cudaErrorIllegalInstruction)\b",
+        ),
         trigger="illegal memory access",
-        triggers=("ILLEGAL_ADDRESS", "IllegalAddress"),
+        triggers=(
+            "ILLEGAL_ADDRESS",
+            "IllegalAddress",
+            "CUDA error: misaligned address",
+            "CUDA error: an illegal instruction",
+            "MISALIGNED_ADDRESS",
+            "MisalignedAddress",
+            "ILLEGAL_INSTRUCTION",
+            "IllegalInstruction",
+        ),
         meaning=(
             "a kernel read or wrote an address it may not (cudaErrorIllegalAddress, 700); the CUDA context is "
             "now unusable and every later CUDA call in the process fails"
@@ -177,7 +193,11 @@ MESSAGES: tuple[Message, ...] = (
         name="torch-elastic-worker-failed",
         title="A worker process failed (its own traceback holds the cause)",
         pattern=r"failed \(exitcode: (?!-9\))(?P<code>-?\d{1,4})\) local_rank: (?P<local_rank>\d{1,5})",
+        # the ChildFailedError summary (elastic/multiprocessing/errors/__init__.py _FAILURE_FORMAT_TEMPLATE:
+        # "  exitcode  : ${exitcode} (pid: ${pid})"); -9 is TORCH105's
+        variants=(r"exitcode  : (?!-9 )(?P<code>-?\d{1,4}) \(pid: (?P<pid>\d{1,10})\)",),
         trigger="failed (exitcode:",
+        triggers=("exitcode  : ",),
         meaning="torchrun's agent saw a worker exit with an error and stopped the others",
         cause=(
             "the worker raised an exception or crashed (exit 1: a Python error; -6/-11: an abort or segfault "
