@@ -505,3 +505,9 @@ def test_elastic_failure_summary_exitcode() -> None:
 )
 def test_other_kernel_faults_read_as_illegal_access(line: str) -> None:
     assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH102"]
+
+
+def test_ddp_marked_ready_twice() -> None:
+    # a real line (pytorch/pytorch#43259, a comment of 2025-11-16), Markdown bold as pasted
+    line = "[rank5]: **RuntimeError: Expected to mark a variable ready only once**. This error is caused by"
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH120"]

@@ -600,4 +600,43 @@ MESSAGES: tuple[Message, ...] = (
             "storeKey, ') got error: ' ('retreiving' and 'got exception' before 2.0)",
         ),
     ),
+    Message(
+        code="TORCH120",
+        name="torch-ddp-unused-parameters",
+        title="DDP's reducer found parameters that took no part in the loss (or were marked ready twice)",
+        pattern=r"Expected to have finished reduction in the prior iteration before starting a new one",
+        variants=(r"Expected to mark a variable ready only once",),
+        trigger="Expected to have finished reduction in the prior iteration",
+        triggers=("Expected to mark a variable ready only once",),
+        meaning=(
+            "DistributedDataParallel's reducer waits for a gradient of every parameter each iteration; some "
+            "never arrived (the previous reduction did not finish), or one arrived twice in one iteration"
+        ),
+        cause=(
+            "the program: a branch of forward() leaves parameters out of the loss on some iterations or ranks "
+            "(frozen or conditional sub-modules, outputs not used in the loss), or a parameter is used twice "
+            "(shared weights with checkpointing, a module called twice); not the cluster or NCCL"
+        ),
+        fix=(
+            "pass find_unused_parameters=True to DistributedDataParallel (or static_graph=True when the set "
+            "of used parameters never changes), make every forward output take part in the loss, or freeze "
+            "(requires_grad=False) what is not trained; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters"
+        ),
+        verify=("TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc_per_node 2 train.py",),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_PT + "torch/csrc/distributed/c10d/reducer.cpp",
+        example=(
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
+            "one. This error indicates that your module has parameters that were not used in producing loss."
+        ),
+        example_source="https://github.com/va1shn9v/PromptIR/issues/30",
+        causes=("torch.ddp-unused-parameters",),
+        notes=(
+            "reducer.cpp ensure_prior_reduction_finished: 'Expected to have finished reduction in the prior "
+            "iteration before starting a new one. This error indicates that your module has parameters that "
+            "were not used in producing loss. ...'; mark_variable_ready: 'Expected to mark a variable ready "
+            "only once. ...'",
+        ),
+    ),
 )
