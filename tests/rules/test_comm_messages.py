@@ -511,3 +511,17 @@ def test_ddp_marked_ready_twice() -> None:
     # a real line (pytorch/pytorch#43259, a comment of 2025-11-16), Markdown bold as pasted
     line = "[rank5]: **RuntimeError: Expected to mark a variable ready only once**. This error is caused by"
     assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH120"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # real lines: zju3dv/NeuralRecon#91, pytorch/pytorch#34768 (the multiprocessing error before it)
+        "RuntimeError: Too many open files. Communication with the workers is no longer possible. Please increase "
+        "the limit using `ulimit -n` in the shell or change the sharing strategy by calling "
+        "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code",
+        "RuntimeError: received 0 items of ancdata",
+    ],
+)
+def test_dataloader_out_of_descriptors(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR109"]

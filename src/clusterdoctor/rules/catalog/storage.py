@@ -238,7 +238,14 @@ MESSAGES: tuple[Message, ...] = (
         name="os-too-many-open-files",
         title="The process ran out of file descriptors (Too many open files)",
         pattern=r"\[Errno 24\] Too many open files",
+        # the DataLoader's own words for it (torch/utils/data/dataloader.py _try_get_data, and the
+        # multiprocessing error it replaced: a descriptor dropped from a worker's message, pytorch#34768)
+        variants=(
+            r"Too many open files\. Communication with the workers is no longer possible",
+            r"received 0 items of ancdata",
+        ),
         trigger="Too many open files",
+        triggers=("received 0 items of ancdata",),
         meaning="a file or socket could not be opened: the process reached its open-files limit (EMFILE)",
         cause="ulimit -n too low for the DataLoader's shared tensors (one descriptor each with the default "
         "sharing strategy), many dataset files held open, or a descriptor leak",
