@@ -525,3 +525,12 @@ def test_ddp_marked_ready_twice() -> None:
 )
 def test_dataloader_out_of_descriptors(line: str) -> None:
     assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR109"]
+
+
+def test_safetensors_header_errors_in_both_spellings() -> None:
+    # real lines: microsoft/OmniParser#34 (0.4: the variant's name), safetensors/safetensors#668 (0.6)
+    for line in (
+        "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        "safetensors_rust.SafetensorError: Error while deserializing header: header too large",
+    ):
+        assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR119"]
