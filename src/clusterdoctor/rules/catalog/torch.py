@@ -639,4 +639,37 @@ MESSAGES: tuple[Message, ...] = (
             "only once. ...'",
         ),
     ),
+    Message(
+        code="TORCH121",
+        name="torch-nccl-communicator-aborted",
+        title="ProcessGroupNCCL aborted its NCCL communicator (the 'Original reason' names why)",
+        pattern=r"NCCL communicator was aborted on rank (?P<rank>\d{1,7})",
+        trigger="NCCL communicator was aborted on rank",
+        meaning=(
+            "this rank's ProcessGroupNCCL called ncclCommAbort after an error (a collective timed out, an NCCL "
+            "error, another rank's abort seen through the store) and every later collective on it fails"
+        ),
+        cause=(
+            "a consequence: the reason is the 'Original reason for failure was:' text after it (1.10+), most "
+            "often a watchdog timeout, whose cause is the rank that fell behind or died; the rank named here "
+            "is the one that aborted, not the culprit"
+        ),
+        fix="read the original reason and the findings about it (the timeout, the rank behind, the NCCL WARN line)",
+        verify=("grep -n -m5 -E 'Original reason|Watchdog caught|NCCL WARN' <the job log>",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source=_PT + "torch/csrc/distributed/c10d/NCCLUtils.hpp",
+        example=(
+            "RuntimeError: : NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=266392, OpType=ALLGATHER, "
+            "Timeout(ms)=1800000) ran for 1803169 milliseconds before timing out."
+        ),
+        example_source="https://github.com/mlfoundations/open_clip/issues/1087",
+        role="symptom",
+        subject="rank {rank}",
+        notes=(
+            "NCCLUtils.hpp: 'NCCL communicator was aborted on rank ', rank_, '. ' then 'Original reason for "
+            "failure was: ', commFailureReason_ (pytorch#64241, 1.10)",
+        ),
+    ),
 )
