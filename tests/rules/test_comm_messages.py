@@ -534,3 +534,18 @@ def test_safetensors_header_errors_in_both_spellings() -> None:
         "safetensors_rust.SafetensorError: Error while deserializing header: header too large",
     ):
         assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR119"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # real lines: microsoft/Swin-Transformer#267 (torch.distributed.launch), lyu-yx/ACUMEN#4 (mp.spawn)
+        "_subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'main.py', '--local_rank=3', '--cfg', "
+        "'configs/swin/swin_tiny_patch4_window7_224.yaml', '--data-path', "
+        "'/content/Swin-Transformer/dataset/cats_and_dogs_filtered', '--batch-size', '32']' died with "
+        "<Signals.SIGKILL: 9>._",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+    ],
+)
+def test_sigkill_as_older_launchers_print_it(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH105"]

@@ -163,8 +163,19 @@ MESSAGES: tuple[Message, ...] = (
             r"(?:failed \(exitcode: -9\) local_rank: (?P<local_rank>\d{1,5})|exitcode {1,8}: -9 \(pid: "
             r"(?P<pid>\d{1,10})\)|Signal 9 \(SIGKILL\) received by PID (?P<pid2>\d{1,10}))"
         ),
+        # the same death as the older launchers print it: torch.distributed.launch / DeepSpeed / accelerate
+        # (subprocess.CalledProcessError "died with <Signals.SIGKILL: 9>") and mp.spawn's ProcessExitedException
+        variants=(
+            r"died with <Signals\.SIGKILL: 9>",
+            r"process (?P<proc>\d{1,6}) terminated with signal SIGKILL",
+        ),
         trigger="exitcode: -9",
-        triggers=("exitcode  : -9", "Signal 9 (SIGKILL)"),
+        triggers=(
+            "exitcode  : -9",
+            "Signal 9 (SIGKILL)",
+            "<Signals.SIGKILL: 9>",
+            "terminated with signal SIGKILL",
+        ),
         meaning="torchrun's agent saw one of its workers die from SIGKILL",
         cause=(
             "the kernel's OOM killer ended it because the host ran out of memory (each worker loads the model "
@@ -186,7 +197,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/QwenLM/Qwen/issues/423",
         causes=("torch.host-oom",),
-        subject="local_rank {local_rank}",
+        subject="local_rank {local_rank}|process {proc}",
     ),
     Message(
         code="TORCH106",
