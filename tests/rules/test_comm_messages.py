@@ -549,3 +549,10 @@ def test_safetensors_header_errors_in_both_spellings() -> None:
 )
 def test_sigkill_as_older_launchers_print_it(line: str) -> None:
     assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH105"]
+
+
+def test_gloo_read_error_names_the_peer() -> None:
+    # real line: RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882 (a comment of 2024-04-10)
+    line = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: Connection reset by peer"
+    (hit,) = scan_text(line + "\n", "x")
+    assert hit.code == "TORCH122" and dict(hit.groups)["peer"] == "192.168.70.92"

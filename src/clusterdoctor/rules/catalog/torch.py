@@ -683,4 +683,39 @@ MESSAGES: tuple[Message, ...] = (
             "failure was: ', commFailureReason_ (pytorch#64241, 1.10)",
         ),
     ),
+    Message(
+        code="TORCH122",
+        name="gloo-peer-connection-lost",
+        title="gloo lost its TCP connection to a peer process (the peer died or the network dropped)",
+        pattern=(
+            r"gloo/transport/tcp/pair\.cc:\d{1,6}\] (?:Connection closed by peer|(?:Read|Write) error) "
+            r"\[(?P<peer>[0-9A-Fa-f.:]{2,64})\]:(?P<port>\d{1,5})"
+        ),
+        trigger="gloo/transport/tcp/pair.cc",
+        meaning=(
+            "a gloo collective (or a CPU barrier) on this rank found its socket to another rank closed or reset "
+            "(pair.cc: 'Connection closed by peer', 'Read error ...: Connection reset by peer')"
+        ),
+        cause=(
+            "a consequence: the peer process ended (crashed, was killed by the OOM killer or the scheduler, or "
+            "exited early after its own error), or the network between the hosts dropped the connection; the "
+            "peer's own log holds the cause"
+        ),
+        fix="read the log of the rank at that address first (its traceback, an OOM kill in its dmesg); then the network",
+        verify=("dmesg -T | grep -i -E 'killed process|out of memory'",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/pytorch/gloo/blob/main/gloo/transport/tcp/pair.cc",
+        example=(
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+            "[127.0.0.1]:10895"
+        ),
+        example_source="https://github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI/issues/1882",
+        role="symptom",
+        subject="peer {peer}",
+        notes=(
+            "pair.cc: GLOO_ENFORCE/signalException with 'Connection closed by peer ' + peer address, 'Read error ' "
+            "/ 'Write error ' + address + ': ' + strerror(errno)",
+        ),
+    ),
 )
