@@ -556,3 +556,11 @@ def test_gloo_read_error_names_the_peer() -> None:
     line = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: Connection reset by peer"
     (hit,) = scan_text(line + "\n", "x")
     assert hit.code == "TORCH122" and dict(hit.groups)["peer"] == "192.168.70.92"
+
+
+def test_cuda_driver_init_failed_as_warning_too() -> None:
+    # real line: pytorch/pytorch#131117 (the title, torch/cuda/__init__.py's UserWarning)
+    line = (
+        "UserWarning: CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
+    )
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH123"]

@@ -718,4 +718,38 @@ MESSAGES: tuple[Message, ...] = (
             "/ 'Write error ' + address + ': ' + strerror(errno)",
         ),
     ),
+    Message(
+        code="TORCH123",
+        name="torch-cuda-driver-init-failed",
+        title="PyTorch could not initialise the CUDA driver (cudaErrorInitializationError): no usable GPU",
+        pattern=r"CUDA driver initialization failed, you might not have a CUDA gpu",
+        trigger="CUDA driver initialization failed",
+        meaning=(
+            "the CUDA runtime's first call (cudaGetDeviceCount) failed with cudaErrorInitializationError (3): "
+            "the process sees no working NVIDIA driver; as a UserWarning ('CUDA initialization: ...') "
+            "torch.cuda.is_available() is False, as a RuntimeError the first CUDA use failed"
+        ),
+        cause=(
+            "the NVIDIA kernel driver is not loaded or cannot reach the GPU (not installed, not rebuilt after a "
+            "kernel update, a failed GPU), the container was started without the GPU (no --gpus / NVIDIA "
+            "runtime), or the machine has no NVIDIA GPU (a VM, macOS)"
+        ),
+        fix=(
+            "run nvidia-smi on the host and in the container: install or reload the driver (and reboot after a "
+            "kernel update), start the container with --gpus all / the NVIDIA runtime; read dmesg for NVRM "
+            "errors"
+        ),
+        verify=("nvidia-smi -L", "python -c 'import torch; print(torch.cuda.is_available())'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "c10/cuda/CUDAFunctions.cpp",
+        example="RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        example_source="https://github.com/ErlerPhilipp/points2surf/issues/17",
+        causes=("gpu.driver-not-loaded", "gpu.container-runtime"),
+        notes=(
+            "c10/cuda/CUDAFunctions.cpp device_count_impl: cudaErrorInitializationError -> 'CUDA driver "
+            "initialization failed, you might not have a CUDA gpu.'; torch/cuda/__init__.py warns it as "
+            "'CUDA initialization: ...'",
+        ),
+    ),
 )
