@@ -460,3 +460,107 @@ def test_loopback_peer_is_not_the_firewall_entry() -> None:
     assert {h.code for h in scan_text(line, "p")} == {"NCCL121"}
     other = "socketStartConnect: Connect to 10.0.0.2<45763> failed : Software caused connection abort\n"
     assert {h.code for h in scan_text(other, "p")} == {"NCCL113"}
+
+
+@pytest.mark.parametrize(
+    "case,name,line",
+    [
+        # CuPy's NcclError behind vLLM's logger prefix (dev case nccl-051)
+        ("nccl-051", "paste.txt", 2),
+        # Caffe's glog CHECK_EQ(result, ncclSuccess), as pasted with Markdown underscores (dev case nccl-045)
+        ("nccl-045", "paste-2.txt", 1),
+    ],
+)
+def test_nccl_error_as_bindings_print_it(case: str, name: str, line: int) -> None:
+    text = (INCIDENTS / case / name).read_text()
+    hits = scan_text(text, name)
+    assert [h.code for h in hits] == ["NCCL124"] and hits[0].line == line
+
+
+def test_nccl_error_binding_names_and_codes() -> None:
+    # the other ncclResult_t names CuPy prints (nccl.pyx ERROR2), constructed in its format
+    for name, err in (("UNHANDLED_CUDA_ERROR", "unhandled cuda error"), ("INVALID_USAGE", "invalid usage")):
+        (hit,) = scan_text(f"cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_{name}: {err}\n", "x")
+        assert hit.code == "NCCL124" and dict(hit.groups)["name"] == name
+    assert not scan_text("NCCL_ERROR_SUCCESS: no error\n", "x")
+
+
+def test_elastic_failure_summary_exitcode() -> None:
+    # dev case nccl-054: torchrun's ChildFailedError summary, "  exitcode  : 1 (pid: 91)"
+    text = (INCIDENTS / "nccl-054" / "paste.txt").read_text()
+    hits = [h for h in scan_text(text, "paste.txt") if h.code == "TORCH106"]
+    assert [h.line for h in hits] == [21] and dict(hits[0].groups)["code"] == "1"
+    # the same summary line for SIGKILL stays TORCH105's (host OOM)
+    assert [h.code for h in scan_text("  exitcode  : -9 (pid: 3151)\n", "x")] == ["TORCH105"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch's "CUDA error: %s" with cudaGetErrorString of 716 and 715 (CUDA runtime API docs)
+        "RuntimeError: CUDA error: misaligned address",
+        "RuntimeError: CUDA error: an illegal instruction was encountered",
+        "CUDA_ERROR_MISALIGNED_ADDRESS",
+    ],
+)
+def test_other_kernel_faults_read_as_illegal_access(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH102"]
+
+
+def test_ddp_marked_ready_twice() -> None:
+    # a real line (pytorch/pytorch#43259, a comment of 2025-11-16), Markdown bold as pasted
+    line = "[rank5]: **RuntimeError: Expected to mark a variable ready only once**. This error is caused by"
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH120"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # real lines: zju3dv/NeuralRecon#91, pytorch/pytorch#34768 (the multiprocessing error before it)
+        "RuntimeError: Too many open files. Communication with the workers is no longer possible. Please increase "
+        "the limit using `ulimit -n` in the shell or change the sharing strategy by calling "
+        "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code",
+        "RuntimeError: received 0 items of ancdata",
+    ],
+)
+def test_dataloader_out_of_descriptors(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR109"]
+
+
+def test_safetensors_header_errors_in_both_spellings() -> None:
+    # real lines: microsoft/OmniParser#34 (0.4: the variant's name), safetensors/safetensors#668 (0.6)
+    for line in (
+        "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        "safetensors_rust.SafetensorError: Error while deserializing header: header too large",
+    ):
+        assert [h.code for h in scan_text(line + "\n", "x")] == ["STOR119"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # real lines: microsoft/Swin-Transformer#267 (torch.distributed.launch), lyu-yx/ACUMEN#4 (mp.spawn)
+        "_subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'main.py', '--local_rank=3', '--cfg', "
+        "'configs/swin/swin_tiny_patch4_window7_224.yaml', '--data-path', "
+        "'/content/Swin-Transformer/dataset/cats_and_dogs_filtered', '--batch-size', '32']' died with "
+        "<Signals.SIGKILL: 9>._",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+    ],
+)
+def test_sigkill_as_older_launchers_print_it(line: str) -> None:
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH105"]
+
+
+def test_gloo_read_error_names_the_peer() -> None:
+    # real line: RVC-Project/Retrieval-based-Voice-Conversion-WebUI#1882 (a comment of 2024-04-10)
+    line = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: Connection reset by peer"
+    (hit,) = scan_text(line + "\n", "x")
+    assert hit.code == "TORCH122" and dict(hit.groups)["peer"] == "192.168.70.92"
+
+
+def test_cuda_driver_init_failed_as_warning_too() -> None:
+    # real line: pytorch/pytorch#131117 (the issue's title, torch/cuda/__init__.py's UserWarning)
+    line = (
+        "UserWarning: CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
+    )
+    assert [h.code for h in scan_text(line + "\n", "x")] == ["TORCH123"]

@@ -231,7 +231,8 @@ def test_ncu_dram_throttle() -> None:
 
 def test_every_comm_rule_is_documented() -> None:
     rules = [r for r in load_all() if r.fn.__module__.startswith("clusterdoctor.rules.comm")]
-    assert len(rules) == 19  # COMM016, COMM018 (comm_versions), COMM017 (comm_p2p), COMM019 (comm_ifaces)
+    # COMM016, COMM018 (comm_versions), COMM017 (comm_p2p), COMM019 (comm_ifaces), COMM020 (comm_local_peers)
+    assert len(rules) == 21
     for r in rules:
         sec = parse_sections(r.doc)
         assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id
@@ -420,3 +421,27 @@ def _ev(finding, description: str):
     """The finding's evidence with this description (exactly one)."""
     (e,) = [e for e in finding.evidence if e.description == description]
     return e
+
+
+def test_rising_curve_without_plateau_has_no_outlier_row() -> None:
+    # dev case ok-nccl-011: sizes up to 32 MiB, busbw still climbing (3 -> 300 GB/s): not an outlier
+    path = TEST_DATA / "incidents" / "ok-nccl-011" / "paste.txt"
+    assert "COMM005" not in _ids(_run(load_comm_observations(str(path))))
+
+
+def test_mpirun_nccl_tests_that_printed_nothing() -> None:
+    # dev case nccl-030: the prompt and mpirun command line, nothing after it (the run hung in MPI)
+    path = TEST_DATA / "incidents" / "nccl-030" / "paste.txt"
+    f = [x for x in _run(load_comm_observations(str(path))) if x.rule == "COMM021"]
+    assert len(f) == 1 and "launcher.mpi-broken" in f[0].causes
+
+
+def test_command_line_with_output_after_it_is_not_command_only() -> None:
+    from clusterdoctor.observe.comm.nccl_tests import parse_nccl_tests
+
+    text = (
+        "$ mpirun -np 2 ./all_reduce_perf -b 8 -e 128M\n# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728\n"
+    )
+    assert not parse_nccl_tests(text).command_only
+    only = parse_nccl_tests("$ ./build/all_reduce_perf -b 8 -e 8 -g 1\n\n")
+    assert only.command_only and not [x for x in _run({"nccl_tests": [only]}) if x.rule == "COMM021"]

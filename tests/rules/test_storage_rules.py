@@ -1,4 +1,4 @@
-"""Storage rules (STOR001-002) and the storage catalogue through the pipeline."""
+"""Storage rules (STOR001-003) and the storage catalogue through the pipeline."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.rules.test_rdma_ports import alarms, diagnose, first
 
 
 def test_documented():
-    for r in (storage.filesystem_full, storage.quota_exhausted):
+    for r in (storage.filesystem_full, storage.quota_exhausted, storage.data_loading_bound):
         assert set(REQUIRED_SECTIONS) <= set(r.sections()) and r.thresholds
 
 
@@ -128,3 +128,32 @@ def test_a_bus_error_beside_the_worker_exit_leads(tmp_path):
     )
     d = diagnose(tmp_path, text)
     assert d.findings[0].rule == "STOR112" and "storage.shm-dataloader" in d.findings[0].causes
+
+
+_INCIDENTS = Path(__file__).resolve().parents[1] / "data" / "incidents"
+
+
+def test_imagenet_example_waiting_on_data(tmp_path):
+    # dev case stor-016 (pytorch/pytorch#680): Data ~ Time on every step, dataset on a HDD
+    d = diagnose(tmp_path, (_INCIDENTS / "stor-016" / "paste.txt").read_text())
+    f = d.findings[0]
+    assert (f.rule, f.severity) == ("STOR003", Severity.WARNING) and "storage.slow-io" in f.causes
+    assert "99%" in f.summary or "100%" in f.summary
+
+
+def test_steps_that_do_not_wait_on_data_are_quiet(tmp_path):
+    # constructed in the two printers' formats (not a pasted sample): data a small share of the step
+    lines = (
+        "Epoch: [3][ 100/5005]\tTime  0.412 ( 0.420)\tData  0.003 ( 0.010)\tLoss 4.1e+00 (4.2e+00)\n"
+        "Epoch: [3][ 110/5005]\tTime  0.409 ( 0.419)\tData  0.002 ( 0.010)\tLoss 4.0e+00 (4.2e+00)\n"
+        "Epoch: [0]  [  20/5005]  eta: 0:40:00  lr: 0.1  loss: 6.9 (6.9)  time: 0.4800  data: 0.0020  max mem: 9000\n"
+    )
+    d = diagnose(tmp_path, lines)
+    assert not [f for f in d.findings if f.rule == "STOR003"]
+
+
+def test_metric_logger_waiting_on_data(tmp_path):
+    # constructed in torchvision's MetricLogger format: data 0.51 s of a 0.74 s step
+    line = "Epoch: [0]  [  10/5005]  eta: 1:02:03  lr: 0.1  loss: 6.9 (6.9)  time: 0.7441  data: 0.5126  max mem: 10385\n"
+    d = diagnose(tmp_path, line * 3)
+    assert first(d) == ("STOR003", "data loading")

@@ -1,5 +1,5 @@
 """nccl-tests bandwidth rules: busbw against the baseline of its link class (COMM004), unstable rows and
-wrong results (COMM005), copies run without MPI (COMM013). The baselines are read from the named files in
+wrong results (COMM005), copies run without MPI (COMM013), a run that printed nothing (COMM021). The baselines are read from the named files in
 ../shared/fixtures/comm (provenance in its SOURCES.md).
 """
 
@@ -335,6 +335,17 @@ def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             )
 
 
+def _best_below(run: Any, row: Any, label: str) -> float:
+    """The highest busbw (out-of-place or in-place, as ``label``) of the run's rows smaller than ``row``;
+    infinity when there is none (the row is then judged against the median alone)."""
+    best = 0.0
+    for r in run.rows:
+        m = r.out_of_place if label == "out-of-place" else r.in_place
+        if r.size_bytes < row.size_bytes and m.busbw_gbs:
+            best = max(best, m.busbw_gbs)
+    return best if best > 0 else float("inf")
+
+
 @rule(
     id="COMM005",
     name="nccl-tests-unstable-row",
@@ -359,9 +370,17 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
         vals = sorted(v for r in rows for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v)
         if len(vals) >= 3:
             med = vals[len(vals) // 2]
+            low = 1 - float(ROW_OUTLIER.value)
             for r in rows:
                 for label, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place)):
-                    if m.busbw_gbs and m.busbw_gbs < (1 - float(ROW_OUTLIER.value)) * med:
+                    # busbw never falls as the size grows on a steady link: a row below the median of
+                    # rows still climbing to the plateau (no size >= 256 MiB in the run) is no outlier
+                    # unless a smaller size ran faster
+                    if (
+                        m.busbw_gbs
+                        and m.busbw_gbs < low * med
+                        and m.busbw_gbs < low * _best_below(run, r, label)
+                    ):
                         yield nccl_tests_outlier.finding(
                             f"{label} row at {r.size_bytes} B ran at {m.busbw_gbs} GB/s, "
                             f"{(1 - m.busbw_gbs / med) * 100:.0f}% below the run's median {med:.2f} GB/s.",
@@ -427,4 +446,49 @@ def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
             ],
             subject=_run_subject(run),
             confidence=0.85,
+        )
+
+
+_MPI_LAUNCHERS = ("mpirun", "mpiexec", "srun", "orterun", "prterun")
+
+
+@rule(
+    id="COMM021",
+    name="nccl-tests-printed-nothing",
+    layer="comm",
+    title="nccl-tests printed nothing after its command line: the MPI start-up never finished",
+    requires=("nccl_tests",),
+    severity=Severity.WARNING,
+    causes=("launcher.mpi-broken",),
+)
+def nccl_tests_printed_nothing(obs: Observations) -> Iterator[Finding]:
+    """An nccl-tests command started with an MPI launcher and not one line of output after it.
+
+    **Symptom**: ``mpirun ... all_reduce_perf ...`` hangs with no output at all, not even the ``# nThread``
+    header.
+    **Why**: nccl-tests (src/common.cu ``run()``) prints its header right after ``MPI_Init`` and one
+    ``MPI_Allgather`` of the host names, before any NCCL call; with no header the processes never got
+    through MPI itself: a rank did not start (ssh, hostfile, a path missing on the other node) or MPI's
+    own transport between the nodes hangs (UCX/BTL device, firewall). NCCL is not involved yet.
+    **Fix**: make MPI work first: run ``mpirun`` with the same options on ``hostname`` and on an MPI hello
+    world; pick the transport and interface explicitly (``--mca pml ucx -x UCX_NET_DEVICES=...`` or
+    ``--mca btl tcp,self --mca btl_tcp_if_include <iface>``), open the firewall between the nodes.
+    **Verify**: `mpirun -np 2 -H host1,host2 hostname` returns both names; then the test prints its header.
+    """
+    runs = obs.get("nccl_tests") or []
+    if any(r.rows or r.headers or r.ranks for r in runs) or _logs(obs):
+        return  # another paste shows output of the run (or NCCL's own log): it got past MPI
+    for run in runs:
+        if not run.command_only or not run.command:
+            continue
+        words = set(run.command.replace("/", " ").split())
+        if not words & set(_MPI_LAUNCHERS):
+            continue  # one process without MPI prints its header at once: nothing to say
+        yield nccl_tests_printed_nothing.finding(
+            "the nccl-tests run printed nothing after its command line, not even the header it prints right "
+            "after MPI start-up: the processes never got through MPI (launch or MPI's transport between the "
+            "nodes), before any NCCL call.",
+            evidence=[Evidence(f"{run.path}:{run.command_line}: {run.command[:120]}", source=run.path)],
+            subject=run.path,
+            confidence=0.6,
         )

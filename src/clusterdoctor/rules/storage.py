@@ -1,6 +1,8 @@
 """Storage rules over pasted listings: full filesystems (``df``) and exhausted quotas.
 
-Inputs: ``fs_usage`` and ``quotas`` (:mod:`clusterdoctor.observe.storage.usage`). Messages about storage
+Inputs: ``fs_usage`` and ``quotas`` (:mod:`clusterdoctor.observe.storage.usage`); ``train_log``
+(:mod:`clusterdoctor.observe.comm.train_log`) where its lines split a step into its wait for data and
+the rest (STOR003). Messages about storage
 (``No space left on device``, ``Disk quota exceeded``, a corrupt checkpoint, a DataLoader bus error) are
 catalogue entries (:mod:`clusterdoctor.rules.catalog.storage`); these rules name the filesystem itself.
 
@@ -18,6 +20,7 @@ from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("fs_usage", "no df output")
 register_input("quotas", "no quota listing (quota -s, lfs quota, mmlsquota)")
+register_input("train_log", "no training progress log")
 
 FS_USE_WARNING = Threshold(
     "filesystem_used_pct_warning",
@@ -175,6 +178,84 @@ def quota_exhausted(obs: Observations) -> Iterator[Finding]:
                 severity=sev,
                 confidence=conf,
                 subject=q.filesystem,
+            ),
+            Action.CONFIGURE,
+        )
+
+
+DATA_WAIT_SHARE = Threshold(
+    "data_wait_share_of_step",
+    0.5,
+    "of the step time",
+    "pytorch/examples imagenet/main.py and torchvision references (MetricLogger): 'Data'/'data' is the "
+    "time a step waited for its batch, 'Time'/'time' the whole step; PyTorch Performance Tuning Guide: "
+    "the input pipeline must keep up with the GPU (num_workers, pin_memory). Above half the step the "
+    "input pipeline, not the model, sets the speed",
+    "median share of a step spent waiting for the batch",
+)
+MIN_DATA_S = 0.05  # a wait shorter than this is noise, whatever its share
+
+
+def _median(vals: list[float]) -> float:
+    vals = sorted(vals)
+    return vals[len(vals) // 2]
+
+
+@rule(
+    id="STOR003",
+    name="data-loading-bound",
+    layer="storage",
+    title="Training waits on data loading (slow storage or too few DataLoader workers)",
+    requires=("train_log",),
+    thresholds=(DATA_WAIT_SHARE,),
+    severity=Severity.WARNING,
+    causes=("storage.slow-io",),
+)
+def data_loading_bound(obs: Observations) -> Iterator[Finding]:
+    """Progress lines whose data time is most of the step time.
+
+    **Symptom**: GPUs mostly idle, steps seconds long; the ImageNet example's ``Data`` column (or
+    MetricLogger's ``data:``) is nearly equal to ``Time``.
+    **Why**: each step waits for its batch: the files are read from a slow disk or network filesystem
+    (HDD, NFS, object store), or decoding and augmentation on too few DataLoader workers (CPU) cannot
+    keep up with the GPU.
+    **Fix**: put the dataset on local SSD/NVMe or in page cache, use a packed format (WebDataset,
+    LMDB, FFCV), raise ``num_workers`` (and ``pin_memory=True``, ``persistent_workers=True``).
+    **Verify**: the ``Data`` time falls to a small share of ``Time``; ``iostat -x 1`` (disk %util near
+    100 says storage) and ``top`` (workers at 100 % CPU say decoding).
+    """
+    for log in obs.get("train_log") or []:
+        # the first step of an epoch includes starting the workers: not a steady step
+        timed = [
+            (s, s.data_s, s.step_s)
+            for s in log.steps
+            if s.kind == "train" and s.step != 0 and s.step_s and s.step_s > 0 and s.data_s is not None
+        ]
+        if not timed:
+            continue
+        share = _median([min(d / t, 1.0) for _, d, t in timed])
+        wait = _median([d for _, d, _ in timed])
+        if share < DATA_WAIT_SHARE.value or wait < MIN_DATA_S:
+            continue
+        step = _median([t for _, _, t in timed])
+        last = timed[-1][0]
+        yield _act(
+            data_loading_bound.finding(
+                f"steps wait on data loading: {share:.0%} of a step (median {wait:.3g} s of {step:.3g} s) "
+                "is the wait for its batch: the input pipeline (storage reads or DataLoader workers), "
+                "not the GPU, sets the speed.",
+                evidence=[
+                    Evidence(
+                        f"{log.path}:{last.line}: step {last.step}: data {last.data_s} s of {last.step_s} s",
+                        round(share, 3),
+                        DATA_WAIT_SHARE.value,
+                        "of the step",
+                        source=log.path,
+                    )
+                ],
+                severity=Severity.WARNING,
+                confidence=0.7,
+                subject="data loading",
             ),
             Action.CONFIGURE,
         )

@@ -178,3 +178,41 @@ def test_launcher_prefixes_and_truncation_keep_the_rows(prefix: str, keep_lines:
     assert [r.size_bytes for r in run.rows] == [int(x[0]) for x in expect]
     assert [r.out_of_place.busbw_gbs for r in run.rows] == [float(x[7]) for x in expect]
     assert [r.in_place.busbw_gbs for r in run.rows] == [float(x[11]) for x in expect]
+
+
+_INCIDENTS = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "incidents"
+
+
+def test_rows_without_header_are_nccl_tests() -> None:
+    # dev case ok-nccl-011: an all_reduce table pasted from its first result row, no '#' line at all
+    text = (_INCIDENTS / "ok-nccl-011" / "paste.txt").read_text()
+    assert sniff_nccl_tests(text.encode())
+    run = parse_nccl_tests(text)
+    assert len(run.rows) == 11 and run.rows[-1].in_place.busbw_gbs == pytest.approx(300.52)
+    assert run.collective == "all_reduce"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "  32768  8192  float  sum  -1  18.66  1.76  3.07  0  17.95  1.83  3.20  0\n",  # one row only
+        "10 20 30 40 50 60 70 80 90 100 110 120 130\n10 20 30 40 50 60 70 80 90 100 110 120 130\n",
+        "1 2 apples sum -1 1 2 3 0 1 2 3 0\n1 2 apples sum -1 1 2 3 0 1 2 3 0\n",
+    ],
+)
+def test_rows_sniff_needs_two_rows_with_its_names(text: str) -> None:
+    assert not sniff_nccl_tests(text.encode())
+
+
+def test_rows_sniff_other_collectives_and_old_layout() -> None:
+    # constructed in common.cu's row format (not a pasted sample): "none" op, and the old layout
+    rows = (
+        "     1048576        262144     float    none      -1   27.76   37.78   66.11       0   27.49   38.15   66.76       0\n"
+        "     2097152        524288     float    none      -1   40.66   51.58   90.27       0   40.36   51.97   90.94       0\n"
+    )
+    assert sniff_nccl_tests(rows.encode())
+    old = (
+        "     1048576        262144   float     sum    27.76   37.78   66.11  0e+00    27.49   38.15   66.76  0e+00\n"
+        * 2
+    )
+    assert sniff_nccl_tests(old.encode())  # no root column, 'error' printed as 0e+00

@@ -253,3 +253,15 @@ def test_fr_trace_errors_name_the_culprit_rank() -> None:
     )
     (m,) = parse_flight_recorder(text.encode()).mismatches
     assert (m.kind, m.collective_seq_id, m.culprit_ranks) == ("type mismatch", 12, (2,))
+
+
+def test_traceback_tail_behind_a_logger_prefix() -> None:
+    # dev case nccl-051: vLLM's "ERROR 06-13 07:35:59 [core.py:517] " before the last frame and the exception
+    text = _paste("nccl-051")
+    assert sniff_tracebacks(text.encode())
+    (tb,) = parse_tracebacks(text).tracebacks
+    assert tb.exc_type == "cupy_backends.cuda.libs.nccl.NcclError" and len(tb.frames) == 1
+
+
+def test_one_frame_without_an_exception_is_not_a_traceback() -> None:
+    assert not sniff_tracebacks(b'  File "/x/y.py", line 3, in f\n    g()\nsome other line\n')

@@ -269,3 +269,21 @@ def test_a_large_log_is_scanned_only_around_trigger_words(tmp_path) -> None:
     load_nccl_log(plain)
     ref = time.process_time() - t0
     assert cpu < 2 * ref + 0.5, (cpu, ref)  # CPU time, not wall time: the machine's load does not count
+
+
+def test_watchdog_message_pasted_from_worknccl_on_and_wrapped() -> None:
+    # dev case nccl-053: the paste starts at "WorkNCCL(" and the terminal wrapped before "ran for"
+    from pathlib import Path
+
+    from clusterdoctor.observe.comm.nccl_log import parse_nccl_log
+
+    text = (Path(__file__).resolve().parents[2] / "data" / "incidents" / "nccl-053" / "paste.txt").read_text()
+    (w,) = parse_nccl_log(text).watchdog_timeouts
+    assert (w.seq, w.op, w.numel_in, w.timeout_ms, w.ran_ms) == (1, "ALLREDUCE", 1, 600000, 721595)
+
+
+def test_worknccl_without_its_timing_out_tail_is_not_a_timeout() -> None:
+    from clusterdoctor.observe.comm.nccl_log import parse_nccl_log
+
+    text = "[Rank 0] Work WorkNCCL(SeqNum=5, OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=600000) started\n"
+    assert not parse_nccl_log(text).watchdog_timeouts

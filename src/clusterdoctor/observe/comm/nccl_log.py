@@ -93,6 +93,9 @@ _INFO = re.compile(
     r")"
 )
 _WARN = re.compile(r"NCCL WARN ([^\n]*)")
+# NCCL 2.0-2.2 (src/core.h WARN/INFO macros of that time) printed "host:pid:tid [dev] INFO msg" without
+# "NCCL": read as the newer lines once the word is put in
+_OLD_LINE = re.compile(r"(?P<h>:\d{1,9}:\d{1,9} \[\d{1,4}\]) (?P<k>INFO|WARN) ")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
 _CHAN = re.compile(
     r"Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)\[(?P<sdev>[0-9a-fA-Fx]+)\] -> "
@@ -100,7 +103,7 @@ _CHAN = re.compile(
 )
 _RING_ORDER = re.compile(r"Channel (?P<ch>\d+)/(?P<n>\d+) :((?:\s+\d+)+)\s*$")
 _OLD_RING = re.compile(
-    r"Ring (?P<ch>\d+) : (?P<src>\d+)(?:\[\w+\])? -> (?P<dst>\d+)(?:\[\w+\])?(?: \[(?P<dir>send|receive)\])? "
+    r"Ring (?P<ch>\d+) : (?P<src>\d+)(?:\[(?P<sdev>\w+)\])? -> (?P<dst>\d+)(?:\[(?P<ddev>\w+)\])?(?: \[(?P<dir>send|receive)\])? "
     r"via (?P<via>.+?)\s*$"
 )
 _COMM_INFO = re.compile(
@@ -203,6 +206,9 @@ class Transport:
     gdr: bool
     proc: Proc | None
     line: int | None = None
+    # the GPU of each end as printed in brackets (cudaDev, or the bus id in NCCL 2.12-2.18); None if not
+    src_dev: str | None = None
+    dst_dev: str | None = None
 
 
 @dataclass(slots=True)
@@ -329,6 +335,7 @@ class _Parser:
         self._masks: dict[str, tuple[int, ...]] = {}
         self._vias: dict[str, tuple[str, str | None, bool]] = {}
         self.dist = DistScanner()
+        self.old_format: bool | None = None  # NCCL 2.0-2.2 lines (no "NCCL" before INFO/WARN), first block
         log.watchdog_timeouts, log.watchdog_status, log.dist_errors = (
             self.dist.timeouts,
             self.dist.status,
@@ -337,6 +344,10 @@ class _Parser:
 
     def feed(self, text: str) -> None:
         log = self.log
+        if self.old_format is None:
+            self.old_format = "NCCL INFO" not in text and _OLD_LINE.search(text) is not None
+        if self.old_format:  # as the newer lines; line numbers unchanged (no newline added)
+            text = _OLD_LINE.sub(r"\g<h> NCCL \g<k> ", text)
         lines_before = self.line_base
         last_pos = 0
         last_line = 0
@@ -381,6 +392,8 @@ class _Parser:
                             gdr,
                             proc,
                             line_no(m.start()),
+                            t.group("sdev"),
+                            t.group("ddev"),
                         )
                     )
                     continue
@@ -403,6 +416,8 @@ class _Parser:
                             gdr,
                             proc,
                             line_no(m.start()),
+                            t.group("sdev"),
+                            t.group("ddev"),
                         )
                     )
             elif kind == "coll":
@@ -573,7 +588,7 @@ def _check(log: NcclLog) -> None:
 
 
 _SNIFF = re.compile(
-    rb"NCCL (?:INFO|WARN)|NCCL version \d|Watchdog caught collective|WorkNCCL\(SeqNum"
+    rb"NCCL (?:INFO|WARN)|NCCL version \d|:\d{1,9}:\d{1,9} \[\d{1,4}\] (?:INFO|WARN) |Watchdog caught collective|WorkNCCL\(SeqNum"
     rb"|Timed out waiting \d+ms for (?:recv|send) operation|failed to pass monitoredBarrier"
     rb"|wait timeout after \d+ms, keys: |waiting for clients\. \d+/\d+ clients joined"
     rb"|initializing process group in store based barrier"

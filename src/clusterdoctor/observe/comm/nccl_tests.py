@@ -51,6 +51,8 @@ _COMM_RANK = re.compile(
     r"0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks \d{1,7} cudaDev (?P<dev>\d{1,4}) busId (?P<bus>[0-9a-fA-F]{1,16})",
     re.MULTILINE,
 )
+# the command that starts a test (behind a shell prompt, mpirun/srun ...): "./build/all_reduce_perf -b 8 ..."
+_COMMAND = re.compile(r"\b[a-z_]{2,20}_perf(?:_mpi)? {1,8}-{1,2}[a-zA-Z]")
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
 _WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
 _BINARY = re.compile(
@@ -105,6 +107,10 @@ class NcclTestsRun:
     # index in ``rows`` where each result table starts: a log of repeated runs holds several (a new one
     # at each column header line, or where the size falls back); [0] for one table
     table_starts: list[int] = field(default_factory=list)
+    # the paste is the test's command line and nothing after it: the run printed nothing at all
+    command_only: bool = False
+    command_line: int | None = None
+    command: str | None = None  # that line, as pasted
 
     def tables(self) -> list[list[TestRow]]:
         """The result tables, in order (one per run of the test in this output)."""
@@ -252,6 +258,21 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
     if m:
         run.out_of_bounds = int(m.group("v"))
     if not run.rows:
+        if not run.headers and not run.ranks and run.avg_busbw_gbs is None:
+            commands = list(_COMMAND.finditer(text))
+            c = commands[-1] if commands else None
+            end = text.find("\n", c.end()) if c is not None else -1
+            if c is not None and (end < 0 or not text[end:].strip()):
+                # common.cu prints its '# nThread' header right after MPI_Init and an MPI_Allgather of
+                # the host names, before any NCCL call: no line at all means the run never got past MPI
+                run.command_only = True
+                run.command_line = text.count("\n", 0, c.start()) + 1
+                start = text.rfind("\n", 0, c.start()) + 1
+                run.command = text[start : end if end >= 0 else len(text)].strip()[:2000]
+                run.warnings.append(
+                    f"{path}: the nccl-tests command line and no output after it (not even its header)"
+                )
+                return run
         if not run.headers and not run.ranks:
             if run.avg_busbw_gbs is None or run.out_of_bounds is None:  # nccl-tests prints both lines
                 raise InputError("no nccl-tests result rows found", path)
@@ -287,10 +308,20 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
     return parse_nccl_tests(text, str(p))
 
 
+# nccl-tests' names (src/common.cu test_typenames, test_opnames; "none" for collectives without an op)
+_TYPES = rb"(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2)"
+_OPS = rb"(?:sum|prod|max|min|avg|mulsum|none)"
 _SNIFF = re.compile(
     rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
     # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
     rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
+    # result rows pasted without the header (common.cu prints "%12li  %12li  %8s  %6s  %6i" then time,
+    # algbw, busbw, #wrong twice): two such rows in a row, with nccl-tests' own type and op names
+    rb"|(?m:(?:^[ \t]{0,16}\d{1,16}[ \t]{1,16}\d{1,16}[ \t]{1,16}"
+    + _TYPES
+    + rb"[ \t]{1,16}"
+    + _OPS
+    + rb"(?:[ \t]{1,16}-?\d{1,12})?(?:[ \t]{1,16}(?:[\d.]{1,16}(?:e[-+]\d{1,3})?|N/A)){6,8}[ \t]*\r?\n){2})"
 )
 
 

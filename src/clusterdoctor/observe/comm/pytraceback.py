@@ -128,10 +128,17 @@ _SNIFF_FRAME = re.compile(rb'File "[^"\n]{1,1000}", line \d{1,9}, in ')
 
 
 def sniff_tracebacks(head: bytes) -> bool:
-    """A Python traceback: its header, or at least two frame lines (a paste cut above the header)."""
+    """A Python traceback: its header, at least two frame lines (a paste cut above the header), or its
+    last frame and the exception line under it (a paste of a traceback's tail, any logger prefix)."""
     if _HEADER.encode() in head:
         return True
-    return len(_SNIFF_FRAME.findall(head[:65536], 0)) >= 2
+    frames = len(_SNIFF_FRAME.findall(head[:65536], 0))
+    if frames >= 2:
+        return True
+    if frames == 1:
+        log = parse_tracebacks(head[:65536].decode("utf-8", "replace"))
+        return any(t.frames and t.exc_type for t in log.tracebacks)
+    return False
 
 
 def load_tracebacks(path: str | Path) -> TracebackLog:

@@ -45,6 +45,14 @@ _WATCHDOG_BODY = re.compile(
     r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
     r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?:\s{0,8}ran for (?P<ran>\d+) milliseconds)?"
 )
+# the same message pasted from "WorkNCCL(" on (its first words cut): the "ran for ... before timing out"
+# tail is what makes it the watchdog's
+_WORK_RAN = re.compile(
+    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?(?:(?:\.\.\.|…), ?)?OpType=(?P<op>\w+)"
+    r"(?:, TensorShape=\[[^\]\n]{0,400}\])?"
+    r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
+    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)\s{0,8}ran for (?P<ran>\d+) milliseconds before timing out"
+)
 _PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)")
 _RANK_BEFORE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]\s*$")
 _WRAP_WINDOW = 600  # characters after the start phrase that may hold the rest of a wrapped message
@@ -323,6 +331,25 @@ class DistScanner:
                 if self._once(("wd", w.rank, w.seq, w.op, w.numel_in)):
                     self.timeouts.append(w)
             p = ft.find(_WATCHDOG_START, p + 1)
+        if _WATCHDOG_START in ft or "ran for" not in ft:
+            return
+        for m in _WORK_RAN.finditer(ft):
+            start = flat.orig(m.start())
+            ls = text.rfind("\n", 0, start) + 1
+            before = _RANK_BEFORE.search(ft, max(0, m.start() - 200), m.start())
+            rank = int(before.group(1)) if before else rank_of_line(text, ls, start)
+            w = WatchdogTimeout(
+                rank,
+                _opt_int(m.group("seq")),
+                m.group("op"),
+                _opt_int(m.group("nin")),
+                _opt_int(m.group("nout")),
+                _opt_int(m.group("timeout")),
+                _opt_int(m.group("ran")),
+                line_no(start),
+            )
+            if self._once(("wd", w.rank, w.seq, w.op, w.numel_in)):
+                self.timeouts.append(w)
 
     def _status(
         self, text: str, m: re.Match[str], line_no: Callable[[int], int], at: int | None = None

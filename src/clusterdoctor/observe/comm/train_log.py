@@ -10,7 +10,14 @@ NCCL log. Read here, in the frameworks' own formats:
   consumed samples: 6400 | elapsed time per iteration (ms): 1234.5 | learning rate: 1.000E-04 | ... |
   lm loss: 7.123456E+00 | ... | number of skipped iterations:   0 | number of nan iterations:   0 |``;
 * DeepSpeed (``deepspeed/runtime/engine.py``): ``steps: 100 loss: 1.2345 iter time (s): 0.512
-  samples/sec: 62.5`` and ``[Rank 0] step=100, skipped=0, lr=[...]``.
+  samples/sec: 62.5`` and ``[Rank 0] step=100, skipped=0, lr=[...]``;
+* the PyTorch ImageNet example and the many scripts copied from it (``pytorch/examples``
+  ``imagenet/main.py``: ``ProgressMeter`` joins ``AverageMeter`` ``'{name} {val} ({avg})'`` entries with
+  tabs; older copies print the same with ``Prec@1``): ``Epoch: [0][10/5005]\tTime 22.424 (7.498)\tData
+  22.372 (7.070)\tLoss 6.9065 (6.9074)\t...``; ``Time`` is the whole step, ``Data`` the wait for the batch;
+* torchvision's reference scripts' ``MetricLogger.log_every`` (``references/classification/utils.py``,
+  copied by DETR, DeiT, MAE): ``Epoch: [0]  [  10/5005]  eta: 1:02:03  lr: 0.1  ...  time: 0.7441
+  data: 0.5126  max mem: 10385`` (``time`` and ``data`` as above).
 
 Each line may carry any prefix (a launcher's ``[rank0]:``, a line number the user's viewer added, a
 timestamp). :func:`parse_train_log` is pure and never raises for odd lines; :func:`load_train_log` reads
@@ -43,9 +50,24 @@ _DS_STEPS = re.compile(
     r"steps: (?P<step>\d{1,12}) loss: (?P<loss>" + _NUM + r")(?: iter time \(s\): (?P<it>" + _NUM + r"))?"
 )
 _DS_STEP = re.compile(r"\bstep=(?P<step>\d{1,12}), skipped=(?P<skipped>\d{1,12}), lr=\[")
+_BATCH = re.compile(r"\[ {0,12}(?P<i>\d{1,12})/(?P<n>\d{1,12})\]")
+_EXAMPLES = re.compile(
+    r"\bTime {1,8}(?P<t>"
+    + _NUM
+    + r") \( {0,8}(?P<ta>"
+    + _NUM
+    + r")\)\s{1,8}Data {1,8}(?P<d>"
+    + _NUM
+    + r") \( {0,8}(?P<da>"
+    + _NUM
+    + r")\)"
+)
+_METRIC_LOGGER = re.compile(r"\btime: (?P<t>" + _NUM + r") {1,8}data: (?P<d>" + _NUM + r")(?: |$)")
+_LOSS = re.compile(r"\b[Ll]oss:? {1,8}(?P<l>" + _NUM + r")")
 _SNIFF = re.compile(
     rb"\{['\"](?:loss|eval_loss|train_runtime|train_loss)['\"]: |iteration\s{1,16}\d{1,12}/\s{0,16}\d{1,12} \| "
     rb"consumed samples|steps: \d{1,12} loss: |\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["
+    rb"|\[ {0,12}\d{1,12}/\d{1,12}\]\s{1,8}(?:Time {1,8}[\d.]{1,20} \( {0,8}[\d.]{1,20}\)\s{1,8}Data |eta: )"
 )
 
 
@@ -63,6 +85,8 @@ class TrainStep:
     skipped: int | None = None  # steps skipped (fp16 overflow) so far, where the framework counts them
     nan_iterations: int | None = None
     kind: str = "train"  # "train", "eval", "summary" (the end-of-training dict)
+    step_s: float | None = None  # the step's whole time (s), where the line splits it from ...
+    data_s: float | None = None  # ... the time it waited for its batch (the input pipeline)
 
 
 @dataclass
@@ -157,7 +181,27 @@ def _parse_line(line: str, n: int) -> TrainStep | None:
     m = _DS_STEP.search(line)
     if m is not None:
         return TrainStep(n, "deepspeed", step=int(m.group("step")), skipped=int(m.group("skipped")))
-    return None
+    b = _BATCH.search(line)
+    if b is None:
+        return None
+    m = _EXAMPLES.search(line, b.end())
+    framework = "pytorch-examples"
+    if m is None:
+        m = _METRIC_LOGGER.search(line, b.end())
+        framework = "torchvision"
+    if m is None:
+        return None
+    kind = "eval" if line.lstrip().startswith("Test") else "train"
+    loss = _LOSS.search(line, b.end())
+    return TrainStep(
+        n,
+        framework,
+        step=int(b.group("i")),
+        loss=_float(loss.group("l")) if loss else None,
+        step_s=_float(m.group("t")),
+        data_s=_float(m.group("d")),
+        kind=kind,
+    )
 
 
 def sniff_train_log(head: bytes) -> bool:
@@ -173,7 +217,8 @@ def load_train_log(path: str | Path) -> TrainLog:
     log = parse_train_log(read_text(p), str(p))
     if not log.steps:
         raise InputError(
-            "no training progress line (Hugging Face logs dict, Megatron 'iteration', DeepSpeed 'steps:')",
+            "no training progress line (Hugging Face logs dict, Megatron 'iteration', DeepSpeed 'steps:', "
+            "'[i/n] Time .. Data ..' or 'time: .. data: ..')",
             str(p),
         )
     return log

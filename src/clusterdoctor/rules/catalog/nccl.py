@@ -597,4 +597,46 @@ MESSAGES: tuple[Message, ...] = (
             "algorithm/protocol available' before",
         ),
     ),
+    Message(
+        code="NCCL124",
+        name="nccl-error-in-a-binding",
+        title="An NCCL call failed, as a Python or C++ binding reports it (the NCCL WARN line names why)",
+        pattern=(
+            r"NCCL_ERROR_(?P<name>UNHANDLED_CUDA_ERROR|SYSTEM_ERROR|INTERNAL_ERROR|INVALID_ARGUMENT|INVALID_USAGE"
+            r"|REMOTE_ERROR|IN_PROGRESS): (?P<err>[a-z][a-z ]{3,60})"
+        ),
+        variants=(r"[\w.>\-]{1,40} == ncclSuccess \((?P<code>\d{1,2}) vs\. 0\)",),
+        trigger="NCCL_ERROR_",
+        triggers=("== ncclSuccess (",),
+        meaning=(
+            "an NCCL call returned an error (ncclResult_t) and the program's binding raised it: CuPy's (and "
+            "vLLM's, through CuPy) NcclError prints the result's name and ncclGetErrorString, Caffe's and "
+            "other C++ code's glog CHECK_EQ(result, ncclSuccess) prints the result code (1 unhandled cuda error, "
+            "2 unhandled system error, 3 internal error, 4 invalid argument, 5 invalid usage, 6 remote error)"
+        ),
+        cause=(
+            "the error class is generic: a CUDA call inside NCCL failed (driver/runtime mismatch, peer access, "
+            "out of memory), a system call failed (shared memory, sockets, memory registration), or the "
+            "arguments differ between ranks; the NCCL WARN line before it names which"
+        ),
+        fix="rerun with NCCL_DEBUG=WARN (or INFO) and read the first NCCL WARN line; see the findings about it",
+        verify=("NCCL_DEBUG=WARN python train.py 2>&1 | grep -m3 'NCCL WARN'",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/cupy/cupy/blob/main/cupy_backends/cuda/libs/nccl.pyx",
+        example=(
+            "ERROR 06-13 07:35:59 [core.py:517] cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_SYSTEM_ERROR: "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details)"
+        ),
+        example_source="https://github.com/vllm-project/vllm/issues/19613",
+        role="symptom",
+        subject="{name}",
+        notes=(
+            "cupy nccl.pyx NcclError: '%s: %s' % (ERROR2[status], ncclGetErrorString(status)); NCCL src/init.cc "
+            "ncclGetErrorString: 'unhandled cuda error (run with NCCL_DEBUG=INFO for details)', 'unhandled system "
+            "error (...)', 'internal error - please report this issue to the NCCL developers', 'invalid argument "
+            "(run with NCCL_DEBUG=WARN for details)', 'invalid usage (...)', 'remote process exited or there was a "
+            "network error', 'NCCL operation in progress'; glog CHECK_EQ prints 'Check failed: a == b (x vs. y)'",
+        ),
+    ),
 )

@@ -238,7 +238,14 @@ MESSAGES: tuple[Message, ...] = (
         name="os-too-many-open-files",
         title="The process ran out of file descriptors (Too many open files)",
         pattern=r"\[Errno 24\] Too many open files",
+        # the DataLoader's own words for it (torch/utils/data/dataloader.py _try_get_data, and the
+        # multiprocessing error it replaced: a descriptor dropped from a worker's message, pytorch#34768)
+        variants=(
+            r"Too many open files\. Communication with the workers is no longer possible",
+            r"received 0 items of ancdata",
+        ),
         trigger="Too many open files",
+        triggers=("received 0 items of ancdata",),
         meaning="a file or socket could not be opened: the process reached its open-files limit (EMFILE)",
         cause="ulimit -n too low for the DataLoader's shared tensors (one descriptor each with the default "
         "sharing strategy), many dataset files held open, or a descriptor leak",
@@ -478,6 +485,43 @@ MESSAGES: tuple[Message, ...] = (
         notes=(
             "torch/utils/data/dataloader.py _try_get_data: RuntimeError(f'DataLoader worker (pid(s) {pids_str}) "
             "exited unexpectedly'); older: 'DataLoader worker (pid N) exited unexpectedly with exit code N'",
+        ),
+    ),
+    Message(
+        code="STOR119",
+        name="safetensors-bad-header",
+        title="A .safetensors file is not one: its header cannot be read (a Git LFS pointer or a cut download)",
+        pattern=(
+            r"Error while deserializing header: (?P<err>HeaderTooLarge|header too large|HeaderTooSmall|header too "
+            r"small|InvalidHeaderLength|invalid header length|InvalidHeaderStart|invalid header start"
+            r"|MetadataIncompleteBuffer|incomplete metadata|InvalidHeaderDeserialization|invalid header "
+            r"deserialization)"
+        ),
+        trigger="Error while deserializing header",
+        meaning=(
+            "safetensors reads a file's first 8 bytes as the length of its JSON header; the length is absurd "
+            "(too large or too small), the header does not parse, or the file is shorter than the header says"
+        ),
+        cause=(
+            "the file is not the weights: a Git LFS pointer (a 130-byte text stub, cloned without git-lfs), an "
+            "HTML error page saved under the weights' name, or a download or copy that stopped part-way"
+        ),
+        fix=(
+            "check the file's size against the hub's (ls -l; a few hundred bytes is a pointer); install git-lfs "
+            "and run git lfs pull in the clone, or download the file again (huggingface-cli download)"
+        ),
+        verify=("ls -l model.safetensors", "head -c 200 model.safetensors"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/huggingface/safetensors/blob/main/safetensors/src/tensor.rs",
+        example="safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        example_source="https://github.com/microsoft/OmniParser/issues/34",
+        causes=("storage.lfs-pointer", "storage.checkpoint-corrupt"),
+        subject="{err}",
+        notes=(
+            "tensor.rs SafeTensorError: HeaderTooLarge, HeaderTooSmall, InvalidHeaderLength, InvalidHeaderStart, "
+            "InvalidHeaderDeserialization, MetadataIncompleteBuffer; the Python binding prints 'Error while "
+            "deserializing header: {err:?}' (the variant's name; its lower-case description in 0.6)",
         ),
     ),
 )

@@ -66,8 +66,24 @@ MESSAGES: tuple[Message, ...] = (
         name="torch-cuda-illegal-memory-access",
         title="A CUDA kernel made an illegal memory access",
         pattern=r"(?:an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress)",
+        # the other kernel faults of the same kind (cudaGetErrorString: 715 "an illegal instruction was
+        # encountered", 716 "misaligned address"), in PyTorch's "CUDA error: %s" and by enum name
+        variants=(
+            r"CUDA error: (?:misaligned address|an illegal instruction was encountered)",
+            r"(?:CUDA_ERROR_MISALIGNED_ADDRESS|cudaErrorMisalignedAddress|CUDA_ERROR_ILLEGAL_INSTRUCTION"
+            r"|cudaErrorIllegalInstruction)\b",
+        ),
         trigger="illegal memory access",
-        triggers=("ILLEGAL_ADDRESS", "IllegalAddress"),
+        triggers=(
+            "ILLEGAL_ADDRESS",
+            "IllegalAddress",
+            "CUDA error: misaligned address",
+            "CUDA error: an illegal instruction",
+            "MISALIGNED_ADDRESS",
+            "MisalignedAddress",
+            "ILLEGAL_INSTRUCTION",
+            "IllegalInstruction",
+        ),
         meaning=(
             "a kernel read or wrote an address it may not (cudaErrorIllegalAddress, 700); the CUDA context is "
             "now unusable and every later CUDA call in the process fails"
@@ -147,8 +163,19 @@ MESSAGES: tuple[Message, ...] = (
             r"(?:failed \(exitcode: -9\) local_rank: (?P<local_rank>\d{1,5})|exitcode {1,8}: -9 \(pid: "
             r"(?P<pid>\d{1,10})\)|Signal 9 \(SIGKILL\) received by PID (?P<pid2>\d{1,10}))"
         ),
+        # the same death as the older launchers print it: torch.distributed.launch / DeepSpeed / accelerate
+        # (subprocess.CalledProcessError "died with <Signals.SIGKILL: 9>") and mp.spawn's ProcessExitedException
+        variants=(
+            r"died with <Signals\.SIGKILL: 9>",
+            r"process (?P<proc>\d{1,6}) terminated with signal SIGKILL",
+        ),
         trigger="exitcode: -9",
-        triggers=("exitcode  : -9", "Signal 9 (SIGKILL)"),
+        triggers=(
+            "exitcode  : -9",
+            "Signal 9 (SIGKILL)",
+            "<Signals.SIGKILL: 9>",
+            "terminated with signal SIGKILL",
+        ),
         meaning="torchrun's agent saw one of its workers die from SIGKILL",
         cause=(
             "the kernel's OOM killer ended it because the host ran out of memory (each worker loads the model "
@@ -170,14 +197,18 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/QwenLM/Qwen/issues/423",
         causes=("torch.host-oom",),
-        subject="local_rank {local_rank}",
+        subject="local_rank {local_rank}|process {proc}",
     ),
     Message(
         code="TORCH106",
         name="torch-elastic-worker-failed",
         title="A worker process failed (its own traceback holds the cause)",
         pattern=r"failed \(exitcode: (?!-9\))(?P<code>-?\d{1,4})\) local_rank: (?P<local_rank>\d{1,5})",
+        # the ChildFailedError summary (elastic/multiprocessing/errors/__init__.py _FAILURE_FORMAT_TEMPLATE:
+        # "  exitcode  : ${exitcode} (pid: ${pid})"); -9 is TORCH105's
+        variants=(r"exitcode  : (?!-9 )(?P<code>-?\d{1,4}) \(pid: (?P<pid>\d{1,10})\)",),
         trigger="failed (exitcode:",
+        triggers=("exitcode  : ",),
         meaning="torchrun's agent saw a worker exit with an error and stopped the others",
         cause=(
             "the worker raised an exception or crashed (exit 1: a Python error; -6/-11: an abort or segfault "
@@ -578,6 +609,147 @@ MESSAGES: tuple[Message, ...] = (
             "ProcessGroupNCCL.cpp broadcastUniqueNCCLID: '[', rank_, '] is setting up NCCL communicator and "
             "retrieving ncclUniqueId from [0] via c10d key-value store by key ', storeKey, ', but store->get(', "
             "storeKey, ') got error: ' ('retreiving' and 'got exception' before 2.0)",
+        ),
+    ),
+    Message(
+        code="TORCH120",
+        name="torch-ddp-unused-parameters",
+        title="DDP's reducer found parameters that took no part in the loss (or were marked ready twice)",
+        pattern=r"Expected to have finished reduction in the prior iteration before starting a new one",
+        variants=(r"Expected to mark a variable ready only once",),
+        trigger="Expected to have finished reduction in the prior iteration",
+        triggers=("Expected to mark a variable ready only once",),
+        meaning=(
+            "DistributedDataParallel's reducer waits for a gradient of every parameter each iteration; some "
+            "never arrived (the previous reduction did not finish), or one arrived twice in one iteration"
+        ),
+        cause=(
+            "the program: a branch of forward() leaves parameters out of the loss on some iterations or ranks "
+            "(frozen or conditional sub-modules, outputs not used in the loss), or a parameter is used twice "
+            "(shared weights with checkpointing, a module called twice); not the cluster or NCCL"
+        ),
+        fix=(
+            "pass find_unused_parameters=True to DistributedDataParallel (or static_graph=True when the set "
+            "of used parameters never changes), make every forward output take part in the loss, or freeze "
+            "(requires_grad=False) what is not trained; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters"
+        ),
+        verify=("TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc_per_node 2 train.py",),
+        severity=Severity.CRITICAL,
+        action=Action.FIX_PROGRAM,
+        source=_PT + "torch/csrc/distributed/c10d/reducer.cpp",
+        example=(
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
+            "one. This error indicates that your module has parameters that were not used in producing loss."
+        ),
+        example_source="https://github.com/va1shn9v/PromptIR/issues/30",
+        causes=("torch.ddp-unused-parameters",),
+        notes=(
+            "reducer.cpp ensure_prior_reduction_finished: 'Expected to have finished reduction in the prior "
+            "iteration before starting a new one. This error indicates that your module has parameters that "
+            "were not used in producing loss. ...'; mark_variable_ready: 'Expected to mark a variable ready "
+            "only once. ...'",
+        ),
+    ),
+    Message(
+        code="TORCH121",
+        name="torch-nccl-communicator-aborted",
+        title="ProcessGroupNCCL aborted its NCCL communicator (the 'Original reason' names why)",
+        pattern=r"NCCL communicator was aborted on rank (?P<rank>\d{1,7})",
+        trigger="NCCL communicator was aborted on rank",
+        meaning=(
+            "this rank's ProcessGroupNCCL called ncclCommAbort after an error (a collective timed out, an NCCL "
+            "error, another rank's abort seen through the store) and every later collective on it fails"
+        ),
+        cause=(
+            "a consequence: the reason is the 'Original reason for failure was:' text after it (1.10+), most "
+            "often a watchdog timeout, whose cause is the rank that fell behind or died; the rank named here "
+            "is the one that aborted, not the culprit"
+        ),
+        fix="read the original reason and the findings about it (the timeout, the rank behind, the NCCL WARN line)",
+        verify=("grep -n -m5 -E 'Original reason|Watchdog caught|NCCL WARN' <the job log>",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source=_PT + "torch/csrc/distributed/c10d/NCCLUtils.hpp",
+        example=(
+            "RuntimeError: : NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=266392, OpType=ALLGATHER, "
+            "Timeout(ms)=1800000) ran for 1803169 milliseconds before timing out."
+        ),
+        example_source="https://github.com/mlfoundations/open_clip/issues/1087",
+        role="symptom",
+        subject="rank {rank}",
+        notes=(
+            "NCCLUtils.hpp: 'NCCL communicator was aborted on rank ', rank_, '. ' then 'Original reason for "
+            "failure was: ', commFailureReason_ (pytorch#64241, 1.10)",
+        ),
+    ),
+    Message(
+        code="TORCH122",
+        name="gloo-peer-connection-lost",
+        title="gloo lost its TCP connection to a peer process (the peer died or the network dropped)",
+        pattern=(
+            r"gloo/transport/tcp/pair\.cc:\d{1,6}\] (?:Connection closed by peer|(?:Read|Write) error) "
+            r"\[(?P<peer>[0-9A-Fa-f.:]{2,64})\]:(?P<port>\d{1,5})"
+        ),
+        trigger="gloo/transport/tcp/pair.cc",
+        meaning=(
+            "a gloo collective (or a CPU barrier) on this rank found its socket to another rank closed or reset "
+            "(pair.cc: 'Connection closed by peer', 'Read error ...: Connection reset by peer')"
+        ),
+        cause=(
+            "a consequence: the peer process ended (crashed, was killed by the OOM killer or the scheduler, or "
+            "exited early after its own error), or the network between the hosts dropped the connection; the "
+            "peer's own log holds the cause"
+        ),
+        fix="read the log of the rank at that address first (its traceback, an OOM kill in its dmesg); then the network",
+        verify=("dmesg -T | grep -i -E 'killed process|out of memory'",),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/pytorch/gloo/blob/main/gloo/transport/tcp/pair.cc",
+        example=(
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+            "[127.0.0.1]:10895"
+        ),
+        example_source="https://github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI/issues/1882",
+        role="symptom",
+        subject="peer {peer}",
+        notes=(
+            "pair.cc: GLOO_ENFORCE/signalException with 'Connection closed by peer ' + peer address, 'Read error ' "
+            "/ 'Write error ' + address + ': ' + strerror(errno)",
+        ),
+    ),
+    Message(
+        code="TORCH123",
+        name="torch-cuda-driver-init-failed",
+        title="PyTorch could not initialise the CUDA driver (cudaErrorInitializationError): no usable GPU",
+        pattern=r"CUDA driver initialization failed, you might not have a CUDA gpu",
+        trigger="CUDA driver initialization failed",
+        meaning=(
+            "the CUDA runtime's first call (cudaGetDeviceCount) failed with cudaErrorInitializationError (3): "
+            "the process sees no working NVIDIA driver; as a UserWarning ('CUDA initialization: ...') "
+            "torch.cuda.is_available() is False, as a RuntimeError the first CUDA use failed"
+        ),
+        cause=(
+            "the NVIDIA kernel driver is not loaded or cannot reach the GPU (not installed, not rebuilt after a "
+            "kernel update, a failed GPU), the container was started without the GPU (no --gpus / NVIDIA "
+            "runtime), or the machine has no NVIDIA GPU (a VM, macOS)"
+        ),
+        fix=(
+            "run nvidia-smi on the host and in the container: install or reload the driver (and reboot after a "
+            "kernel update), start the container with --gpus all / the NVIDIA runtime; read dmesg for NVRM "
+            "errors"
+        ),
+        verify=("nvidia-smi -L", "python -c 'import torch; print(torch.cuda.is_available())'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "c10/cuda/CUDAFunctions.cpp",
+        example="RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        example_source="https://github.com/ErlerPhilipp/points2surf/issues/17",
+        causes=("gpu.driver-not-loaded", "gpu.container-runtime"),
+        notes=(
+            "c10/cuda/CUDAFunctions.cpp device_count_impl: cudaErrorInitializationError -> 'CUDA driver "
+            "initialization failed, you might not have a CUDA gpu.'; torch/cuda/__init__.py warns it as "
+            "'CUDA initialization: ...'",
         ),
     ),
 )
