@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from typing import Any
 
 import typer
@@ -53,11 +54,19 @@ def _url(srv: Any, path: str) -> str:
     return f"http://{host}:{port}{path}"
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM (kubelet, systemd) stops the service as Ctrl-C does
+
+
 def _serve(srv: Any) -> None:
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how a foreground service stops
+        pass  # Ctrl-C or SIGTERM: how a service stops, exit 0
     finally:
         srv.server_close()
 

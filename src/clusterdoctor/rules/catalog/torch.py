@@ -226,7 +226,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/speechbrain/speechbrain/issues/2401",
         role="symptom",
-        subject="local_rank {local_rank}",
+        subject="local_rank {local_rank}|worker pid {pid}",
     ),
     Message(
         code="TORCH107",
