@@ -14,6 +14,9 @@ pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.torch, pytest.mark
 
 
 def test_prometheus_scrapes_the_probes_and_watch_names_the_straggler(tmp_path, cli):
+    from tests.conftest import require_quiet_machine
+
+    require_quiet_machine()
     from clusterdoctor.training.faultlab import CpuQuota, Lab, lab_available
 
     why = lab_available()

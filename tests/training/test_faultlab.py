@@ -22,6 +22,9 @@ def lab(tmp_path_factory):
     why = lab_available(netns=True)
     if why:
         pytest.skip(why)
+    from tests.conftest import require_quiet_machine
+
+    require_quiet_machine()  # before the lab's own ranks start (they keep the CPUs busy)
     lab = Lab(tmp_path_factory.mktemp("lab"), world=4, netns=True)
     lab.start()
     yield lab

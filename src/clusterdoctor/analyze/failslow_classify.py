@@ -119,8 +119,14 @@ def straggler_episode(
             stall_r = float(np.nanmean(tb.stall[row, P]) - np.nanmean(sig.stall_med[P]))
         stall_r = stall_r if np.isfinite(stall_r) else 0.0
     d_data = float(np.median(sig.data[row, P] - sig.data_med[P]))
+    # its work outside the data wait (own includes the wait): a slow loader leaves it as it was, a slow
+    # rank (a throttled training thread, a slower GPU) makes it grow with the wait
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        d_work = float(np.nanmedian((tb.own[row, P] - sig.data[row, P]) - (sig.own_med[P] - sig.data_med[P])))
+    d_work = d_work if np.isfinite(d_work) else 0.0
     io_r, io_peers = _io(tb, sig, row, P)
-    if d_data >= 0.5 * d_late and stall_r < 0.25 * d_late:
+    if d_data >= 0.5 * d_late and stall_r < 0.25 * d_late and d_work < d_data:
         kind = "data"
     elif io_r >= p.io_spike_bytes and io_r >= 10 * max(io_peers, 1.0):
         kind = "storage"
