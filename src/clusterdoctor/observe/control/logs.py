@@ -273,13 +273,15 @@ class _Ctx:
         self.formats[form] = self.formats.get(form, 0) + 1
 
 
-def _infer_year(text: str, year: int | None) -> tuple[int, bool]:
+def _infer_year(text: str, year: int | None, ref_year: int | None = None) -> tuple[int, bool]:
+    """The year of stamps that carry none: given, else the first full date in the text, else the year
+    of ``ref_year`` (the file's modification time: when it was collected) or of now."""
     if year is not None:
         return year, False
     m = _FULL_DATE.search(text[:1_000_000])
     if m and 1 <= int(m.group("m")) <= 12 and not m.group("y").startswith("00"):
         return int(m.group("y")), False
-    return _dt.datetime.now(_dt.timezone.utc).year, True
+    return ref_year or _dt.datetime.now(_dt.timezone.utc).year, True
 
 
 def parse_logs(
@@ -311,6 +313,7 @@ def parse_log_lines(
     year: int | None = None,
     head: str = "",
     budget: Any = None,
+    ref_year: int | None = None,
 ) -> LogParse:
     """:func:`parse_logs` over lines as they come (a file streamed by ``limits.LineReader``: memory
     bounded by what is kept, not by the file). ``head``: the start of the text, where a year is looked
@@ -318,7 +321,7 @@ def parse_log_lines(
     from clusterdoctor.observe.limits import Budget, LimitExceeded, WarningList
 
     budget = budget if budget is not None else Budget(path)
-    yr, guessed = _infer_year(head, year)
+    yr, guessed = _infer_year(head, year, ref_year)
     out = LogParse(warnings=WarningList(100))
     ctx = _Ctx(path, yr, guessed, out.warnings)
     it = iter(lines)
@@ -993,7 +996,13 @@ def load_logs(path: str | Path, *, year: int | None = None) -> dict[str, Any]:
     reader = LineReader(p)  # streamed: memory bounded by what is kept, budgets checked as it reads
     try:
         with reader:
-            res = parse_log_lines(reader, str(p), year=year, head=reader.head)
+            # a year-less stamp takes the year the file was written, not today's: a log collected last
+            # year and read today is not "ahead of its collection" (CLOCK001)
+            try:
+                ref_year = _dt.datetime.fromtimestamp(p.stat().st_mtime, _dt.timezone.utc).year
+            except (OSError, OverflowError, ValueError):
+                ref_year = None
+            res = parse_log_lines(reader, str(p), year=year, head=reader.head, ref_year=ref_year)
     except MemoryError:
         raise InputError(
             f"not enough memory to parse {reader.bytes_read >> 20} MiB of log (cut it, e.g. with tail or grep)",
