@@ -8,6 +8,7 @@ intervals and watch said "no fail-slow probe series"."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -83,6 +84,10 @@ def test_watch_defaults_work_at_production_scrape_intervals(tmp_path, cli, inter
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not installed (apt-get install prometheus)")
+    if "faketime" in os.environ.get("LD_PRELOAD", ""):
+        # the series are stamped from this process's clock and read by Prometheus, a Go binary whose
+        # clock libfaketime does not move: under `make test-clock` they would lie a year in its future
+        pytest.skip("the clock is moved by libfaketime, Prometheus' is not (covered by `make test`)")
     end = time.time() - 5
     data = tmp_path / "probe.om"
     data.write_text(_openmetrics(interval, end))
