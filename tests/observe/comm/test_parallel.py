@@ -18,14 +18,12 @@ from clusterdoctor.observe.comm.sources import InputFile, discover_comm_inputs, 
 from clusterdoctor.observe.watch.traces import join_step_sources, steps_from_loaded
 from clusterdoctor.rules.comm import comm_analysis, run_comm_rules
 from clusterdoctor.rules.registry import Observations
-from clusterdoctor.testing import fixture_path
+from tests.conftest import shared_fixture
 
 
 def comm_dir(tmp_path):
     """The real comm fixtures, and a file that is no comm input."""
-    src = fixture_path("comm")
-    if not src.is_dir():
-        pytest.skip(f"fixtures absent: {src}")
+    src = shared_fixture("comm")  # skips, saying why, in a clone without ../shared
     d = tmp_path / "in"
     shutil.copytree(src, d)
     (d / "notes.bin").write_bytes(b"\x00\x01\x02" * 100)
