@@ -49,7 +49,7 @@ def test_prometheus_scrapes_the_probes_and_watch_names_the_straggler(tmp_path, c
         url = f"http://127.0.0.1:{prom_port}"
         wait_http(f"{url}/-/ready", 30)
         lab.start()
-        res = lab.episode(700, CpuQuota(2, 0.15), onset_step=300, extra={"ports": rank_ports})
+        res = lab.episode(700, CpuQuota(2, 0.05), onset_step=300, extra={"ports": rank_ports})
         assert res.error is None, res.error
         job = f"lab-{lab.tag}-e0"
         # the probes were scraped while the job ran: every rank, with the probe's labels

@@ -183,8 +183,8 @@ THROTTLE_PERIOD = Threshold(
     "kernel Documentation/scheduler/sched-bwc.rst): a throttled rank stops every ~0.1 s, which reads as "
     "stalls at a regular spacing; job-level timers (checkpoints, cron, a SIGSTOP loop) recur at seconds or "
     "more. clusterdoctor default: five times the CFS period",
-    "stalls of one rank recurring faster than this are sustained CPU throttling (compute), not a "
-    "periodic event",
+    "slowdowns of one rank (or of its data loader) recurring faster than this are sustained (compute or "
+    "data), not a periodic event",
 )
 IO_SPIKE_BYTES = Threshold(
     "failslow_io_spike_bytes",

@@ -161,18 +161,11 @@ def _spike_episode(
         what = "its own work took that much longer in them"
     period_steps = float(np.median(gaps))
     period_s = float(np.nanmedian(tgaps)) if np.isfinite(tgaps).any() else None
-    if (
-        kind == "periodic"
-        and of == "compute"
-        and stall >= 0.5 * total
-        and period_s
-        and period_s < p.throttle_period_s
-    ):
-        # stalls at the rhythm of a CPU quota's enforcement (CFS period, 100 ms): sustained throttling
-        kind, of = "compute", None
-        what += (
-            f"; recurring every {period_s:.2f} s, the rhythm of a CPU quota (CFS), i.e. sustained throttling"
-        )
+    if kind == "periodic" and period_s and period_s < p.throttle_period_s:
+        # recurring at the rhythm of a CPU quota's enforcement (CFS period, 100 ms) on the rank or on its
+        # loader: a sustained slowdown of that side, not a periodic event
+        kind, of = of, None
+        what += f"; recurring every {period_s:.2f} s, the rhythm of a CPU quota (CFS): a sustained slowdown"
     first, nth = events[0][0], events[min(len(events), p.spike_min_events) - 1][-1]
     others = np.delete(sig.late[:, ev_cols], row, axis=0)
     peer_max = float(others.max()) if others.size else 0.0
