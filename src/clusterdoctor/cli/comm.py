@@ -89,7 +89,8 @@ def analyze(
     analysis = comm_analysis(obs)
     from clusterdoctor.cli.comm_failslow import failslow_report
 
-    fs_findings, fs_section = failslow_report(data, paths, workers, use_ray, ray_address, fs_results)
+    # the parallel load already made the step summaries (fs_results): no second read of the files
+    fs_findings, fs_section = failslow_report(data, paths, results=fs_results)
     from clusterdoctor.rules.registry import fold_symptoms
 
     # the waiting ranks' findings (COMM006, COMM007) are symptoms of the straggler: folded into it
