@@ -202,6 +202,11 @@ class Finding:
     # the incident-corpus cause classes this finding names (tests/data/incidents/causes/*.toml)
     causes: tuple[str, ...] = ()
 
+    def acting(self, action: Action) -> Finding:
+        """This finding with what its fix takes (the ranking's tie-break), for use in a ``yield``."""
+        self.action = action
+        return self
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "rule": self.rule,

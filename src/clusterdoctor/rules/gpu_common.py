@@ -306,9 +306,7 @@ def _rate_per_min(g: GpuState, name: str) -> tuple[float, float, float] | None:
 
 
 def _acting(action: Action, f: Finding) -> Finding:
-    """``f`` with what its fix takes (the ranking's tie-break)."""
-    f.action = action
-    return f
+    return f.acting(action)
 
 
 def _latest(g: GpuState, name: str) -> float | None:

@@ -57,9 +57,7 @@ _IPOIB_PREFIXES = ("ib",)
 
 
 def _act(f: Finding, action: Action) -> Finding:
-    """A finding with what its fix takes (the ranking's tie-break)."""
-    f.action = action
-    return f
+    return f.acting(action)
 
 
 def _cls(code: str) -> tuple[str, ...]:
