@@ -30,6 +30,13 @@ def start_ray(
         return ray, False
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if address:
+        unreachable = _unreachable(address)
+        if unreachable:
+            raise InputError(
+                f"the Ray cluster at {address} is not reachable ({unreachable}); "
+                f"leave out {option} for local processes",
+                option,
+            )
         kw["address"] = address
     elif num_cpus:
         kw["num_cpus"] = num_cpus
@@ -56,6 +63,32 @@ def start_ray(
     finally:
         quiet.setLevel(level)
     return ray, True
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` or ``ray://host:port`` address; None for ``auto``/``local``
+    or anything without a port (Ray resolves those itself)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _unreachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why nothing answers on the address's port (one TCP connect), or None. Without this, Ray retries
+    an unreachable GCS for about a minute before it says so."""
+    hp = _host_port(address)
+    if hp is None:
+        return None
+    import socket
+
+    try:
+        with socket.create_connection(hp, timeout=timeout):
+            return None
+    except OSError as e:
+        return e.strerror or type(e).__name__
 
 
 def stop_ray(ray: Any, started_here: bool) -> None:

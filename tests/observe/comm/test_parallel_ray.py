@@ -53,6 +53,32 @@ def test_a_ray_that_does_not_answer_is_one_line_exit_2(tmp_path):
     assert len(lines) == 1 and "--ray" in lines[0] and "Traceback" not in r.err
 
 
+def test_a_ray_address_where_nothing_listens_fails_at_once(tmp_path):
+    """``--ray-address 127.0.0.1:PORT`` with nothing on the port: one line naming the address, not a
+    minute of Ray's own reconnect retries (the port is taken from a socket closed just before)."""
+    pytest.importorskip("ray", reason="Ray not installed (extra `sim`)")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = comm_dir(tmp_path)
+    r = run_cli("comm", "analyze", str(d), "--ray-address", f"127.0.0.1:{port}", timeout=300)
+    assert r.code == 2, r.err
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("clusterdoctor:")]
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "not reachable" in lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_host_port_of_ray_addresses():
+    from clusterdoctor.ray_cluster import _host_port
+
+    assert _host_port("ray://10.0.0.1:10001") == ("10.0.0.1", 10001)
+    assert _host_port("127.0.0.1:6379") == ("127.0.0.1", 6379)
+    assert _host_port("[::1]:6379") == ("::1", 6379)
+    assert _host_port("auto") is None and _host_port("local") is None
+
+
 def test_sim_compare_workers_never_picks_ray(tmp_path):
     """``--workers 2`` without ``--ray``: two local processes on the first rows of the openb traces;
     Ray is not even imported."""
