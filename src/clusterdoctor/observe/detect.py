@@ -67,6 +67,14 @@ LOADERS: list[Loader] = [
     ),
     # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
     # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
+    # /proc/driver/nvidia/version, dpkg -l and apt history of the driver packages (before the GPU health
+    # loader, whose kernel-log reader would take the NVRM version line for a kernel log)
+    Loader(
+        "NVIDIA driver versions",
+        "clusterdoctor.observe.gpu.driver_versions",
+        "sniff_driver_versions",
+        "load_driver_versions",
+    ),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
