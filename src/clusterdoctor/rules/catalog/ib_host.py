@@ -527,4 +527,30 @@ MESSAGES: tuple[Message, ...] = (
         causes=("rdma.memlock",),
         confidence=0.7,
     ),
+    Message(
+        code="IB168",
+        name="nccl-ib-devices-in-use",
+        title="The IB/RoCE devices NCCL's IB transport uses (NET/IB : Using ...)",
+        # transport/net_ib.cc: INFO(NCCL_INIT|NCCL_NET, "NET/IB : Using%s %s; OOB %s:%s", line, ...), the
+        # line holding " [%d]%s:%d/%s" per device (IB or RoCE, /SHARP on 2.12+)
+        pattern=(
+            r"NET/IB ?: Using \[0\](?P<hca>[\w.\-]{1,64}):\d{1,3}/(?:IB|RoCE)(?:/SHARP)?"
+            r"(?P<more>[^\n;]{0,600}?) ?; OOB"
+        ),
+        trigger="NET/IB : Using [",
+        triggers=("NET/IB: Using [",),
+        meaning="NCCL lists the RDMA devices and ports its IB transport will use",
+        cause="nothing: the selection NCCL made (NCCL_IB_HCA, or every active port); the device an IB error without a device name is about",
+        fix="nothing to fix; if a slow or unusable device is listed, exclude it (NCCL_IB_HCA=^<dev>)",
+        verify=("NCCL_DEBUG=INFO <job> 2>&1 | grep 'NET/IB : Using'", "ibv_devinfo"),
+        severity=Severity.INFO,
+        action=Action.NONE,
+        source="https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib.cc",
+        example=(
+            "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786:76786 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/RoCE ; "
+            "OOB eth1:9.73.133.81<0>"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/799",
+        confidence=0.1,
+    ),
 )
