@@ -67,3 +67,15 @@ def test_an_apt_upgrade_of_the_driver_is_a_warning():
 def test_no_version_is_refused():
     with pytest.raises(InputError, match="no NVIDIA driver version"):
         parse_driver_versions("Start-Date: 2021-04-24  06:50:54\nUpgrade: vim:amd64 (1, 2)\n", "x.txt")
+
+
+def test_a_paste_with_nvidia_smi_is_left_to_its_reader():
+    smi = (
+        "+-----------------------------------------------------------------------------+\n"
+        "| NVIDIA-SMI 525.85.12    Driver Version: 525.85.12    CUDA Version: 12.0     |\n"
+        "|-------------------------------+----------------------+----------------------+\n"
+    )
+    from clusterdoctor.observe.gpu.load import sniff_gpu
+
+    assert sniff_gpu((PROC_AND_DPKG + smi).encode())
+    assert not sniff_driver_versions((PROC_AND_DPKG + smi).encode())

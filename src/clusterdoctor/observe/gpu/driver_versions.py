@@ -118,7 +118,12 @@ def parse_driver_versions(text: str, path: str) -> DriverVersions:
 
 
 def sniff_driver_versions(head: bytes, name: str = "") -> bool:
-    """Loader hook for ``observe.detect``."""
+    """Loader hook for ``observe.detect``. A paste that a GPU tool's reader takes (nvidia-smi beside the
+    version file) is left to it: its tables say more than the versions."""
+    from clusterdoctor.observe.gpu.load import sniff_gpu
+
+    if sniff_gpu(head, name):
+        return False
     if b"NVRM version: NVIDIA UNIX" in head:
         return True
     if b"Desired=Unknown/Install" in head and re.search(rb"^\S{2,3}\s+(?:lib)?nvidia-", head, re.M):
