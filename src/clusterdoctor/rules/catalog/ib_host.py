@@ -503,7 +503,10 @@ MESSAGES: tuple[Message, ...] = (
         # perror "ibv_reg_mr: Cannot allocate memory", "ibv_reg_mr failed ... errno 12"
         pattern=r"register_from_pd failed[^\n]{0,80}?Cannot allocate memory",
         trigger="register_from_pd failed",
-        variants=(r"ibv_reg_mr[^\n]{0,200}?(?:Cannot allocate memory|errno[ =:]{1,3}12\b|ENOMEM)",),
+        # NCCL's "Call to ibv_reg_mr..." (IB105) and UCX's "ibv_reg_mr(...) failed" (IB112) are their own entries
+        variants=(
+            r"(?<!Call to )ibv_reg_mr(?![\w(])[^\n]{0,200}?(?:Cannot allocate memory|errno[ =:]{1,3}12\b|ENOMEM)",
+        ),
         triggers=("ibv_reg_mr",),
         meaning="registering (pinning) memory for RDMA was refused with ENOMEM",
         cause=(
