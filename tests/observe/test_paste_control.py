@@ -55,3 +55,40 @@ def test_grep_context_separators_are_elisions():
     )
     p = clean(text)
     assert p.elided == [(2, 2)] and p.gaps == [2] and len(p.text.splitlines()) == 2
+
+
+# github.com/etcd-io/etcd/issues/9593 (the corpus case ok-ctrl-303): curl's progress meter, pasted with the
+# output; the meter's last redraw and the first line of the output share a line
+CURL = (
+    " curl 127.0.0.1:2379/metrics | grep etcd_disk_\n"
+    "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+    "                                 Dload  Upload   Total   Spent    Left  Speed\n"
+    "  0     0    0     0    0     0      0      0 --:--:-- --:--:-- --:--:--     0# HELP "
+    "etcd_disk_backend_commit_duration_seconds The latency distributions of commit called by backend.\n"
+    "# TYPE etcd_disk_backend_commit_duration_seconds histogram\n"
+    'etcd_disk_backend_commit_duration_seconds_bucket{le="0.001"} 0\n'
+)
+
+
+def test_curl_progress_meter_is_undone():
+    assert looks_pasted(CURL)
+    p = clean(CURL)
+    assert p.commands == ["curl 127.0.0.1:2379/metrics | grep etcd_disk_"]
+    assert p.text.startswith("# HELP etcd_disk_backend_commit_duration_seconds The latency")
+    assert p.origin == [4, 5, 6]
+    assert any("curl progress meter" in u for u in p.undone)
+
+
+def test_a_meter_without_its_header_is_output():
+    text = "$ cat counts\n  0     0    0     0    0     0      0      0 --:--:-- --:--:-- --:--:--     0\n"
+    assert clean(text).text.startswith("  0     0")
+
+
+def test_prompt_hosts_are_recorded():
+    # github.com/clustervision/trinity/issues/219 (corpus case rdma-304)
+    p = clean(
+        "[root@node045 ~]# ibstatus\nFatal error:  device '*': sys files not found (/sys/class/infiniband/*/ports)\n"
+    )
+    assert p.hosts == ["node045"]
+    assert clean("kgk2@bock:~$ cat /proc/driver/nvidia/version\nNVRM version: x\n").hosts == ["bock"]
+    assert clean("$ ibstat\nCA 'mlx5_0'\n").hosts == []

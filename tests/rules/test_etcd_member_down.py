@@ -164,3 +164,20 @@ def test_member_directory_joins_every_source():
         "m1 (40a85d23ff26f1e4)",
         "m2 (60af19f72c903e1e)",
     ]
+
+
+def test_a_removed_member_is_the_cause_not_the_peer_it_cannot_reach(tmp_path):
+    """github.com/etcd-io/etcd/issues/9613 (corpus case ctrl-305): the log's own member was removed; its
+    peer refusing it ("became inactive") is not that peer being down."""
+    log = tmp_path / "etcd.log"
+    log.write_text(
+        "Apr 23 03:18:36.522337 mn-1 etcd[1753]: the member has been permanently removed from the cluster\n"
+        "Apr 23 03:18:36.522389 mn-1 etcd[1753]: the data-dir used by this member must be removed.\n"
+        "Apr 23 03:18:36.528556 mn-1 etcd[1753]: peer 97ce3ec97538cc91 became active\n"
+        "Apr 23 03:18:36.623135 mn-1 etcd[1753]: failed to dial 97ce3ec97538cc91 on stream MsgApp v2 "
+        "(the member has been permanently removed from the cluster)\n"
+        "Apr 23 03:18:36.623161 mn-1 etcd[1753]: peer 97ce3ec97538cc91 became inactive\n"
+    )
+    _, d = _diagnose(log)
+    assert d.findings[0].rule == "ETCD120" and d.findings[0].subject == "mn-1"
+    assert not [f for f in d.findings if f.rule == "ETCD009"]

@@ -168,3 +168,15 @@ def test_legacy_gpu_resource_without_nvidia_com_gpu_is_a_gpu_node_not_advertised
     (f,) = run(text, rules=(gpu_not_advertised,))
     assert f.rule == "KUBELET006" and "alpha.kubernetes.io/nvidia-gpu=1" in f.summary
     assert not run(text.replace("nvidia-gpu:  1", "nvidia-gpu:  0"), rules=(gpu_not_advertised,))
+
+
+def test_a_crashing_device_plugin_pod_means_no_gpu_is_advertised():
+    # github.com/NVIDIA/k8s-device-plugin/issues/13 (corpus case ctrl-055)
+    text = (
+        "NAME                                   READY     STATUS             RESTARTS   AGE\n"
+        "nvidia-device-plugin-daemonset-csjxw   0/1       CrashLoopBackOff   12         39m\n"
+        "web-0                                  0/1       CrashLoopBackOff   12         39m\n"
+    )
+    fs = {f.subject: f for f in run(text)}
+    assert "k8s.gpu-not-advertised" in fs["pod nvidia-device-plugin-daemonset-csjxw"].causes
+    assert fs["pod web-0"].causes == ()

@@ -67,6 +67,14 @@ LOADERS: list[Loader] = [
     ),
     # nvidia-smi -q/-x/--query-gpu, nvidia-smi nvlink, dcgmi, lspci -vv, NVRM kernel logs (before the
     # generic log loader, which it calls itself for a kernel log that also holds control-plane lines)
+    # /proc/driver/nvidia/version, dpkg -l and apt history of the driver packages (before the GPU health
+    # loader, whose kernel-log reader would take the NVRM version line for a kernel log)
+    Loader(
+        "NVIDIA driver versions",
+        "clusterdoctor.observe.gpu.driver_versions",
+        "sniff_driver_versions",
+        "load_driver_versions",
+    ),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
@@ -387,6 +395,10 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
             if refused is not None:
                 out["warnings"] = [f"{p}: {refused.reason}; read only its known messages"]
             return out.pop("described_as"), out
+        kind = _plain_log(p, origin)
+        if kind and refused is None:
+            # a dmesg or journal excerpt without a known message: read (a program we read), nothing judged
+            return f"{kind} (no known message in it)", {"messages": [], "warnings": []}
     if refused is not None:
         raise refused
     raise InputError(
@@ -394,6 +406,14 @@ def _load_file(p: Path, head: bytes, origin: list[int] | None = None) -> tuple[s
         "etcdctl output, NCCL log, nccl-tests output, trace or GPU tool output",
         str(p),
     )
+
+
+def _plain_log(p: Path, origin: list[int] | None) -> str | None:
+    """ "kernel log" / "system log" when the input's lines are dmesg or journal lines (observe.plain_log)."""
+    from clusterdoctor.observe import limits
+    from clusterdoctor.observe.plain_log import system_log_kind
+
+    return system_log_kind(limits.read_head(p, HEAD_BYTES).decode("utf-8", "replace"))
 
 
 # Inputs whose known messages are not looked for beside their own parser: containers and binary or

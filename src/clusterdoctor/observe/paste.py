@@ -75,6 +75,20 @@ _PROMPT = re.compile(
     r")\s(?P<cmd>\S.*)$"
 )
 _ROOT_PROMPT = re.compile(r"^\s{0,4}#\s(?P<cmd>\S.*)$")
+# the host a prompt names: user@host:~$, [user@host dir]#
+_PROMPT_HOST = re.compile(
+    r"^\s{0,4}(?:\([\w.\-]{1,64}\)\s)?\[?[\w.\-]{1,64}@(?P<host>[\w.\-]{1,128})[\s:\]$#>]"
+)
+# curl's progress meter (on stderr, pasted with the output): its two header lines, and the meter line,
+# which the output's first line may follow on the same line (the meter ends in CR, not a newline)
+_CURL_HEAD = re.compile(
+    r"^\s*% Total\s+% Received % Xferd\s+Average Speed|^\s{8,}Dload\s+Upload\s+Total\s+Spent"
+)
+_T = r"(?:--:--:--|\d{1,2}:\d\d:\d\d|\d{1,5}d \d\dh)"
+_CURL_METER = re.compile(
+    r"^\s{0,4}\d{1,3}\s+[\d.]{1,6}[kMGT]?\s+\d{1,3}\s+[\d.]{1,6}[kMGT]?\s+\d{1,3}\s+[\d.]{1,6}[kMGT]?\s+"
+    r"[\d.]{1,6}[kMGT]?\s+[\d.]{1,6}[kMGT]?\s+" + _T + r"\s+" + _T + r"\s+" + _T + r"\s+[\d.]{1,6}[kMGT]?"
+)
 _EMPTY_PROMPT = re.compile(
     r"^\s{0,4}(?:\[[^\]\n]{1,128}\][$#]|[\w.\-]{1,64}@[\w.\-]{1,128}(?::[^\s$#>]{0,256})?[$#>]|\$)\s*$"
 )
@@ -89,7 +103,7 @@ KNOWN_PROGRAMS = (
     "all_reduce_perf", "sudo", "docker", "helm", "ls", "df", "free", "uname", "modinfo", "lsmod",
     "kubeadm", "etcdutl", "ctr", "nerdctl", "k3s", "microk8s", "calicoctl", "swapon", "chronyc", "timedatectl",
     "ulimit", "ucx_info", "lshca", "ifconfig", "ibv_devices", "ofed_info", "mlxlink", "sminfo",
-    "ibqueryerrors", "show_counters", "quota", "lfs", "mmlsquota",
+    "ibqueryerrors", "show_counters", "quota", "lfs", "mmlsquota", "curl", "wget",
 )  # fmt: skip
 _KNOWN_CMD = re.compile(
     r"^(?:sudo\s+)?(?:[\w./\-]*/)?(?:" + "|".join(re.escape(p) for p in KNOWN_PROGRAMS) + r")\b"
@@ -118,6 +132,8 @@ class Pasted:
     origin: list[int] = field(default_factory=list)
     # where lines were cut out: the 1-based line of ``text`` that follows each cut (len+1: at the end)
     gaps: list[int] = field(default_factory=list)
+    # the hosts the shell prompts name (user@host:~$), in order, once each
+    hosts: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -135,7 +151,7 @@ def looks_pasted(head: str) -> bool:
     for line in head.splitlines()[:400]:
         if len(line) > MAX_LINE:
             continue
-        if _FENCE.match(line) or _ELISION.match(line) or _EMPTY_PROMPT.match(line):
+        if _FENCE.match(line) or _ELISION.match(line) or _EMPTY_PROMPT.match(line) or _CURL_HEAD.match(line):
             return True
         if _PROMPT.match(line) or _is_root_command(line):
             return True
@@ -203,7 +219,8 @@ def clean(text: str) -> Pasted:
     commands: list[str] = []
     elided: list[tuple[int, int]] = []
     gaps: list[int] = []
-    fences = prompts = cr = 0
+    hosts: list[str] = []
+    fences = prompts = cr = meters = 0
     bare = _first_command(raw)
     for i, line in enumerate(raw, 1):
         if bare is not None and i == bare + 1:
@@ -226,7 +243,19 @@ def clean(text: str) -> Pasted:
         if m is not None:
             commands.append(m.group("cmd").strip())
             prompts += 1
+            h = _PROMPT_HOST.match(line)
+            if h is not None and h.group("host") not in hosts:
+                hosts.append(h.group("host"))
             continue
+        if _CURL_HEAD.match(line):
+            meters += 1
+            continue
+        cm = _CURL_METER.match(line) if meters else None
+        if cm is not None:
+            meters += 1
+            line = line[cm.end() :]
+            if not line.strip():
+                continue
         if _EMPTY_PROMPT.match(line):
             prompts += 1
             continue
@@ -247,10 +276,12 @@ def clean(text: str) -> Pasted:
         undone.append(f"{prompts} shell prompt/command line(s)")
     if cr:
         undone.append("progress lines redrawn with CR")
+    if meters:
+        undone.append(f"{meters} curl progress meter line(s)")
     if elided:
         n = len(elided)
         undone.append(f"{n} elision mark(s) ('...'): the lines cut out there are not judged")
-    return Pasted("\n".join(out) + ("\n" if out else ""), commands, elided, undone, origin, gaps)
+    return Pasted("\n".join(out) + ("\n" if out else ""), commands, elided, undone, origin, gaps, hosts)
 
 
 _HOST_PREFIX = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]{0,127}): ")
@@ -282,10 +313,11 @@ class PasteInfo:
     elided: tuple[tuple[int, int], ...]
     gaps: tuple[int, ...]
     undone: tuple[str, ...]
+    hosts: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, path: str, p: Pasted) -> PasteInfo:
-        return cls(path, tuple(p.commands), tuple(p.elided), tuple(p.gaps), tuple(p.undone))
+        return cls(path, tuple(p.commands), tuple(p.elided), tuple(p.gaps), tuple(p.undone), tuple(p.hosts))
 
 
 # The paste being loaded, for its loader: the command lines (whose arguments say what the output is about:

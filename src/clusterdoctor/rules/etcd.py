@@ -774,6 +774,13 @@ ELECTION_TIMEOUT = Threshold(
     "followers elect a new leader this long after the leader goes silent",
 )
 DOWN_RANK_BONUS = 10.0  # a dead member is the cause: it ranks above the symptoms it causes
+REMOVED_MEMBER_CODE = "ETCD120"  # rules/catalog/etcd.py: this member was removed from the cluster
+
+
+def _removed_member_logs(obs: Observations) -> set[str]:
+    """The logs whose own member says it was removed from the cluster: a peer it cannot reach there
+    refuses a removed member, it is not down."""
+    return {h.path for h in obs.get("messages") or [] if h.code == REMOVED_MEMBER_CODE}
 
 
 @rule(
@@ -811,8 +818,11 @@ def etcd_member_down(obs: Observations) -> Iterable[Finding]:
     from clusterdoctor.rules.etcd_log import utc
 
     d = member_directory(obs)
+    removed = _removed_member_logs(obs)
     for down in members_down(obs, d):
         m = down.member
+        if removed and all((s.source or "").rsplit(":", 1)[0] in removed for s in down.signals):
+            continue  # its peers refuse a removed member: the log's own member is the cause (ETCD120)
         timed = [s for s in down.signals if s.time is not None and s.strong]
         ev: list[Evidence] = []
         if down.stopped_at is not None:

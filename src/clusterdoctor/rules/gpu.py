@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import clusterdoctor.rules.gpu_recovery  # noqa: F401 (GPU021 registers with the GPU rules)
+import clusterdoctor.rules.gpu_recovery
+import clusterdoctor.rules.gpu_versions  # noqa: F401 (GPU022 registers with the GPU rules)
 from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED
 from clusterdoctor.model import Action, Evidence, Finding, Severity
 from clusterdoctor.rules.gpu_clocks import REASON_TEXT, clock_reason, sm_clock_low

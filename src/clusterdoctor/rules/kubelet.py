@@ -428,6 +428,15 @@ def _pod_rows(obs: Observations) -> list[tuple[str, str, list[str], str]]:
     return out
 
 
+# pods of the NVIDIA GPU stack on a node: the device plugin, and what it waits for under the GPU operator
+# (driver, container toolkit, validator): NVIDIA/k8s-device-plugin deployments/static/*.yml and
+# NVIDIA/gpu-operator assets/state-*/ DaemonSet names
+_GPU_STACK_POD = re.compile(
+    r"\bpod (?:[\w.\-]{1,253}/)?(?:nvidia-device-plugin|nvidia-driver-daemonset|nvidia-container-toolkit"
+    r"|nvidia-operator-validator)[\w.\-]{0,200}$"
+)
+
+
 @rule(
     id="KUBELET004",
     name="pods-not-running",
@@ -457,12 +466,20 @@ def pods_not_running(obs: Observations) -> Iterator[Finding]:
     """
     rows = _pod_rows(obs)
     for subject, what, ev, src in rows[:MAX_POD_FINDINGS]:
+        causes: tuple[str, ...] = ("kubelet.eviction",) if what.startswith("evicted") else ()
+        summary = f"{subject} is {what}"
+        if _GPU_STACK_POD.search(subject) and not causes:
+            # the device plugin (or a component it waits for) is not running: the node advertises no GPUs
+            causes = ("k8s.gpu-not-advertised", "gpu.device-plugin")
+            summary += (
+                ": a pod of the NVIDIA GPU stack, so the node advertises no nvidia.com/gpu while it is down"
+            )
         f = pods_not_running.finding(
-            f"{subject} is {what}",
+            summary,
             evidence=[Evidence(e, source=src or None) for e in ev],
             subject=subject,
             confidence=POD_SYMPTOM_CONFIDENCE,
-            causes=("kubelet.eviction",) if what.startswith("evicted") else (),
+            causes=causes,
         )
         f.role = "symptom"
         yield f

@@ -170,6 +170,8 @@ def _findings(r: Rule, m: Message, hits: list[Any], obs: Observations | None = N
                 subject = printers[0]
             elif len(hosts) == 1:
                 subject = hosts[0]
+            else:
+                subject = _prompt_host(obs, hs)
         n = sum(h.count for h in hs)
         summary = m.meaning
         detail = _detail(m, hs)
@@ -191,6 +193,16 @@ def _findings(r: Rule, m: Message, hits: list[Any], obs: Observations | None = N
         f.action = m.action
         f.role = m.role
         yield f
+
+
+def _prompt_host(obs: Observations | None, hs: list[Any]) -> str | None:
+    """The one host the shell prompts of the hits' pastes name (``[root@node045 ~]# ibstatus``), or None:
+    the machine the output came from, when nothing in the lines names who printed them."""
+    if obs is None:
+        return None
+    paths = {h.path for h in hs}
+    named = {host for p in obs.get("pastes") or [] if p.path in paths for host in getattr(p, "hosts", ())}
+    return next(iter(named)) if len(named) == 1 else None
 
 
 def _list(items: list[str], most: int = 6) -> str:

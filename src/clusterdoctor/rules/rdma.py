@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules import rdma_subject  # noqa: F401  (registers the ib subject resolver)
 from clusterdoctor.rules.alerts import Alert, Example, counter_rates
 from clusterdoctor.rules.registry import Observations, register_input, rule
 

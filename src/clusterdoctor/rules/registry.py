@@ -291,7 +291,7 @@ def load_all() -> list[Rule]:
 # Modules split from one listed above keep its place in the catalog (rules/gpu.py imports them).
 _PART_OF = {
     f"clusterdoctor.rules.gpu_{part}": "clusterdoctor.rules.gpu"
-    for part in ("xid", "memory", "clocks", "nvlink", "pcie", "dcgm", "recovery")
+    for part in ("xid", "memory", "clocks", "nvlink", "pcie", "dcgm", "recovery", "versions")
 }
 
 

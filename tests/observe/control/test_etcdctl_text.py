@@ -246,3 +246,24 @@ def test_etcd_20_member_list_and_wide_padded_tables_are_read():
     assert sniff_etcdctl_text(table.encode())
     res = parse_etcdctl_text(table)
     assert [s.endpoint for s in res.status.statuses][:1] == ["https://172.16.2.3:2379"]
+
+
+# github.com/etcd-io/etcd/issues/20115 (corpus case ctrl-301): the ERRORS cell wrapped by the table writer
+WRAPPED_ERRORS = """\
++----------------+------------------+---------+---------+-----------+------------+-----------+------------+--------------------+--------------------------------+
+|    ENDPOINT    |        ID        | VERSION | DB SIZE | IS LEADER | IS LEARNER | RAFT TERM | RAFT INDEX | RAFT APPLIED INDEX |             ERRORS             |
++----------------+------------------+---------+---------+-----------+------------+-----------+------------+--------------------+--------------------------------+
+| 127.0.0.1:2379 | 8e9e05c52164694d |  3.5.18 |  2.1 GB |      true |      false |         9 |    3623467 |            3623467 |  memberID:10276657743932975437 |
+|                |                  |         |         |           |            |           |            |                    |                 alarm:NOSPACE  |
++----------------+------------------+---------+---------+-----------+------------+-----------+------------+--------------------+--------------------------------+
+"""
+
+
+def test_a_wrapped_cell_continues_its_row():
+    res = parse_etcdctl_text(WRAPPED_ERRORS, "x.txt")
+    (row,) = res.status.statuses
+    assert row.errors == ("memberID:10276657743932975437 alarm:NOSPACE",)
+    assert not res.skipped
+    # the continuation line is about that row's member (a known message in it names the member)
+    assert [mid for _, mid in res.row_lines] == [0x8E9E05C52164694D, 0x8E9E05C52164694D]
+    assert "alarm:NOSPACE" in res.row_lines[1][0]

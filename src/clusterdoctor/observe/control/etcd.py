@@ -283,6 +283,8 @@ def _load_text(data: bytes, path: str) -> dict[str, Any]:
         out["etcd_members"] = txt.members
     if txt.alarms:
         out["etcd_alarms"] = txt.alarms
+    if txt.row_lines:  # a known message in a row's cell is about that row's member
+        out["line_about"] = [(path, text, f"{mid:016x}") for text, mid in txt.row_lines]
     if events:
         out["events"] = events
     skipped = [n for n in txt.skipped]

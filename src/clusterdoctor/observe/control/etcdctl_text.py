@@ -71,6 +71,9 @@ class EtcdctlText:
     lines: int = 0
     read: int = 0
     skipped: list[int] = field(default_factory=list)  # 1-based numbers of lines that were not etcdctl output
+    # (line text, member ID) of each endpoint status row's lines, its wrapped continuation lines included:
+    # what a known message in a cell (ERRORS: alarm:NOSPACE) is about
+    row_lines: list[tuple[str, int]] = field(default_factory=list)
 
     def describe(self) -> str:
         kinds = list(dict.fromkeys(self.kinds))
@@ -220,6 +223,7 @@ class _Table:
 
     def __init__(self, header: list[str]) -> None:
         self.cols = [h.strip().lower() for h in header]
+        self.last: dict[str, str] | None = None  # the last row's cells (a wrapped cell continues it)
         cols = set(self.cols)
         if {"endpoint", "id", "version", "db size"} <= cols:
             self.kind = "endpoint status"
@@ -264,9 +268,14 @@ def parse_etcdctl_text(text: str | bytes, path: str | None = None) -> EtcdctlTex
                 out.read += 1
                 continue
             if table is not None and table.kind and len(cells) == len(table.cols):
+                if not cells[0].strip() and _continue_row(table, cells, out, src, line):
+                    out.read += 1  # a cell the table writer wrapped onto a line of its own
+                    continue
                 if _table_row(table, cells, out, src):
                     out.read += 1
                     out.kinds.append(table.kind)
+                    if table.kind == "endpoint status":
+                        out.row_lines.append((line, out.status.statuses[-1].member_id))
                     continue
             out.skipped.append(n)
             continue
@@ -288,6 +297,26 @@ def parse_etcdctl_text(text: str | bytes, path: str | None = None) -> EtcdctlTex
     return out
 
 
+def _continue_row(table: _Table, cells: list[str], out: EtcdctlText, src: str, line: str) -> bool:
+    """An endpoint status row whose long cells (ERRORS: ``memberID:... alarm:NOSPACE``) the table writer
+    wrapped: the non-empty cells of this line continue the row above, joined with a space."""
+    if table.kind != "endpoint status" or table.last is None or not out.status.statuses:
+        return False
+    if not any(c.strip() for c in cells):
+        return False
+    values = dict(table.last)
+    for k, c in zip(table.cols, cells):
+        if c.strip():
+            values[k] = (values.get(k, "").strip() + " " + c.strip()).strip()
+    row = _status_row({_STATUS_KEYS.get(k, k): v for k, v in values.items()}, src)
+    if row is None or row.member_id != out.status.statuses[-1].member_id:
+        return False
+    table.last = values
+    out.status.statuses[-1] = row
+    out.row_lines.append((line, row.member_id))
+    return True
+
+
 def _table_row(table: _Table, cells: list[str], out: EtcdctlText, src: str) -> bool:
     values = dict(zip(table.cols, cells))
     if table.kind == "endpoint status":
@@ -295,6 +324,7 @@ def _table_row(table: _Table, cells: list[str], out: EtcdctlText, src: str) -> b
         if row is None:
             return False
         out.status.statuses.append(row)
+        table.last = values
         return True
     if table.kind == "endpoint health":
         healthy = _bool(values.get("health", ""))

@@ -56,6 +56,7 @@ FAMILIES: dict[str, str] = {
     "scheduler_events": "control-plane",
     "apiserver": "control-plane",  # kube-apiserver's RBAC answers and storage errors
     "storage": "storage",
+    "systemd": "kubelet",  # systemd's lines about a failed service (each entry sets its own layer)
 }
 
 

@@ -633,4 +633,50 @@ MESSAGES: tuple[Message, ...] = (
         detail="({why})",
         confidence=0.7,
     ),
+    Message(
+        code="ETCD120",
+        name="etcd-member-removed",
+        title="This etcd member was removed from the cluster but still runs with its old data dir",
+        # etcdserver/server.go (capnslog): "the member has been permanently removed from the cluster" then
+        # "the data-dir used by this member must be removed."; etcdserver/errors.go ErrMemberRemoved (the
+        # same words, in rafthttp's "failed to dial ... (the member has been permanently removed from the
+        # cluster)"); rafthttp/http.go: "streaming request ignored (ID mismatch got %s want %s)", zap:
+        # "ignored streaming request; ID mismatch"; rafthttp: "rejected the stream from peer %s since it was
+        # removed", zap "rejected stream from remote peer because it was removed"
+        pattern=(
+            r"^(?:[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? (?P<host>[\w.\-]{1,128}) "
+            r"etcd\[\d{1,10}\]: )?[^\n]{0,200}?the (?:member has been permanently removed from the cluster|"
+            r"data-dir used by this member must be removed)"
+        ),
+        trigger="the member has been permanently removed",
+        triggers=("data-dir used by this member must be removed", "ID mismatch got", "ID mismatch"),
+        variants=(
+            r"^(?:[A-Z][a-z]{2} {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? (?P<host2>[\w.\-]{1,128}) "
+            r"etcd\[\d{1,10}\]: )?[^\n]{0,200}?streaming request ignored \(ID mismatch got (?P<got>[0-9a-f]{1,16}) "
+            r"want (?P<want>[0-9a-f]{1,16})\)",
+            r"ignored streaming request; ID mismatch",
+        ),
+        meaning=(
+            "the cluster removed this member (etcdctl member remove), yet it was started again with the data "
+            "dir and member ID it had: its peers refuse its streams, it cannot rejoin and stops"
+        ),
+        cause=(
+            "a member re-added or restarted after removal without wiping its data dir (it keeps the old member "
+            "ID), or a stale member entry that was removed by mistake"
+        ),
+        fix=(
+            "stop the member, delete (or move away) its data dir, add it again (etcdctl member add <name> "
+            "--peer-urls=...) and start it with --initial-cluster-state=existing and the member list that add "
+            "prints"
+        ),
+        verify=("etcdctl member list -w table", "etcdctl endpoint status --cluster -w table"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_ETCD}/v3.3.0/etcdserver/server.go (ErrMemberRemoved: etcdserver/errors.go); "
+        "https://etcd.io/docs/v3.5/op-guide/runtime-configuration/#remove-a-member",
+        example="Apr 23 03:18:36.522337 mn-1 etcd[1753]: the member has been permanently removed from the cluster",
+        example_source="https://github.com/etcd-io/etcd/issues/9613",
+        causes=("etcd.member-config",),
+        subject="{host}",
+    ),
 )

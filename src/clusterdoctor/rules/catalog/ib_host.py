@@ -380,4 +380,180 @@ MESSAGES: tuple[Message, ...] = (
         causes=("rdma.resource-limit",),
         confidence=0.8,
     ),
+    # --- driver probe (drivers/net/ethernet/mellanox/mlx5/core/main.c, mlx4/main.c, drivers/base/dd.c) --
+    Message(
+        code="IB164",
+        name="mlx-driver-probe-failed",
+        title="The ConnectX driver failed to bring the adapter up (mlx5_core/mlx4_core probe failed)",
+        # mlx5 main.c: "mlx5_load_one failed with error code %d" (older), "mlx5_init_one failed with error
+        # code %d", "mlx5_pci_init failed with error code %d"; the driver core (drivers/base/dd.c):
+        # "%s: probe of %s failed with error %d"
+        pattern=(
+            r"(?:mlx5_core (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )?"
+            r"(?:mlx5_load_one|mlx5_init_one|mlx5_pci_init|init_one) failed with error code (?P<err>-?\d{1,5})"
+        ),
+        trigger="failed with error code",
+        triggers=("probe of ",),
+        variants=(
+            r"(?P<drv>mlx5_core|mlx4_core|mlx5_ib|mlx4_ib): probe of "
+            r"(?P<pci2>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) failed with error (?P<err2>-?\d{1,5})",
+        ),
+        meaning=(
+            "the kernel driver of a Mellanox/NVIDIA ConnectX adapter gave up initialising it: no RDMA device "
+            "(and no netdev) appears for that PCI function, so ibstat/ibv_devinfo show nothing"
+        ),
+        cause=(
+            "a driver module that does not fit the kernel or the card (a module built for another kernel, an "
+            "inbox driver too old for the adapter), firmware too old or too new for the driver (the lines "
+            "before it name the step: handle_hca_cap, QUERY_FW, pre-initializing state), or a card in a bad state"
+        ),
+        fix=(
+            "install the driver built for the running kernel (MLNX_OFED/DOCA for that kernel, or the distro's "
+            "inbox modules), update the adapter firmware to a version that driver supports, then reload the "
+            "module or reboot"
+        ),
+        verify=(
+            "dmesg | grep -E 'mlx[45]_core'",
+            "modinfo mlx5_core | grep -E 'version|vermagic'",
+            "mlxfwmanager --query",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/main.c; "
+        "drivers/base/dd.c (probe of %s failed with error %d)",
+        example="[    5.662202] mlx5_core 0000:01:00.0: mlx5_load_one failed with error code -22",
+        example_source="https://github.com/pocopico/rp-ext/issues/129",
+        causes=("rdma.driver-or-module",),
+        subject="{pci}",
+    ),
+    Message(
+        code="IB165",
+        name="mlx-firmware-too-old",
+        title="The ConnectX driver asks for a firmware upgrade (features disabled by old firmware)",
+        # mlx4 en_main.c: "LSO not supported, please upgrade to later FW version to enable LSO"; mlx4 main.c:
+        # "... please upgrade firmware"; mlx5: "... firmware version ... is not supported, please upgrade"
+        pattern=(
+            r"(?:mlx[45]_(?:core|en|ib) (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): )"
+            r"[^\n]{0,160}?[Pp]lease upgrade (?:to (?:a )?later FW version|(?:the |your )?f(?:irm|)w(?:are)?)"
+        ),
+        trigger="lease upgrade",
+        meaning="the adapter's driver found firmware older than it needs and disabled what that firmware lacks",
+        cause=(
+            "the ConnectX firmware is older than the driver expects (an OEM-branded card that the vendor's "
+            "firmware bundle did not update, a card not updated with the OFED install)"
+        ),
+        fix="update the adapter firmware (mlxfwmanager -u, or the OEM's firmware package for its PSID) and reboot",
+        verify=("mlxfwmanager --query", "ibv_devinfo | grep fw_ver", "dmesg | grep -i 'upgrade'"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx4/en_main.c",
+        example=(
+            "[  939.318810] mlx4_en 0000:0d:00.0: LSO not supported, please upgrade to later FW version to "
+            "enable LSO"
+        ),
+        example_source="https://github.com/clustervision/trinity/issues/219",
+        causes=("rdma.driver-or-module",),
+        subject="{pci}",
+        confidence=0.6,
+    ),
+    Message(
+        code="IB166",
+        name="ib-no-sysfs-device",
+        title="No RDMA device exists on the host (ibstatus/ibstat/ibv_devinfo find none)",
+        # infiniband-diags ibstatus: "Fatal error:  device '$dev': sys files not found ($sysdir/$dev/ports)";
+        # ibv_devinfo (rdma-core libibverbs/examples/devinfo.c): "No IB devices found"; ibstat (umad):
+        # "ibpanic: [...] main: can't list IB device names"
+        pattern=r"device '(?P<dev>[^'\n]{1,64})': sys files not found",
+        trigger="sys files not found",
+        triggers=("No IB devices found", "can't list IB device names"),
+        variants=(r"No IB devices found", r"can't list IB device names"),
+        meaning=(
+            "/sys/class/infiniband holds no device: the kernel has no RDMA device for any adapter, so every "
+            "verbs program and NCCL/UCX see no HCA"
+        ),
+        cause=(
+            "the RDMA driver did not bind the adapter (mlx5_ib/mlx4_ib not loaded, a probe failure in dmesg, "
+            "firmware the driver refuses), or the command runs in a container without the host's RDMA devices"
+        ),
+        fix=(
+            "check dmesg for the adapter's driver lines and load the modules (modprobe mlx5_ib / mlx4_ib, "
+            "rdma-core or MLNX_OFED installed), update the firmware if the driver asks for it; in a container "
+            "pass /dev/infiniband and the RDMA resource"
+        ),
+        verify=(
+            "ls /sys/class/infiniband",
+            "lsmod | grep -E 'mlx[45]_ib|ib_core'",
+            "dmesg | grep -E 'mlx[45]'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/rdma-core/blob/master/infiniband-diags/scripts/ibstatus; "
+        "libibverbs/examples/devinfo.c",
+        example="Fatal error:  device '*': sys files not found (/sys/class/infiniband/*/ports)",
+        example_source="https://github.com/clustervision/trinity/issues/219",
+        causes=("rdma.driver-or-module", "rdma.container-access"),
+        confidence=0.7,
+    ),
+    Message(
+        code="IB167",
+        name="verbs-reg-mr-enomem",
+        title="ibv_reg_mr failed with ENOMEM (Cannot allocate memory): the locked-memory limit is too low",
+        # rdma-core ibv_reg_mr returns NULL with errno ENOMEM when pinning is refused (RLIMIT_MEMLOCK);
+        # programs print errno 12 in their own words: Rust's Os { code: 12, kind: OutOfMemory }, C's
+        # perror "ibv_reg_mr: Cannot allocate memory", "ibv_reg_mr failed ... errno 12"
+        pattern=r"register_from_pd failed[^\n]{0,80}?Cannot allocate memory",
+        trigger="register_from_pd failed",
+        # NCCL's "Call to ibv_reg_mr..." (IB105) and UCX's "ibv_reg_mr(...) failed" (IB112) are their own entries
+        variants=(
+            r"(?<!Call to )ibv_reg_mr(?![\w(])[^\n]{0,200}?(?:Cannot allocate memory|errno[ =:]{1,3}12\b|ENOMEM)",
+        ),
+        triggers=("ibv_reg_mr",),
+        meaning="registering (pinning) memory for RDMA was refused with ENOMEM",
+        cause=(
+            "the process's locked-memory limit (ulimit -l, RLIMIT_MEMLOCK: 64 KiB or 8 MiB by default for "
+            "users) is below what it registers; root or an unlimited memlock makes it work"
+        ),
+        fix=(
+            "raise memlock for the user or job (memlock unlimited in /etc/security/limits.conf, "
+            "LimitMEMLOCK=infinity for a service, --ulimit memlock=-1 in docker) and check it from inside the job"
+        ),
+        verify=("ulimit -l", "grep -i locked /proc/<pid>/limits"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://man7.org/linux/man-pages/man3/ibv_reg_mr.3.html (ENOMEM); "
+        "https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/verbs.c",
+        example=(
+            "2023-07-20T12:27:48.882461Z ERROR async_rdma::mr_allocator: RawMemoryRegion::register_from_pd "
+            'failed Os { code: 12, kind: OutOfMemory, message: "Cannot allocate memory" }'
+        ),
+        example_source="https://github.com/datenlord/async-rdma/pull/107",
+        causes=("rdma.memlock",),
+        confidence=0.7,
+    ),
+    Message(
+        code="IB168",
+        name="nccl-ib-devices-in-use",
+        title="The IB/RoCE devices NCCL's IB transport uses (NET/IB : Using ...)",
+        # transport/net_ib.cc: INFO(NCCL_INIT|NCCL_NET, "NET/IB : Using%s %s; OOB %s:%s", line, ...), the
+        # line holding " [%d]%s:%d/%s" per device (IB or RoCE, /SHARP on 2.12+)
+        pattern=(
+            r"NET/IB ?: Using \[0\](?P<hca>[\w.\-]{1,64}):\d{1,3}/(?:IB|RoCE)(?:/SHARP)?"
+            r"(?P<more>[^\n;]{0,600}?) ?; OOB"
+        ),
+        trigger="NET/IB : Using [",
+        triggers=("NET/IB: Using [",),
+        meaning="NCCL lists the RDMA devices and ports its IB transport will use",
+        cause="nothing: the selection NCCL made (NCCL_IB_HCA, or every active port); the device an IB error without a device name is about",
+        fix="nothing to fix; if a slow or unusable device is listed, exclude it (NCCL_IB_HCA=^<dev>)",
+        verify=("NCCL_DEBUG=INFO <job> 2>&1 | grep 'NET/IB : Using'", "ibv_devinfo"),
+        severity=Severity.INFO,
+        action=Action.NONE,
+        source="https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib.cc",
+        example=(
+            "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786:76786 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/RoCE ; "
+            "OOB eth1:9.73.133.81<0>"
+        ),
+        example_source="https://github.com/NVIDIA/nccl/issues/799",
+        confidence=0.1,
+    ),
 )

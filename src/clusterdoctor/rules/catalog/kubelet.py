@@ -779,4 +779,55 @@ MESSAGES: tuple[Message, ...] = (
         causes=("k8s.cert-expired",),
         detail="({cert})",
     ),
+    Message(
+        code="KUBELET125",
+        name="device-allocate-failed",
+        title="The kubelet admitted a GPU pod but its device manager has no device to give it (UnexpectedAdmissionError)",
+        # pkg/kubelet/cm/devicemanager/manager.go: "requested number of devices unavailable for %s. Requested:
+        # %d, Available: %d"; "no healthy devices present; cannot allocate unhealthy devices %s"; "cannot
+        # allocate unregistered device %s"; pkg/kubelet/lifecycle/predicate.go: "Allocate failed due to %v,
+        # which is unexpected" (reason UnexpectedAdmissionError)
+        pattern=(
+            r"requested number of devices unavailable for (?P<resource>[\w./\-]{1,100})\. Requested: "
+            r"(?P<req>\d{1,6}), Available: (?P<avail>\d{1,6})"
+        ),
+        trigger="requested number of devices unavailable for ",
+        triggers=("cannot allocate unhealthy devices", "cannot allocate unregistered device"),
+        variants=(
+            r"no healthy devices present; cannot allocate unhealthy devices (?P<resource2>[\w./\-]{1,100})",
+            r"cannot allocate unregistered device (?P<resource3>[\w./\-]{1,100})",
+        ),
+        meaning=(
+            "the pod was scheduled for the node's advertised devices, but at admission the kubelet's device "
+            "manager had fewer healthy, registered devices of that resource than it asked for: the pod fails "
+            "with UnexpectedAdmissionError"
+        ),
+        cause=(
+            "the device plugin is not (or no longer) registered: the kubelet restarted and the plugin did not "
+            "re-register, the plugin pod crashed, or it marked the GPUs unhealthy (an Xid, a lost GPU); the "
+            "node's capacity still shows the devices the scheduler counted"
+        ),
+        fix=(
+            "restart the device plugin pod on that node (kubectl delete pod -n <ns> <nvidia-device-plugin pod>) "
+            "so it registers again, check its log for unhealthy devices (Xid), and delete the failed pods so "
+            "they are rescheduled"
+        ),
+        verify=(
+            "kubectl describe node <node> | grep -A8 -E 'Capacity|Allocatable'",
+            "kubectl logs -n <ns> <nvidia-device-plugin pod>",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source=f"{_K8S}/master/pkg/kubelet/cm/devicemanager/manager.go; pkg/kubelet/lifecycle/predicate.go",
+        example=(
+            "Warning UnexpectedAdmissionError 11s kubelet Allocate failed due to requested number of devices "
+            "unavailable for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected"
+        ),
+        notes=(
+            "example: the Events line of kubectl describe pod (reason UnexpectedAdmissionError) as quoted in a "
+            "public write-up of GPU sharing on Kubernetes; the kubelet's predicate.go/manager.go wording",
+        ),
+        causes=("k8s.gpu-not-advertised", "gpu.device-plugin"),
+        detail="({resource}: requested {req}, available {avail})",
+    ),
 )

@@ -316,4 +316,45 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/staralt/dxgkrnl-dkms/issues/7",
         causes=("gpu.gpu-pv", "gpu.container-runtime"),
     ),
+    Message(
+        code="NVML111",
+        name="mig-enabled-no-instances",
+        title="MIG mode is on but no MIG device (GPU/compute instance) exists: programs see no GPU",
+        # Slurm src/interfaces/gpu/nvml (gpu_nvml.c): fatal("MIG mode is enabled, but no MIG devices were
+        # found. Please either create MIG instances, disable MIG mode, remove AutoDetect=nvml, or remove
+        # GPUs from the configuration completely."); nvidia-smi mig -lgi / -lci: "No GPU instances found",
+        # "No compute instances found"
+        pattern=r"MIG mode is enabled, but no MIG devices were found",
+        trigger="MIG mode is enabled, but no MIG devices",
+        triggers=("No GPU instances found", "No compute instances found"),
+        variants=(r"No (?:GPU|compute) instances found",),
+        meaning=(
+            "the GPU is in MIG mode, so only its MIG devices can run work, and none is created: CUDA finds no "
+            "device, Slurm's NVML autodetection stops, the device plugin advertises nothing"
+        ),
+        cause=(
+            "MIG mode was enabled (or left enabled) without creating GPU and compute instances, or they were lost "
+            "at a reboot (instances do not persist; a MIG manager or boot script must recreate them)"
+        ),
+        fix=(
+            "create the instances (nvidia-smi mig -cgi <profiles> -C, or the MIG manager's config / the GPU "
+            "operator's mig.strategy with a nvidia.com/mig.config label), or disable MIG (nvidia-smi -mig 0 "
+            "and reset the GPU)"
+        ),
+        verify=(
+            "nvidia-smi -L",
+            "nvidia-smi mig -lgi",
+            "nvidia-smi --query-gpu=mig.mode.current --format=csv",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/SchedMD/slurm/blob/master/src/plugins/gpu/nvml/gpu_nvml.c; "
+        "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/",
+        example=(
+            "slurmd: fatal: MIG mode is enabled, but no MIG devices were found. Please either create MIG "
+            "instances, disable MIG mode, remove AutoDetect=nvml, or remove GPUs from ..."
+        ),
+        example_source="https://github.com/ComputeCanada/puppet-magic_castle/pull/276",
+        causes=("gpu.mig-config",),
+    ),
 )

@@ -1,0 +1,31 @@
+"""An IB message without a device is about the one device NCCL's IB transport uses (rules/rdma_subject)."""
+
+from __future__ import annotations
+
+from clusterdoctor import diagnosis
+
+# github.com/NVIDIA/nccl/issues/799 (corpus case rdma-037)
+H = "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786"
+LOG = (
+    f"{H}:76786 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/RoCE ; OOB eth1:9.73.133.81<0>\n"
+    f"{H}:77145 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such device\n"
+)
+
+
+def _top(tmp_path, text):
+    p = tmp_path / "nccl.log"
+    p.write_text(text)
+    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
+    refs = diagnosis.load_sources(obs, [str(p)])
+    return diagnosis.run(obs, refs).findings[0]
+
+
+def test_the_one_device_in_use_is_the_subject(tmp_path):
+    f = _top(tmp_path, LOG)
+    assert f.rule == "IB104" and f.subject == "mlx5_3"
+
+
+def test_with_several_devices_the_printer_stays(tmp_path):
+    two = LOG.replace("[0]mlx5_3:1/RoCE ;", "[0]mlx5_3:1/RoCE [1]mlx5_4:1/RoCE ;")
+    f = _top(tmp_path, two)
+    assert f.rule == "IB104" and f.subject != "mlx5_3"
