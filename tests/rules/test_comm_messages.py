@@ -45,7 +45,7 @@ LINES = [
     (
         "NCCL104",
         "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000",
-        "GPU busId 2000",
+        "rank 0 and rank 1 on GPU busId 2000",
         "D-FINE#289",
     ),
     ("NCCL105", "[rank0]: Bootstrap : no socket interface found", None, "open-r1-multimodal#7"),
@@ -93,6 +93,26 @@ LINES = [
         "ms-swift#8043",
     ),
     ("NCCL113", "NCCL WARN Call to connect timeout : Connection refused", None, "horovod#666"),
+    # NCCL125: no route to the peer (EHOSTUNREACH / ENETUNREACH): the interface, not the port
+    (
+        "NCCL125",
+        "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host",
+        "peer 192.168.19.14<52822>",
+        "nccl-301 (dev)",
+    ),
+    # the same failure as 2.28+ prints it (src/os/linux.cc format strings, strerror(ENETUNREACH))
+    (
+        "NCCL125",
+        "ncclOsSocketPollConnect to 10.0.0.3<41234> failed with error Network is unreachable",
+        "peer 10.0.0.3<41234>",
+        "NVIDIA/nccl src/os/linux.cc",
+    ),
+    (
+        "NCCL125",
+        "socketPollConnect: Connect to 10.1.1.2<3456> returned 113(No route to host) errno 115(Operation now in progress)",
+        "peer 10.1.1.2<3456>",
+        "NVIDIA/nccl v2.21.5-1 src/misc/socket.cc",
+    ),
     (
         "NCCL114",
         "a100-st-p4d24xlarge-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster<47861>",

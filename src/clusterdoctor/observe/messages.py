@@ -2,9 +2,10 @@
 
 The catalogues (:mod:`clusterdoctor.rules.catalog`) are data: a pattern, a literal ``trigger``, what the
 message means. This parser finds the lines: a C-speed ``bytes.find`` pass per trigger picks the
-candidate lines, and only those are matched against the entries whose trigger they hold. A line the
-terminal wrapped (the pattern fails on the line but holds on the line joined with the next) is read
-across the wrap. A hit keeps the line (cut to :data:`MAX_TEXT` characters), its number as the user
+candidate lines, and only those are matched against the entries whose trigger they hold. A message
+that a line break cuts (a terminal's hard wrap inside a word, a thread's or a mail client's word wrap,
+even inside the trigger: "killed by signal: Bus\nerror") is read across the break, in text the size of
+a paste; the hit is the line it starts on. A hit keeps the line (cut to :data:`MAX_TEXT` characters), its number as the user
 gave it, the pattern's named groups, and the rank and host the line's prefix names (``[rank3]:``,
 ``[default3]:``, NCCL's ``host:pid:tid [dev]``).
 
@@ -31,6 +32,8 @@ __all__ = ["MessageHit", "as_observations", "load_messages", "scan_file", "scan_
 
 MAX_TEXT = 400  # characters of a line kept as evidence
 MAX_HITS_PER_CODE = 200  # hits of one message kept per file (the rest are counted)
+MAX_WRAPPED = 4 << 20  # text up to this size may be a wrapped paste: messages cut by a line break are read
+_WRAP_REACH = 160  # a key this close to a line's start may be the end of a trigger the line above began
 MAX_LINE = 64 << 10  # a longer line is cut before matching (patterns are linear; this bounds the work)
 _BLOCK = 8 << 20
 
@@ -85,21 +88,62 @@ def _index() -> tuple[tuple[bytes, ...], dict[str, list[Any]]]:
     return tuple(k.encode() for k in keys), dict(by_trigger)
 
 
-def _candidate_lines(data: bytes, keys: tuple[bytes, ...]) -> list[int]:
-    """The starts of the lines holding any key, in order. One ``bytes.find`` pass per key (C speed, each
-    linear): an alternation of many literals runs in the regex engine position by position, dozens of
-    times slower on text where none occurs."""
+def _candidate_lines(data: bytes, keys: tuple[bytes, ...]) -> tuple[list[int], bool]:
+    """The starts of the lines holding any key, in order, and whether a message may run on to the next
+    line. In text up to :data:`MAX_WRAPPED` bytes (a paste; a program's own log is not wrapped) they
+    include the lines a key begins on when a line break falls inside it and the lines above a key found
+    near a line's start (a paste wrapped by a terminal, a mail client or a thread's width: "killed by
+    signal: Bus\nerror"). One ``bytes.find`` pass per key (C speed, each linear): an alternation of
+    many literals runs in the regex engine position by position, dozens of times slower on text where
+    none occurs."""
     starts: set[int] = set()
+    early: set[int] = set()  # lines a key is found near the start of: the trigger may begin a line above
     for k in keys:
         i = data.find(k)
         while i >= 0:
             ls = data.rfind(b"\n", 0, i) + 1
             starts.add(ls)
+            if i - ls < _WRAP_REACH and ls > 0:
+                early.add(ls)
             le = data.find(b"\n", i + len(k))
             if le < 0:
                 break
             i = data.find(k, le + 1)
-    return sorted(starts)
+    if b"\n" not in data.rstrip(b"\n") or len(data) > MAX_WRAPPED:
+        return sorted(starts), False
+    starts |= _starts_across_wraps(data, keys)
+    starts.update(data.rfind(b"\n", 0, ls - 1) + 1 for ls in early)
+    return sorted(starts), True
+
+
+def _starts_across_wraps(data: bytes, keys: tuple[bytes, ...]) -> set[int]:
+    """Starts of the lines on which a key begins that a line break cuts: where the break stands for a
+    space ("Bus\nerror", the text with breaks read as spaces, same offsets) or falls inside a word
+    ("Bus er\nror", the text without breaks, offsets mapped back)."""
+    from bisect import bisect_right
+
+    out: set[int] = set()
+    flat = data.replace(b"\n", b" ")
+    joined = data.replace(b"\n", b"")
+    # the i-th break (at original offset p_i) stands before joined offset p_i - i
+    cuts: list[int] = []
+    i = data.find(b"\n")
+    while i >= 0:
+        cuts.append(i - len(cuts))
+        i = data.find(b"\n", i + 1)
+    for k in keys:
+        j = flat.find(k) if b" " in k else -1  # a word wrap breaks a line where a space was
+        while j >= 0:
+            if data.find(b"\n", j, j + len(k)) >= 0:
+                out.add(data.rfind(b"\n", 0, j) + 1)
+            j = flat.find(k, j + 1)
+        j = joined.find(k)
+        while j >= 0:
+            a = bisect_right(cuts, j)
+            if bisect_right(cuts, j + len(k) - 1) > a:  # a break inside the key: the line of its start
+                out.add(data.rfind(b"\n", 0, j + a) + 1)
+            j = joined.find(k, j + 1)
+    return out
 
 
 def scan_text(text: str, path: str, origin: list[int] | None = None) -> list[MessageHit]:
@@ -159,7 +203,8 @@ def _scan(
     counts = counts if counts is not None else defaultdict(int)
     hits: list[MessageHit] = []
     counted_to, newlines = 0, 0  # newlines in data[:counted_to] (positions only grow: linear)
-    for start in _candidate_lines(data, keys):
+    starts, may_wrap = _candidate_lines(data, keys)
+    for start in starts:
         newlines += data.count(b"\n", counted_to, start)
         counted_to = start
         end = data.find(b"\n", start)
@@ -171,8 +216,9 @@ def _scan(
         lineno = line0 + newlines + 1
         shown = origin[lineno - 1] if origin is not None and 0 < lineno <= len(origin) else lineno
         done: set[str] = set()  # an entry listed under two triggers is read once per line
+        wrapped = (line + " " + nxt, line + nxt.lstrip()) if nxt and may_wrap else ()
         for trig, entries in by_trigger.items():
-            if trig not in line:
+            if trig not in line and not (wrapped and any(trig in w for w in wrapped)):
                 continue
             for e in entries:
                 if e.code in done:
@@ -193,7 +239,7 @@ def _scan(
                 counts[e.code] += 1
                 if counts[e.code] > MAX_HITS_PER_CODE:
                     continue
-                hits.append(_hit(e.code, path, shown, line, mt, extra))
+                hits.append(_hit(e.code, path, shown, mt.string, mt, extra))
     return _fold_counts(hits, counts) if own else hits
 
 
@@ -206,11 +252,12 @@ def _search(e: Any, line: str, nxt: str) -> re.Match[str] | None:
         if mt is not None:
             return mt
     if nxt:
-        joined = line + nxt.strip()  # read across a terminal wrap
-        for rx in regexes:
-            mt = rx.search(joined)
-            if mt is not None:
-                return mt
+        # read across a wrap: a terminal's inside a word, then a word wrap (the break was a space)
+        for joined in (line + nxt.strip(), line + " " + nxt.strip()):
+            for rx in regexes:
+                mt = rx.search(joined)
+                if mt is not None and mt.start() < len(line):  # the message starts on this line
+                    return mt
     return None
 
 

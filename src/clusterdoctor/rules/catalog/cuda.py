@@ -58,7 +58,8 @@ MESSAGES: tuple[Message, ...] = (
             "/opt/conda/conda-bld/pytorch_1579022034529/work/aten/src/THC/THCGeneral.cpp:50"
         ),
         example_source="https://github.com/pytorch/pytorch/issues/35710",
-        causes=("gpu.fabric-manager",),
+        # the same cause as the NCCL/PyTorch corpus names it (a job's error, not the node's GPU report)
+        causes=("gpu.fabric-manager", "nccl.fabric-manager"),
     ),
     Message(
         code="CUDA102",

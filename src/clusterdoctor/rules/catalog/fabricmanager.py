@@ -177,7 +177,8 @@ MESSAGES: tuple[Message, ...] = (
         source="https://github.com/NVIDIA/nccl/blob/master/src/transport/nvls.cc; " + _FM,
         example="node23:12098:12141 [2] transport/nvls.cc:244 NCCL WARN Cuda failure 1 'invalid argument'",
         example_source="https://github.com/NVIDIA/nccl/issues/1488",
-        causes=("gpu.fabric-manager",),
+        # NCCL prints it: the NCCL corpus names the same cause nccl.fabric-manager
+        causes=("gpu.fabric-manager", "nccl.fabric-manager"),
     ),
     Message(
         code="FABMGR106",

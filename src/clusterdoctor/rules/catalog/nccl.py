@@ -21,6 +21,23 @@ _GUIDE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshoot
 _ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 _SRC = "https://github.com/NVIDIA/nccl/blob/"
 
+# a socket NCCL opened to a peer failed, as each version prints it (src/misc/socket.cc 2.19-2.27,
+# src/os/linux.cc 2.28+): 'socketStartConnect: Connect to %s failed : %s', 'socketPollConnect: Connect to
+# %s returned %d(%s) errno %d(%s)', '%s: connect to %s failed : %s', '%s: connect to %s returned %s, exceeded
+# error retry count', 'ncclOsSocketPollConnect to %s failed with error %s'; older: 'Call to connect
+# returned %s', 'Connect to %s failed : %s'. The literal first (a fast scan), the C/c behind it; a
+# loopback peer is NCCL121's.
+_CONNECT = (
+    r"onnect(?<=[Cc]onnect)(?: to (?!127\.|\[?::1\]?<)(?P<peer>[\w.:\[\]<>%\-]{1,96}) "
+    r"(?:failed(?: with error | ?: ?)|returned (?:-?\d{1,4}\()?)| (?:timeout|failed|returned) ?:? )"
+)
+_CONNECT_NOTES = (
+    "src/misc/socket.cc (2.19-2.27): 'socketStartConnect: Connect to %s failed : %s', 'socketPollConnect: "
+    "Connect to %s returned %d(%s) errno %d(%s)'; src/os/linux.cc (2.28+): '%s: connect to %s failed : %s', "
+    "'%s: connect to %s returned %s, exceeded error retry count after %d attempts', "
+    "'ncclOsSocketPollConnect to %s failed with error %s'; the error is strerror(errno)",
+)
+
 MESSAGES: tuple[Message, ...] = (
     Message(
         code="NCCL101",
@@ -116,7 +133,7 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/horovod/horovod/issues/3949",
         causes=("nccl.duplicate-gpu",),
-        subject="GPU busId {bus}",
+        subject="rank {a} and rank {b} on GPU busId {bus}",
     ),
     Message(
         code="NCCL105",
@@ -334,12 +351,8 @@ MESSAGES: tuple[Message, ...] = (
         code="NCCL113",
         name="nccl-socket-connect-failed",
         title="NCCL cannot open a TCP connection to a peer (refused, aborted, unreachable)",
-        pattern=(
-            # the literal first (a fast scan), the C/c behind it
-            r"onnect(?<=[Cc]onnect)(?: to (?!127\.|\[?::1\]?<)(?P<peer>[\w.:\[\]<>%\-]{1,96}) (?:failed ?: ?|returned )"
-            r"| (?:timeout|failed) ?: )(?P<err>Connection refused|Software caused connection "
-            r"abort|No route to host|Network is unreachable|Connection timed out)"
-        ),
+        pattern=_CONNECT
+        + r"(?P<err>Connection refused|Software caused connection abort|Connection timed out)",
         trigger="onnect to",
         triggers=("Call to connect",),
         meaning="a TCP connection NCCL opened to another rank (bootstrap or socket transport) failed",
@@ -363,6 +376,43 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/nccl-tests/issues/166",
         causes=("nccl.firewall-or-port",),
         subject="peer {peer}",
+        notes=_CONNECT_NOTES,
+    ),
+    Message(
+        code="NCCL125",
+        name="nccl-socket-peer-unreachable",
+        title="NCCL has no route to a peer's address: the wrong network interface (or a rejecting firewall)",
+        pattern=_CONNECT + r"(?P<err>No route to host|Network is unreachable)",
+        trigger="onnect to",
+        triggers=("Call to connect",),
+        meaning=(
+            "a TCP connection NCCL opened to another rank failed before reaching it: the kernel has no route "
+            "to the peer's address (EHOSTUNREACH, ENETUNREACH)"
+        ),
+        cause=(
+            "the address the peer published is on an interface this host cannot route to: NCCL picked the "
+            "wrong interface (a second NIC on a private subnet, docker0/virbr0, a VPN or link-local address; "
+            "NCCL_SOCKET_IFNAME unset or matching the wrong name), or a firewall rejects the connection with "
+            "an ICMP host-prohibited reply (firewalld's default REJECT), which reads as No route to host"
+        ),
+        fix=(
+            "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) on every node to the interface whose addresses "
+            "route between the nodes (ip -br addr; ip route get PEER_IP shows which one); if the route exists, "
+            "open the firewall between the nodes"
+        ),
+        verify=(
+            "ip route get PEER_IP",
+            "ip -br addr",
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -g 1",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "v2.21.5-1/src/misc/socket.cc",
+        example=("socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host"),
+        example_source="https://github.com/hkproj/pytorch-transformer-distributed/issues/1",
+        causes=("nccl.socket-iface", "nccl.firewall-or-port"),
+        subject="peer {peer}",
+        notes=_CONNECT_NOTES,
     ),
     Message(
         code="NCCL114",
@@ -503,7 +553,8 @@ MESSAGES: tuple[Message, ...] = (
         title="A rank connects to its peer at 127.0.0.1: NCCL's socket interface is the loopback",
         pattern=(
             r"onnect(?<=[Cc]onnect) to (?P<peer>(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[?::1\]?)<\d{1,5}>) "
-            r"(?:failed ?: ?|returned )(?P<err>Connection refused|Software caused connection abort|No route to "
+            r"(?:failed(?: with error | ?: ?)|returned (?:-?\d{1,4}\()?)(?P<err>Connection refused|Software caused "
+            r"connection abort|No route to "
             r"host|Network is unreachable|Connection timed out)"
         ),
         trigger="onnect to 127.",
