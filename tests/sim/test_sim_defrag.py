@@ -115,3 +115,15 @@ def test_openb_seed42_beats_fgd():
     placed = dfg.pods_arrived - dfg.pods_failed
     assert 0 < dfg.migrations <= placed // 100
     assert dfg.final_allocation > fgd.final_allocation + 0.1
+
+
+def test_consolidate_frees_a_whole_gpu():
+    pods = _pods([(1000, 1000, 1, 300), (1000, 1000, 1, 500)])
+    sim, dfg = _sim(pods, per_100=100, repack_every=0, mode="consolidate", max_left=1000, min_cpu_left=0)
+    for p, node in ((0, 0), (1, 1)):
+        s = int(sim.pod_spec[p])
+        dfg.placed_pod(p, node, s, sim.place(node, s))
+    used = sim.state.used_milli
+    assert dfg.consolidate()
+    assert sim.state.used_milli == used and dfg.stats.migrations == 1
+    assert sorted(int(sim.state.gl[n, 0]) for n in (0, 1)) == [200, 1000]  # one GPU whole again

@@ -46,8 +46,10 @@ class Defragmenter:
     def __init__(self, sim, per_100: float = DEFAULT_PER_100, max_victims: int = 2,
                  min_gain_milli: int = MILLI, restart_s: float = DEFAULT_RESTART_S,
                  repack_every: int = 0, min_frag_gain: float = 50.0,
-                 start_alloc: float = 0.0) -> None:  # fmt: skip
+                 start_alloc: float = 0.0, mode: str = "repack", max_left: int = 200,
+                 min_cpu_left: int = 11_000) -> None:  # fmt: skip
         self.sim = sim
+        self.mode, self.max_left, self.min_cpu_left = mode, max_left, min_cpu_left
         self.start_milli = start_alloc * sim.state.total_gpus * MILLI
         self.repack_every = repack_every
         self.min_frag_gain = min_frag_gain
@@ -95,7 +97,12 @@ class Defragmenter:
             and self.placed % self.repack_every == 0
             and self._st.used_milli >= self.start_milli
         ):
-            self.repack()
+            if self.mode == "consolidate":
+                self.consolidate()
+            elif self.mode == "both":
+                self.consolidate() or self.repack()
+            else:
+                self.repack()
 
     def budget(self) -> int:
         return int(self.placed * self.per_100 // 100) - self.stats.migrations
@@ -226,6 +233,60 @@ class Defragmenter:
         self.stats.migrations += 1
         self.stats.repacks += 1
         self.stats.gpu_seconds_lost += self.restart_s * int(sp.num[vs]) * int(sp.milli[vs]) / MILLI
+        self.stats.moves.append((v, n, d))
+        return True
+
+    def consolidate(self) -> bool:
+        """One consolidating migration, when the budget allows: a GPU-sharing pod alone on its GPU moves
+        onto another partly used GPU where it fits tightest (at most ``max_left`` milli left there), so
+        its own GPU becomes whole again, on a node that keeps at least ``min_cpu_left`` free CPU for a
+        whole-GPU pod. The pair with the least milli left at the target wins (then node order)."""
+        if self.budget() < 1:
+            return False
+        st, sp = self._st, self._sp
+        valid = self.pod >= 0
+        per_gpu = self.mask.sum(axis=1)  # (N, G) pods on each GPU
+        ni, ki = np.nonzero(valid)
+        vs = self.spec[ni, ki]
+        share = (sp.num[vs] == 1) & (sp.milli[vs] < MILLI)
+        ni, ki, vs = ni[share], ki[share], vs[share]
+        g_of = np.argmax(self.mask[ni, ki], axis=1)
+        lone = per_gpu[ni, g_of] == 1
+        lone &= st.cpu_left[ni] + sp.cpu[vs] >= self.min_cpu_left
+        ni, ki, vs, g_of = ni[lone], ki[lone], vs[lone], g_of[lone]
+        if ni.size == 0:
+            return False
+        partial = (per_gpu > 0) & st.gpu_exists
+        best = None  # (left, rank, src node, slot, gpu, dest node, dest gpu)
+        for v in np.unique(vs):
+            v = int(v)
+            m = int(sp.milli[v])
+            ok = (st.cpu_left >= sp.cpu[v]) & (st.mem_left >= sp.mem[v])
+            if sp.con[v]:
+                ok &= sp.access[sp.con[v]][st.type_id]
+            left = np.where(partial & ok[:, None] & (st.gl >= m), st.gl - m, MILLI + 1)
+            flat = np.argsort(left, axis=None, kind="stable")[:2]
+            for i in np.flatnonzero(vs == v):
+                for f in flat:
+                    dn, dg = divmod(int(f), st.g)
+                    lv = int(left[dn, dg])
+                    if lv > self.max_left or dn == int(ni[i]):
+                        continue
+                    key = (lv, int(self.sim.ctx.node_rank[ni[i]]))
+                    if best is None or key < best[:2]:
+                        best = (*key, int(ni[i]), int(ki[i]), int(g_of[i]), dn, dg)
+                    break
+        if best is None:
+            return False
+        _, _, n, k, g, d, dg = best
+        v, vsp = int(self.pod[n, k]), int(self.spec[n, k])
+        self.sim.remove(n, vsp, [g])
+        self._drop(n, k)
+        self.sim.place_on(d, vsp, [dg])
+        self._add(v, d, vsp, [dg])
+        self.stats.migrations += 1
+        self.stats.repacks += 1
+        self.stats.gpu_seconds_lost += self.restart_s * int(sp.milli[vsp]) / MILLI
         self.stats.moves.append((v, n, d))
         return True
 

@@ -195,6 +195,14 @@ class _Sim:
         self.changed(node)
         return gpus
 
+    def place_on(self, node: int, s: int, gpus: list[int]) -> None:
+        """Place a pod of full spec ``s`` on the given GPUs of ``node`` (a migration's chosen target)."""
+        sp = self.specs
+        tag = int(sp.s_tag[sp.score_id[s]])
+        self.state.place(node, int(sp.cpu[s]), int(sp.mem[s]), int(sp.milli[s]), gpus, tag)
+        self.policy.placed(node, gpus, s)
+        self.changed(node)
+
     def remove(self, node: int, s: int, gpus: list[int]) -> None:
         sp = self.specs
         tag = int(sp.s_tag[sp.score_id[s]])

@@ -22,7 +22,8 @@ class _Defrag:
 
     def __init__(self, per_100: float = DEFAULT_PER_100, max_victims: int = 2, min_gain_milli: int = MILLI,
                  restart_s: float = DEFAULT_RESTART_S, repack_every: int = 5,
-                 min_frag_gain: float = 50.0, start_alloc: float = 0.85) -> None:  # fmt: skip
+                 min_frag_gain: float = 50.0, start_alloc: float = 0.85, mode: str = "repack",
+                 max_left: int = 200, min_cpu_left: int = 11_000) -> None:  # fmt: skip
         if per_100 < 0 or max_victims < 1 or min_gain_milli < 1 or restart_s < 0 or repack_every < 0:
             raise ValueError(
                 "defrag: per_100, restart_s, repack_every >= 0; max_victims, min_gain_milli >= 1"
@@ -35,6 +36,9 @@ class _Defrag:
             "repack_every": int(repack_every),
             "min_frag_gain": float(min_frag_gain),
             "start_alloc": float(start_alloc),
+            "mode": mode,
+            "max_left": int(max_left),
+            "min_cpu_left": int(min_cpu_left),
         }
 
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
