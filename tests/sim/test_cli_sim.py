@@ -84,3 +84,57 @@ def test_unknown_policy_is_usage_error():
     shared_fixture("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
     r = run_cli("sim", "run", "--policy", "nope", "--trace", "openb-default")
     assert r.code == 2 and "unknown policy 'nope'" in r.err and "Traceback" not in r.err
+
+
+def _tiny_trace(tmp_path):
+    """A three-node cluster and 30 pods in openb's CSV layouts (so the test runs without the shared
+    fixtures): whole and half GPUs, one and two GPUs per pod."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nnode-0,96000,393216,8,V100M32\n"
+        "node-1,96000,393216,8,V100M32\nnode-2,64000,262144,2,P100\n"
+    )
+    rows = ["name,cpu_milli,memory_mib,num_gpu,gpu_milli"]
+    for i in range(30):
+        g = 2 if i % 3 == 0 else 1
+        rows.append(f"p{i},4000,8192,{g},{500 if g == 1 and i % 4 == 0 else 1000}")
+    pods = tmp_path / "pods.csv"
+    pods.write_text("\n".join(rows) + "\n")
+    return pods, nodes
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_compare_reports_energy_per_policy(tmp_path, workers):
+    pods, nodes = _tiny_trace(tmp_path)
+    args = ["sim", "compare", "--trace", str(pods), "--nodes", str(nodes), "--policies", "fgd,best-fit"]
+    args += ["--seeds", "1,2", "--published", "none", "--workers", workers]
+    r = run_cli(*args, env={"COLUMNS": "80"}, timeout=240)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    at = next(i for i, line in enumerate(lines) if line.startswith("energy"))
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[at + 3 :] if ln.strip()}
+    assert set(rows) == {"fgd", "best-fit"}
+    for vals in rows.values():
+        on, sleep = float(vals[0]), float(vals[1])
+        assert on > 0 and 0 < sleep <= on  # empty nodes asleep never draw more than all on
+    j = run_cli(*args, "--json", timeout=240)
+    assert j.code == 0, j.err
+    for p in json.loads(j.out)["policies"]:
+        e = p["energy"]
+        assert e["mean_kw_sleep"] <= e["mean_kw_all_on"] and e["j_per_tflop_all_on"] > 0
+
+
+def test_run_html_summary_has_energy(tmp_path):
+    import re
+
+    pods, nodes = _tiny_trace(tmp_path)
+    out = tmp_path / "r.html"
+    args = ["sim", "run", "--trace", str(pods), "--nodes", str(nodes), "--policy", "fgd", "--html"]
+    r = run_cli(*args, "-o", str(out))
+    assert r.code == 0, r.err
+    text = out.read_text()
+    assert "mean kW (all on)" in text and "J per useful TFLOP" in text
+    row = re.search(r"<tr><td>fgd</td>(.*?)</tr>", text).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert float(cells[-3]) >= float(cells[-2]) > 0 and float(cells[-1]) > 0

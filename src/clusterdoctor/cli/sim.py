@@ -254,8 +254,9 @@ def run(
 
 def _sweep(
     nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float, workers: int,
-    use_ray: bool = False,
+    use_ray: bool = False, on_done=None,
 ):  # fmt: skip
+    """{policy: {seed: allocation curve}}; ``on_done`` gets each run's whole tuple (see reproduce._one)."""
     from clusterdoctor.sim.reproduce import _one, run_sweep
 
     if use_ray:  # only when asked (--ray): a local Ray start costs tens of seconds here
@@ -270,17 +271,23 @@ def _sweep(
             pending = list(refs)
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                pol, sd, curve = ray.get(done[0])[:3]
-                out.setdefault(pol, {})[sd] = curve
+                r = ray.get(done[0])
+                out.setdefault(r[0], {})[r[1]] = r[2]
+                if on_done:
+                    on_done(r)
                 prog.advance(task)
         return out
     with _progress() as prog:
         task = prog.add_task(
             f"sweep ({workers} process{'es' if workers > 1 else ''})", total=len(policies) * len(seeds)
         )
-        return run_sweep(
-            nodes_path, pods_path, policies, seeds, tune, workers, on_done=lambda _r: prog.advance(task)
-        )
+
+        def _done(r) -> None:
+            prog.advance(task)
+            if on_done:
+                on_done(r)
+
+        return run_sweep(nodes_path, pods_path, policies, seeds, tune, workers, on_done=_done)
 
 
 @app.command("compare")
@@ -301,7 +308,7 @@ def compare(
     """Run several policies over several seeds (FGD protocol) and print mean allocation per policy, next to
     the FGD paper's published numbers for the same workload when available."""
     from clusterdoctor.sim.policies import FGD_LABELS, get_policy
-    from clusterdoctor.sim.reproduce import average_curves, parse_published
+    from clusterdoctor.sim.reproduce import average_curves, mean_energy, parse_published
     from clusterdoctor.sim.reproduce import compare as cmp
 
     pols = [get_policy(p).name for p in policies.split(",") if p.strip()]
@@ -330,7 +337,14 @@ def compare(
             from clusterdoctor.observe.limits import read_input
 
             pub_curves = parse_published(read_input(pub_path), str(pub_path)).get(workload, {})
-    sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers, ray)
+    energies: dict[str, list[dict[str, float]]] = {}
+
+    def _energy(r) -> None:
+        if len(r) > 6 and r[6]:
+            energies.setdefault(r[0], []).append(r[6])
+
+    sweep = _sweep(nodes_path, pods_path, pols, seed_list, tune, workers, ray, on_done=_energy)
+    energy = {p: mean_energy(v) for p, v in energies.items()}
     comps = cmp({p: average_curves(sweep[p]) for p in pols}, pub_curves, FGD_LABELS)
     if as_json:
         doc = {
@@ -345,6 +359,7 @@ def compare(
                     "published_final_allocation": round(c.final_published, 2) if c.published else None,
                     "max_abs_diff_over_curve": round(c.max_abs_diff, 3) if c.published else None,
                     "allocation_curve": {str(k): round(v, 3) for k, v in c.ours.items()},
+                    "energy": energy.get(c.policy) or None,
                 }
                 for c in comps
             ],
@@ -358,7 +373,28 @@ def compare(
         diff = f"{c.final_ours - c.final_published:+.2f}" if c.published else "-"
         mx = f"{c.max_abs_diff:.2f} (at {c.worst_column})" if c.published else "-"
         lines.append(f"{c.policy:<16}{c.label:<18}{c.final_ours:>11.2f}{pubv:>11}{diff:>7}{mx:>17}")
+    if energy:
+        lines += ["", _energy_table(comps, energy)]
     _emit("\n".join(lines), output)
+
+
+def _energy_table(comps, energy: dict[str, dict[str, float]]) -> str:
+    """Mean power per policy (seed means): all nodes on and empty nodes asleep, over the whole run and
+    up to 80 % arrived (where every policy places every pod, so equal work), and J per useful TFLOP."""
+    head = f"{'policy':<16}{'kW on':>10}{'kW sleep':>10}{'on <=80%':>10}{'sleep<=80%':>11}{'J/TFLOP on':>11}{'sleep':>8}"
+    out = ["energy (seed means; 'sleep': empty nodes asleep; '<=80%': equal work)", head, "-" * len(head)]
+
+    def f(v: float | None, w: int, d: int) -> str:
+        return f"{v:>{w}.{d}f}" if v is not None else f"{'-':>{w}}"
+
+    for c in comps:
+        e = energy.get(c.policy) or {}
+        out.append(
+            f"{c.policy:<16}{f(e.get('mean_kw_all_on'), 10, 1)}{f(e.get('mean_kw_sleep'), 10, 1)}"
+            f"{f(e.get('mean_kw_all_on_to80'), 10, 1)}{f(e.get('mean_kw_sleep_to80'), 11, 1)}"
+            f"{f(e.get('j_per_tflop_all_on'), 11, 2)}{f(e.get('j_per_tflop_sleep'), 8, 2)}"
+        )
+    return "\n".join(out)
 
 
 @app.command("policies")

@@ -86,14 +86,35 @@ def protocol_report(results: list, title: str = "clusterdoctor sim: FGD protocol
     """HTML for one or more :class:`~clusterdoctor.sim.engine.ProtocolResult`."""
     alloc = {f"{r.policy} s{r.seed}": sorted(r.allocation_curve.items()) for r in results}
     frag = {f"{r.policy} s{r.seed}": sorted(r.frag_curve.items()) for r in results}
-    rows = [(r.policy, r.seed, r.pods_arrived, r.pods_failed, f"{r.final_allocation:.2f}") for r in results]
+
+    def _e(r, key: str, digits: int) -> str:
+        v = r.energy_summary().get(key) if hasattr(r, "energy_summary") else None
+        return f"{v:.{digits}f}" if v is not None and v == v else "-"
+
+    rows = [
+        (r.policy, r.seed, r.pods_arrived, r.pods_failed, f"{r.final_allocation:.2f}",
+         _e(r, "mean_kw_all_on", 1), _e(r, "mean_kw_sleep", 1), _e(r, "j_per_tflop_all_on", 2))
+        for r in results
+    ]  # fmt: skip
     notes = sorted({n for r in results for n in r.notes})
     return page(
         title,
         [
             (
                 "Summary",
-                table(["policy", "seed", "pods arrived", "failed", "allocated % at 130 % load"], rows),
+                table(
+                    [
+                        "policy",
+                        "seed",
+                        "pods arrived",
+                        "failed",
+                        "allocated % at 130 % load",
+                        "mean kW (all on)",
+                        "mean kW (empty nodes asleep)",
+                        "J per useful TFLOP",
+                    ],
+                    rows,
+                ),  # fmt: skip
             ),
             (
                 "GPU allocation vs arriving load",

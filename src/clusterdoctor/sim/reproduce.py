@@ -84,15 +84,27 @@ def _load(nodes_path: str, pods_path: str):
 
 
 def _one(args):
-    """(policy, seed, allocation curve, fragmentation curve, wall s, CPU s) of one run; the traces are
-    parsed once per process."""
+    """(policy, seed, allocation curve, fragmentation curve, wall s, CPU s, energy summary) of one run;
+    the traces are parsed once per process."""
     nodes_path, pods_path, policy, seed, tune = args
     from clusterdoctor.sim.engine import run_fgd_protocol
 
     c0 = time.process_time()
     nodes, pods = _load(nodes_path, pods_path)
     res = run_fgd_protocol(nodes, pods, policy, seed, tune)
-    return policy, seed, res.allocation_curve, res.frag_curve, res.seconds, time.process_time() - c0
+    cpu = time.process_time() - c0
+    return policy, seed, res.allocation_curve, res.frag_curve, res.seconds, cpu, res.energy_summary()
+
+
+def mean_energy(summaries: list[dict[str, float]]) -> dict[str, float]:
+    """The per-key mean of several runs' energy summaries (keys every run has; NaN values left out)."""
+    keys = set.intersection(*(set(s) for s in summaries)) if summaries else set()
+    out: dict[str, float] = {}
+    for k in sorted(keys):
+        vals = [s[k] for s in summaries if s[k] == s[k]]
+        if vals:
+            out[k] = round(sum(vals) / len(vals), 4)
+    return out
 
 
 def run_sweep(nodes_path: Path, pods_path: Path, policies: list[str], seeds: list[int], tune: float = 1.3,
