@@ -86,6 +86,8 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "serve agent --log-format": "bogus",
     "rules --agent-selector": "job=x}",
     "diagnose --header": "no colon",
+    "gpu health --header": ("no colon", ["--prometheus", "http://127.0.0.1:9"]),
+    "watch --header": ("no colon", ["--prometheus", "http://127.0.0.1:9", "--once"]),
     "rules --cluster-label": "a-b",
 }
 # Options and arguments whose value is a path (besides those Typer types as Path).
@@ -353,6 +355,10 @@ NOT_STDIN: dict[str, str] = {
     "serve agent --web.config.file": "a server's configuration, read at start (tests/serve)",
     "diagnose --bearer-token-file": "a credential file: never read from a pipe shared with the input",
     "diagnose --ca-file": "a CA bundle for TLS, read by the ssl module from a path",
+    "gpu health --bearer-token-file": "as diagnose's (cli/prom_options.py)",
+    "gpu health --ca-file": "as diagnose's (cli/prom_options.py)",
+    "watch --bearer-token-file": "as diagnose's (cli/prom_options.py)",
+    "watch --ca-file": "as diagnose's (cli/prom_options.py)",
 }
 # What each command does when there is nothing to check: (arguments, exit code); the README's table.
 NOTHING: dict[str, tuple[list[str], int]] = {

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from clusterdoctor.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.prom_options import BEARER_TOKEN_FILE, CA_FILE, HEADER, prom_auth
 
 
 def diagnose(
@@ -37,17 +38,9 @@ def diagnose(
     step: float = typer.Option(
         None, "--step", help="With --prometheus: query_range step in seconds (default: since/720, >= 15)."
     ),
-    bearer_token_file: str = typer.Option(
-        None, "--bearer-token-file", help="With --prometheus: send `Authorization: Bearer <file content>`."
-    ),
-    ca_file: str = typer.Option(
-        None, "--ca-file", help="With --prometheus: CA bundle (PEM) that signed the server's certificate."
-    ),
-    header: list[str] = typer.Option(
-        None,
-        "--header",
-        help="With --prometheus: an extra request header 'Name: value' (repeatable; X-Scope-OrgID).",
-    ),
+    bearer_token_file: str = BEARER_TOKEN_FILE,
+    ca_file: str = CA_FILE,
+    header: list[str] = HEADER,
     scrape: list[str] = typer.Option(
         None, "--scrape", help="A /metrics URL to scrape directly (repeatable)."
     ),
@@ -118,12 +111,7 @@ def diagnose(
         threshold = Severity.parse(fail_on)
     except ValueError as e:
         raise CliExit(2, f"error: --fail-on: {e}") from None
-    auth = None
-    if bearer_token_file or ca_file or header:
-        from clusterdoctor.observe.prom_auth import PromAuth
-
-        auth = PromAuth(bearer_token_file, ca_file, list(header or []))
-        auth.http_headers(), auth.ssl_context()  # checked now: one line, exit 2, before any work
+    auth = prom_auth(bearer_token_file, ca_file, header)  # checked now: one line, exit 2
     obs = diagnosis.new_observations()
     refs = []
     if prometheus:

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.prom_options import BEARER_TOKEN_FILE, CA_FILE, HEADER, prom_auth
 
 app = typer.Typer(
     help="GPU health: Xid, ECC and row remapping, throttling, NVLink and PCIe faults.", no_args_is_help=True
@@ -35,6 +36,9 @@ def health(
     window: str = typer.Option(
         "10m", "--window", help="With --prometheus: window for counter increases (90s, 10m, 1h)."
     ),
+    bearer_token_file: str = BEARER_TOKEN_FILE,
+    ca_file: str = CA_FILE,
+    header: list[str] = HEADER,
     scrape: list[str] = typer.Option(
         None, "--scrape", help="A dcgm-exporter /metrics URL to scrape (repeatable)."
     ),
@@ -78,6 +82,7 @@ def health(
     obs = diagnosis.new_observations()
     refs: list[SourceRef] = []
     queries: list[tuple[str, str, int]] = []
+    auth = prom_auth(bearer_token_file, ca_file, header)  # checked now: one line, exit 2
     if prometheus:
         from clusterdoctor.cli.common import quiet
         from clusterdoctor.observe.gpu.dcgm_fleet import collect_fleet
@@ -86,6 +91,7 @@ def health(
         res = collect_fleet(
             prometheus,
             diagnosis.parse_since(window),
+            client=auth.client(prometheus) if auth is not None else None,
             progress=(lambda m: print(f"querying {m}", file=sys.stderr)) if tty else None,
         )
         diagnosis.merge_into(obs, {"gpu_reports": res.reports})

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from clusterdoctor.cli.common import EXIT_FINDINGS, EXIT_OK, CliExit
+from clusterdoctor.cli.prom_options import BEARER_TOKEN_FILE, CA_FILE, HEADER, prom_auth
 
 SCHEMA = "clusterdoctor.watch/1"
 
@@ -28,6 +29,9 @@ def watch(
         "--step",
         help="With --prometheus: query step in seconds (default since/600, >= 2 and >= the probes' scrape interval).",
     ),
+    bearer_token_file: str = BEARER_TOKEN_FILE,
+    ca_file: str = CA_FILE,
+    header: list[str] = HEADER,
     follow: bool = typer.Option(
         False, "--follow", help="With --from: keep reading the files as they grow, and refresh."
     ),
@@ -108,6 +112,7 @@ def watch(
             raise InputError("no such file or directory", str(path))
     if prometheus is not None and not prometheus.startswith(("http://", "https://")):
         raise CliExit(2, f"error: --prometheus {prometheus!r}: not an http(s) URL")
+    auth = prom_auth(bearer_token_file, ca_file, header)  # checked first: one line, exit 2
     if (from_dir is None) == (prometheus is None):
         raise CliExit(2, "error: give exactly one of --from DIR or --prometheus URL")
     if follow and prometheus:
@@ -121,7 +126,7 @@ def watch(
     if from_dir is not None:
         source = _FileSource(str(from_dir))
     else:
-        source = _PromSource(prometheus, job, since_s, step)
+        source = _PromSource(prometheus, job, since_s, step, auth)
     code = EXIT_OK
     n = 0
     try:
@@ -239,13 +244,14 @@ class _FileSource:
 
 
 class _PromSource:
-    def __init__(self, url: str, job: str | None, since: float, step: float | None) -> None:
-        self.url, self.job, self.since, self.step = url, job, since, step
+    def __init__(self, url: str, job: str | None, since: float, step: float | None, auth: Any = None) -> None:
+        self.url, self.job, self.since, self.step, self.auth = url, job, since, step, auth
 
     def report(self, topo: Any, live: bool, gpus: Any = None) -> dict[str, Any]:
         from clusterdoctor.observe.watch.prom import load_watch_prometheus
 
-        tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step)
+        client = self.auth.client(self.url) if self.auth is not None else None
+        tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step, client=client)
         from clusterdoctor.redact import redact_urls
 
         # the report names the server, never its credentials

@@ -83,15 +83,21 @@ def query_windows(since: float, step: float | None, interval: float | None) -> t
 
 
 def load_watch_prometheus(
-    url: str, job: str | None = None, since: float = 900.0, step: float | None = None, timeout: float = 10.0
+    url: str,
+    job: str | None = None,
+    since: float = 900.0,
+    step: float | None = None,
+    timeout: float = 10.0,
+    client: Any = None,
 ) -> tuple[dict[str, Any], float]:
-    """``({job: StepTable}, server_now)`` from the probe's series on a Prometheus server."""
+    """``({job: StepTable}, server_now)`` from the probe's series on a Prometheus server (``client``: a
+    ready :class:`~clusterdoctor.observe.control.prom_api.PromClient`, e.g. with auth)."""  # fmt: skip
     import numpy as np
 
     from clusterdoctor.analyze.failslow import StepTable
     from clusterdoctor.observe.control.prom_api import PromClient
 
-    client = PromClient(url, timeout=timeout)
+    client = client or PromClient(url, timeout=timeout)
     end = client.server_time()
     start = end - since
     sel = _selector(job)
