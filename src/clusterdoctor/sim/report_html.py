@@ -87,15 +87,17 @@ def protocol_report(results: list, title: str = "clusterdoctor sim: FGD protocol
     alloc = {f"{r.policy} s{r.seed}": sorted(r.allocation_curve.items()) for r in results}
     frag = {f"{r.policy} s{r.seed}": sorted(r.frag_curve.items()) for r in results}
 
-    def _e(r, key: str, digits: int) -> str:
-        v = r.energy_summary().get(key) if hasattr(r, "energy_summary") else None
+    def _e(e: dict[str, float], key: str, digits: int) -> str:
+        v = e.get(key)
         return f"{v:.{digits}f}" if v is not None and v == v else "-"
 
-    rows = [
-        (r.policy, r.seed, r.pods_arrived, r.pods_failed, f"{r.final_allocation:.2f}",
-         _e(r, "mean_kw_all_on", 1), _e(r, "mean_kw_sleep", 1), _e(r, "j_per_tflop_all_on", 2))
-        for r in results
-    ]  # fmt: skip
+    rows = []
+    for r in results:
+        e = r.energy_summary()
+        rows.append(
+            (r.policy, r.seed, r.pods_arrived, r.pods_failed, f"{r.final_allocation:.2f}",
+             _e(e, "mean_kw_all_on", 1), _e(e, "mean_kw_sleep", 1), _e(e, "j_per_tflop_all_on", 2))
+        )  # fmt: skip
     notes = sorted({n for r in results for n in r.notes})
     return page(
         title,
