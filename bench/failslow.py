@@ -2,7 +2,7 @@
 
 Parts (each resumable; results accumulate in bench/failslow-runs.jsonl, one line per run):
 
-  python bench/failslow.py runs [--minutes M]   # the fault/clean runs still missing from the plan
+  python bench/failslow.py runs [--minutes M] [--batch N] [--cond quiet|loaded]  # runs still missing
   python bench/failslow.py overhead [--pairs N] # probe on/off A/B runs + the probe's own cost per step
   python bench/failslow.py scale                # one detector evaluation over 10,000 ranks' streams
   python bench/failslow.py report               # the table (precision, recall, ...) from what was run
@@ -28,9 +28,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "failslow-runs.jsonl"
 PLAN = 2  # the plan of issue 20 (13 fault types x 2 load conditions); records of plan 1 are in git history
-BATCH = 2  # batch 1: the runs the detector's second design was made looking at; batch 2: fresh, after it
+# batch 1: the runs the detector's second design was made looking at; batch 2: fresh, after it; batch 3:
+# after the FSDP straggler fix (2026-12-02 evening), the first batch whose probe files are in git
+BATCH = 3
 # each run's probe files, kept so that `report` judges them again with the current detector
 EPISODES = HERE / ".failslow-episodes"
+# ...and the same files xz-compressed in git (one <id>.tar.xz a run, ~6 KB for 70 steps): batches 1-2's
+# copies under EPISODES were lost with the machine that ran them, batch 3 on can be re-scored from git
+STORE = HERE / "failslow-episodes"
 ONSET = 25
 STEPS = 70
 RUNS_PER_TYPE = 4  # per load condition, the victim rank rotating
@@ -138,6 +143,36 @@ def done_ids() -> set[str]:
     }
 
 
+def store_episode(ep_dir: str | Path, run_id: str) -> Path:
+    """The run's probe files (``watch-rank*.jsonl`` only: no checkpoint payloads) as STORE/<id>.tar.xz."""
+    import tarfile
+
+    STORE.mkdir(exist_ok=True)
+    out = STORE / f"{run_id}.tar.xz"
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:xz", preset=9) as tf:
+        for f in sorted(Path(ep_dir).glob("watch-rank*.jsonl")):
+            tf.add(f, arcname=f.name)
+    tmp.replace(out)
+    return out
+
+
+def stored_table(run_id: str):
+    """The table of a run from EPISODES/<id> when it is there, else from STORE/<id>.tar.xz; None
+    when neither is."""
+    import tarfile
+
+    d = EPISODES / run_id
+    if d.is_dir():
+        return load_table(str(d))
+    xz = STORE / f"{run_id}.tar.xz"
+    if not xz.is_file():
+        return None
+    with tempfile.TemporaryDirectory(prefix="cdfs-ep-") as tmp, tarfile.open(xz, "r:xz") as tf:
+        tf.extractall(tmp, filter="data")
+        return load_table(tmp)
+
+
 def load_table(ep_dir: str):
     from clusterdoctor.analyze.failslow import table_from_records
     from clusterdoctor.observe.watch.records import load_watch_dir
@@ -224,7 +259,9 @@ def _wait_for_quiet(max_load: float, max_wait_s: float) -> float:
     return os.getloadavg()[0]
 
 
-def part_runs(minutes: float, only: str | None, cond: str, quiet_load: float, wait_s: float) -> None:
+def part_runs(
+    minutes: float, only: str | None, cond: str, quiet_load: float, wait_s: float, batch: int = BATCH
+) -> None:
     from clusterdoctor.training.faultlab import Lab, lab_available
     from clusterdoctor.training.faultlab_faults import Background
 
@@ -232,7 +269,9 @@ def part_runs(minutes: float, only: str | None, cond: str, quiet_load: float, wa
     if why:
         sys.exit(f"cannot run the fault lab here: {why}")
     types = _fault_types()
-    todo = [s for s in plan(cond) if s["id"] not in done_ids() and (only is None or s["fault"] == only)]
+    todo = [
+        s for s in plan(cond, batch) if s["id"] not in done_ids() and (only is None or s["fault"] == only)
+    ]
     print(f"{cond}: {len(todo)} run(s) to do", flush=True)
     if not todo:
         return
@@ -266,6 +305,7 @@ def part_runs(minutes: float, only: str | None, cond: str, quiet_load: float, wa
                     keep = EPISODES / spec["id"]
                     shutil.rmtree(keep, ignore_errors=True)
                     shutil.copytree(res.dir, keep, ignore=shutil.ignore_patterns("ckpt"))
+                    store_episode(res.dir, spec["id"])
                     if res.injected_at is not None:
                         rec["injected_at"] = res.injected_at
                     rec.update(analyse(res.dir, rec))
@@ -355,13 +395,13 @@ class Judge:
         self.recs = []
         self.tables = {}
         for r in recs:
-            d = EPISODES / r["id"]
-            if d.is_dir():
-                try:
-                    self.tables[r["id"]] = load_table(str(d))
-                except Exception as e:  # a damaged copy: say so, judge the rest
-                    print(f"{r['id']}: not judged ({e})", file=sys.stderr)
-                    continue
+            try:
+                tb = stored_table(r["id"])
+            except Exception as e:  # a damaged copy: say so, judge the rest
+                print(f"{r['id']}: not judged ({e})", file=sys.stderr)
+                continue
+            if tb is not None:
+                self.tables[r["id"]] = tb
                 self.recs.append(r)
         self.cache: dict = {}
         self._cost()
@@ -694,7 +734,7 @@ def main() -> None:
     ap.add_argument("--quiet-load", type=float, default=2.0, help="runs --cond quiet: wait for this load")
     ap.add_argument("--wait", type=float, default=600.0, help="runs --cond quiet: wait at most this long (s)")
     ap.add_argument("--no-search", action="store_true", help="report: skip the leave-one-out search")
-    ap.add_argument("--batch", type=int, default=BATCH, help="report: which batch of runs (1 or 2)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1, 2, 3)")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument(
         "--stored",
@@ -704,12 +744,13 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.part == "runs":
-        part_runs(args.minutes, args.only, args.cond, args.quiet_load, args.wait)
+        part_runs(args.minutes, args.only, args.cond, args.quiet_load, args.wait, args.batch)
     elif args.part == "overhead":
         part_overhead(args.pairs)
     elif args.part == "scale":
         part_scale()
-    print(part_report(args.stored or not EPISODES.is_dir(), not args.no_search, args.batch))
+    kept = EPISODES.is_dir() or STORE.is_dir()
+    print(part_report(args.stored or not kept, not args.no_search, args.batch))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,13 @@ import math
 
 import numpy as np
 
-from clusterdoctor.analyze.failslow_classify import healthy_reference, job_episode, level, straggler_episode
+from clusterdoctor.analyze.failslow_classify import (
+    consistent_straggler,
+    healthy_reference,
+    job_episode,
+    level,
+    straggler_episode,
+)
 from clusterdoctor.analyze.failslow_params import DEFAULTS, Params
 from clusterdoctor.analyze.failslow_periodic import merge_periodic, periodic_by_acf, spike_episodes
 from clusterdoctor.analyze.failslow_table import (
@@ -248,6 +254,8 @@ def _job_pass(
         if not explained:
             onset = _refine_onset(x, onset, alarm)
             ep = job_episode(tb, sig, onset, alarm, end, base, p)
+        if ep is not None and ep.kind == "communication":
+            ep = _straggler_behind(tb, sig, ep, p) or ep
         if ep is not None:
             if ep.kind in ("job", "communication"):
                 _onset_of_cause(ep, tb, sig, p)
@@ -257,6 +265,32 @@ def _job_pass(
             col = max(end, alarm + 1)
         else:
             col = alarm + 1  # noise or explained: look again from here
+    return out
+
+
+def _straggler_behind(tb: StepTable, sig: Signals, ep: Episode, p: Params) -> Episode | None:
+    """A communication episode that one rank's lateness causes: the straggler episode of that rank (:func:`~clusterdoctor.analyze.failslow_classify.consistent_straggler`: last to be ready in
+    nearly every step, its peers waiting for it, no other rank late), judged without the share of the
+    growth its lateness must explain; None when there is no such rank or it is not a straggler."""
+    stop = ep.end_col if ep.end_col is not None else len(sig.W)
+    row = consistent_straggler(sig, slice(ep.onset_col, stop), p)
+    if row is None:
+        return None
+    out = straggler_episode(tb, sig, row, ep.onset_col, ep.detect_col, ep.end_col, p, explains=0.0)
+    if out is None:
+        return None
+    growth = out.detail["step_growth_s"]
+    out.detail["collective_s"] = ep.detail.get("collective_s")
+    out.detail["behind_collective_slowdown"] = True
+    if ep.rank is not None and ep.rank != out.rank:
+        # the link tests ran while the straggler's thread was slow: a skew there does not outweigh
+        # every step's order of arrival
+        out.detail["link_tests_named"] = ep.rank
+    out.why += (
+        f"; the job's step grew by {growth * 1000:.1f} ms, more than they waited for it at its first "
+        "collective: its late start delays every later collective (sharded models gather each layer), "
+        "so the collectives only look slower"
+    )
     return out
 
 

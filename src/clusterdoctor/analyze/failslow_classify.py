@@ -25,7 +25,14 @@ from clusterdoctor.analyze.failslow_table import (
     time_at,
 )
 
-__all__ = ["healthy_reference", "job_episode", "level", "localise_link", "straggler_episode"]
+__all__ = [
+    "consistent_straggler",
+    "healthy_reference",
+    "job_episode",
+    "level",
+    "localise_link",
+    "straggler_episode",
+]
 
 
 # clusterdoctor default (bench/failslow.py: the first detector required 30%): a straggler's lateness explains
@@ -56,13 +63,16 @@ def straggler_episode(
     candidates: np.ndarray | None = None,
     rest_top: np.ndarray | None = None,
     ref: tuple | None = None,
+    explains: float | None = None,
 ) -> Episode | None:
     """Rank ``row`` late from ``onset`` (CUSUM alarm at ``alarm``, back to normal at ``end``): a
     straggler episode, or None when it is not a rank the others waited for (every rank late together,
     late in only a few of the steps, less than ``p.min_lateness`` of a step, or seldom the last to be
     ready). ``candidates``: the rows whose own CUSUM alarmed (the only ones that can be late together
     with it; default every row); ``rest_top``: per column, the largest lateness of the other rows;
-    ``ref``: the healthy peers' medians (:func:`healthy_reference`)."""
+    ``ref``: the healthy peers' medians (:func:`healthy_reference`); ``explains``: the share of the
+    job's step growth its lateness must explain (default: :data:`EXPLAINS`, or
+    :data:`EXPLAINS_ALWAYS_LAST` for a rank last in nearly every step)."""
     S = len(sig.W)
     stop = end if end is not None else S
     stop = max(stop, min(S, onset + 1))
@@ -104,6 +114,8 @@ def straggler_episode(
     also = [tb.ranks[i] for i in together]
     Wp = float(np.median(sig.W[P]))
     need = EXPLAINS_ALWAYS_LAST if last_share >= ALWAYS_LAST else EXPLAINS
+    if explains is not None:
+        need = explains
     if d_late < need * (Wp - W0):
         return None  # the job slowed far more than the others waited for it: a job-wide cause
     # how much slower the job is than it would be without waiting for this rank (a rank slow from step
@@ -178,6 +190,37 @@ def straggler_episode(
         detail=detail,
         why=why,
     )
+
+
+def consistent_straggler(sig: Signals, P: slice, p: Params) -> int | None:
+    """The row that the others waited for in nearly every step of ``P``: the last to be ready in
+    :data:`ALWAYS_LAST` of the steps or more, late by ``p.min_lateness`` of a step or more (median),
+    while no other row is late by half as much; None when there is no such row.
+
+    A job slowdown with such a rank is that rank's, not the network's, whatever share of the growth its
+    lateness explains: under sharded data parallelism (FSDP) a late rank delays every layer's
+    all-gather and its own collectives stretch too (its thread issues them late), so the collectives
+    look slower by more than the others wait at its first one
+    (tests/training/test_faultlab.py::test_fsdp_straggler_named: the lateness explained 0.40-0.58 of
+    the growth in six local runs, under 0.3 in a CI run, which was then called a rankless
+    communication slowdown). A communication slowdown has no such rank: every rank waits in the
+    collectives and the last to be ready changes from step to step."""
+    if sig.last_row is None or P.stop - P.start < 1:
+        return None
+    last = sig.last_row[P]
+    rows, counts = np.unique(last, return_counts=True)
+    i = int(np.argmax(counts))
+    row = int(rows[i])
+    if counts[i] < ALWAYS_LAST * len(last):
+        return None
+    med = np.median(sig.late[:, P], axis=1)
+    mine = float(med[row])
+    if mine < p.min_lateness * sig.W0:
+        return None
+    others = np.delete(med, row)
+    if len(others) and float(others.max()) >= 0.5 * mine:
+        return None
+    return row
 
 
 def healthy_reference(tb: StepTable, sig: Signals, cand: np.ndarray) -> tuple[np.ndarray, ...] | None:
