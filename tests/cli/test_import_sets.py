@@ -60,6 +60,7 @@ BASE = {
     "clusterdoctor.observe",
     "clusterdoctor.observe.confine",
     "clusterdoctor.observe.limits",
+    "clusterdoctor.observe.warning_list",  # split out of limits (WarningList)
 }
 
 COMM_ONE_RANK = BASE | {

@@ -138,10 +138,11 @@ class ChainLink:
     first: float | None
     last: float | None
     events: list[Event] = field(default_factory=list)
+    extra: int = 0  # events of the stage a bounded log store counted but did not keep
 
     @property
     def count(self) -> int:
-        return len(self.events)
+        return len(self.events) + self.extra
 
 
 @dataclass

@@ -128,8 +128,6 @@ def nccl_tests_tables(run: Any) -> dict[str, Any]:
     """A run's rows for the report: the table itself when there is one; for a log of repeated runs,
     each size's median over the tables, how many tables, and each table's bandwidth (the first
     TABLES_LISTED): the report grows with the sizes tested, not with the repetitions."""
-    from statistics import median
-
     tables = run.tables() if hasattr(run, "tables") else [run.rows]
     fields = ("time_us", "algbw_gbs", "busbw_gbs", "in_place_busbw_gbs")
 
@@ -137,30 +135,46 @@ def nccl_tests_tables(run: Any) -> dict[str, Any]:
         o = r.out_of_place
         return (o.time_us, o.algbw_gbs, o.busbw_gbs, r.in_place.busbw_gbs)
 
-    if len(tables) <= 1:
+    summary = getattr(run, "summary", None) or {}
+    n_tables = max(len(tables), getattr(run, "n_tables", 0))
+    if n_tables <= 1 and not summary:
         return {
             "tables": len(tables),
             "rows": [dict(zip(("size", *fields), (r.size_bytes, *values(r)))) for r in run.rows],
         }
-    by_size: dict[int, list[tuple[Any, ...]]] = {}
+    from collections import Counter
+
+    from clusterdoctor.observe.comm.nccl_tests import counter_median
+
+    # each size's values as value -> count: the kept rows and those summarised past MAX_ROWS
+    by_size: dict[int, list[Counter[float]]] = {}
+    n_size: Counter[int] = Counter()
     for r in run.rows:
-        by_size.setdefault(r.size_bytes, []).append(values(r))
+        cols = by_size.setdefault(r.size_bytes, [Counter() for _ in fields])
+        n_size[r.size_bytes] += 1
+        for c, v in zip(cols, values(r)):
+            if v is not None:
+                c[v] += 1
+    for size, sm in summary.items():
+        cols = by_size.setdefault(size, [Counter() for _ in fields])
+        n_size[size] += sm.rows
+        for c, name in zip(cols, fields):
+            c.update(sm.values[name])
     rows = []
-    for size, vals in sorted(by_size.items()):
-        row: dict[str, Any] = {"size": size, "tables": len(vals)}
-        for i, name in enumerate(fields):
-            col = [v[i] for v in vals if v[i] is not None]
-            row[name] = median(col) if col else None
+    for size, cols in sorted(by_size.items()):
+        row: dict[str, Any] = {"size": size, "tables": n_size[size]}
+        for c, name in zip(cols, fields):
+            row[name] = counter_median(c)
         rows.append(row)
     return {
-        "tables": len(tables),
+        "tables": n_tables,
         "rows_are": "median over the tables",
         "rows": rows,
         "per_table": [
             {"first_line": t[0].line, "rows": len(t), "peak_busbw_gbs": _peak(t)}
             for t in tables[:TABLES_LISTED]
         ],
-        "per_table_omitted": max(0, len(tables) - TABLES_LISTED),
+        "per_table_omitted": max(0, n_tables - min(len(tables), TABLES_LISTED)),
     }
 
 

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 from clusterdoctor.errors import InputError
 from clusterdoctor.observe.confine import check as _check_confined
+from clusterdoctor.observe.warning_list import WarningList  # moved; still importable from here
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
@@ -74,6 +75,7 @@ __all__ = [
     "Budget",
     "LimitExceeded",
     "Limits",
+    "WarningList",
     "archive_scope",
     "bounded",
     "check_regular",
@@ -932,31 +934,3 @@ def run_bounded(
             if f is not None:
                 f.close()
     return code, b"".join(out[1]), b"".join(out[2])
-
-
-class WarningList(list):  # type: ignore[type-arg]
-    """A parser's warnings, bounded: the first ``keep`` are kept word for word, the rest only counted
-    (``dropped``) and summed up in one last line by :meth:`summary` — a file of ten million bad lines
-    cannot hold ten million warnings."""
-
-    def __init__(self, keep: int = 100) -> None:
-        super().__init__()
-        self.keep = keep
-        self.dropped = 0
-
-    def append(self, item: object) -> None:
-        if len(self) < self.keep:
-            super().append(item)
-        else:
-            self.dropped += 1
-
-    def extend(self, items: Any) -> None:
-        for x in items:
-            self.append(x)
-
-    def summary(self) -> list[str]:
-        """The kept warnings and, when some were dropped, one line counting them."""
-        out = list(self)
-        if self.dropped:
-            out.append(f"... and {self.dropped:,} more warnings of the same file")
-        return out

@@ -338,12 +338,46 @@ def _busbw_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
 def _best_below(run: Any, row: Any, label: str) -> float:
     """The highest busbw (out-of-place or in-place, as ``label``) of the run's rows smaller than ``row``;
     infinity when there is none (the row is then judged against the median alone)."""
+    return _best_below_size(run, row.size_bytes, label)
+
+
+def _best_below_size(run: Any, size: int, label: str) -> float:
     best = 0.0
     for r in run.rows:
         m = r.out_of_place if label == "out-of-place" else r.in_place
-        if r.size_bytes < row.size_bytes and m.busbw_gbs:
+        if r.size_bytes < size and m.busbw_gbs:
             best = max(best, m.busbw_gbs)
+    for z, sm in (getattr(run, "summary", None) or {}).items():  # rows past MAX_ROWS, per size
+        if z < size:
+            best = max([best, *sm.busbw(label)])
     return best if best > 0 else float("inf")
+
+
+def _summarised_outliers(run: Any, med: float, low: float) -> Iterator[Finding]:
+    """COMM005 on the rows a log of repeated runs held past ``MAX_ROWS`` (kept per size as value
+    counts): one finding per size and placement, naming how many rows and the lowest one's line."""
+    summary = getattr(run, "summary", None) or {}
+    if not summary:
+        return
+    for z in run.large_sizes()[1]:
+        sm = summary[z]
+        for label in ("out-of-place", "in-place"):
+            if label not in sm.lowest:
+                continue
+            bound = min(low * med, low * _best_below_size(run, z, label))
+            n = sum(c for v, c in sm.busbw(label).items() if v and v < bound)
+            if not n:
+                continue
+            v, line = sm.lowest[label]
+            yield nccl_tests_outlier.finding(
+                f"{n} {label} row(s) at {z} B past the first {len(run.rows)} rows ran below "
+                f"{low * 100:.0f}% of the run's median {med:.2f} GB/s (lowest {v} GB/s).",
+                evidence=[
+                    Evidence(f"{label} busbw, size {z} (lowest)", v, med, "GB/s", f"{run.path}:{line}")
+                ],
+                subject=f"{run.path}:{line}",
+                confidence=0.7,
+            )
 
 
 @rule(
@@ -366,10 +400,13 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
     **Verify**: `all_reduce_perf -b 1G -e 8G -f 2 -n 100 -c 1` twice; the row should match its neighbours.
     """
     for run in obs.get("nccl_tests") or []:
+        from clusterdoctor.observe.comm.nccl_tests import counter_nth
+
         rows = run.large_rows()
-        vals = sorted(v for r in rows for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs) if v)
-        if len(vals) >= 3:
-            med = vals[len(vals) // 2]
+        vals = run.large_busbw()
+        n_vals = sum(vals.values())
+        if n_vals >= 3:
+            med = counter_nth(vals, n_vals // 2)
             low = 1 - float(ROW_OUTLIER.value)
             for r in rows:
                 for label, m in (("out-of-place", r.out_of_place), ("in-place", r.in_place)):
@@ -396,12 +433,21 @@ def nccl_tests_outlier(obs: Observations) -> Iterator[Finding]:
                             subject=f"{run.path}:{r.line}",
                             confidence=0.7,
                         )
+            yield from _summarised_outliers(run, med, low)
         wrong = [(r, m) for r in run.rows for m in (r.out_of_place, r.in_place) if m.wrong]
-        if wrong:
-            r, m = wrong[0]
+        n_wrong = len(wrong) + sum(sm.wrong for sm in (getattr(run, "summary", None) or {}).values())
+        if n_wrong:
+            if wrong:
+                size, n, line = wrong[0][0].size_bytes, wrong[0][1].wrong, wrong[0][0].line
+            else:  # only in the rows summarised past MAX_ROWS: the first of those
+                line, size, n = min(
+                    (sm.first_wrong[0], z, sm.first_wrong[1])
+                    for z, sm in run.summary.items()
+                    if sm.first_wrong is not None
+                )
             yield nccl_tests_outlier.finding(
-                f"nccl-tests reported {len(wrong)} result(s) with wrong data (first at {r.size_bytes} B).",
-                evidence=[Evidence("#wrong", m.wrong, 0, source=f"{run.path}:{r.line}")],
+                f"nccl-tests reported {n_wrong} result(s) with wrong data (first at {size} B).",
+                evidence=[Evidence("#wrong", n, 0, source=f"{run.path}:{line}")],
                 severity=Severity.CRITICAL,
                 confidence=0.95,
                 subject=run.path,

@@ -61,6 +61,25 @@ def _ev(obs: Observations, *kinds: str) -> list[Event]:
     return [e for e in obs.get("events") or [] if isinstance(e, Event) and e.kind in kinds]
 
 
+def _dropped(obs: Observations, *kinds: str) -> list:
+    """What the bounded event store dropped of these kinds (``DroppedEvents`` records of long logs:
+    observe/control/event_store.py); the counts below add them to the kept events'."""
+    return [x for x in obs.get("events_dropped") or [] if getattr(x, "kind", None) in kinds]
+
+
+def _n_dropped(obs: Observations, *kinds: str, who: str | None = None, d=None, **match) -> int:
+    """How many events of ``kinds`` were dropped, of the writer ``who`` (a label as ``_writer``
+    gives it) and with the fields ``match`` (``term=``, ``failed=``) when given."""
+    n = 0
+    for x in _dropped(obs, *kinds):
+        if who is not None and (d.label(x.writer) if x.writer else x.source) != who:
+            continue
+        if any(getattr(x, k) != v for k, v in match.items()):
+            continue
+        n += x.count
+    return n
+
+
 def _a(e: Event, k: str) -> str | None:
     return dict(e.attrs).get(k)
 
@@ -109,6 +128,9 @@ def _by_writer(evs: list[Event], d) -> dict[str, list[Event]]:
 def _who(evs: list[Event], d) -> str:
     names = sorted({_a(e, "member_label") or _writer(e, d) for e in evs})
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+_STALL = ("etcd.heartbeat_slow", "etcd.slow_fdatasync", "etcd.slow_apply")
 
 
 @rule(
@@ -169,21 +191,24 @@ def etcd_leader_lost(obs: Observations) -> Iterator[Finding]:
             t0 = min((e.time for e in es if e.time is not None), default=None)
             if t0 is not None:
                 times.append(t0)
+            t_key = None if term == "?" else term
+            n_lost = len(lost) + _n_dropped(obs, "etcd.lost_leader", term=t_key)
+            n_es = len(es) + _n_dropped(obs, "etcd.lost_leader", "etcd.leader_changed", term=t_key)
             evidence.append(
                 Evidence(
                     f"term {term}: leader {d.label(old)} lost (seen by {', '.join(members)})",
-                    len(lost) or len(es),
+                    n_lost or n_es,
                     unit="members",
                     source=_src(es[0]),
                     time=t0,
                 )
             )
-        hb = _ev(obs, "etcd.heartbeat_slow", "etcd.slow_fdatasync", "etcd.slow_apply")
+        hb = _ev(obs, *_STALL)
         if hb:
             first = min((e for e in hb if e.time is not None), key=lambda e: e.time, default=hb[0])
             evidence.append(
                 Evidence(
-                    f"also in the logs: {first.kind} ({len(hb)}×) — see the stall rules",
+                    f"also in the logs: {first.kind} ({len(hb) + _n_dropped(obs, *_STALL)}×) — see the stall rules",
                     source=_src(first),
                     time=first.time,
                 )
@@ -231,6 +256,7 @@ def etcd_heartbeat_late(obs: Observations) -> Iterator[Finding]:
     """
     d = _directory(obs)
     for who, evs in sorted(_by_writer(_ev(obs, "etcd.heartbeat_slow"), d).items()):
+        n = len(evs) + _n_dropped(obs, "etcd.heartbeat_slow", who=who, d=d)
         exceeded = [x for x in (_fl(_a(e, "exceeded_s")) for e in evs) if x is not None]
         worst = max(exceeded) if exceeded else None
         sev = (
@@ -240,7 +266,7 @@ def etcd_heartbeat_late(obs: Observations) -> Iterator[Finding]:
         )
         first = min(evs, key=lambda e: e.time if e.time is not None else float("inf"))
         ev = [
-            Evidence("late heartbeats logged", len(evs), source=_src(first), time=first.time),
+            Evidence("late heartbeats logged", n, source=_src(first), time=first.time),
         ]
         if worst is not None:
             worst_e = max(evs, key=lambda e: _fl(_a(e, "exceeded_s")) or 0)
@@ -256,7 +282,7 @@ def etcd_heartbeat_late(obs: Observations) -> Iterator[Finding]:
             )
         lm = _a(first, "local_member") or _a(first, "local-member-id")
         yield etcd_heartbeat_late.finding(
-            f"{len(evs)} late heartbeat(s) from the etcd leader {d.describe(lm) if lm else who}"
+            f"{n} late heartbeat(s) from the etcd leader {d.describe(lm) if lm else who}"
             + (f", the longest {worst:.3g} s late" if worst is not None else "")
             + (
                 " — longer than the default election timeout, so followers elect a new leader."
@@ -302,7 +328,11 @@ def _slow_apply_one(obs: Observations, d, who: str, evs: list[Event]) -> Iterato
     failed = [e for e in evs if "deadline" in (_a(e, "error") or "")]
     fsync = [e for e in evs if e.kind == "etcd.slow_fdatasync"]
     sev = Severity.CRITICAL if failed or fsync else Severity.WARNING
-    ev = [Evidence("slow applies logged", len(evs) - len(fsync), source=_src(evs[0]), time=evs[0].time)]
+    kinds = ("etcd.slow_apply", "etcd.slow_fdatasync")
+    n_apply = len(evs) - len(fsync) + _n_dropped(obs, "etcd.slow_apply", who=who, d=d)
+    n_failed = len(failed) + _n_dropped(obs, *kinds, who=who, d=d, failed=True)
+    n_fsync = len(fsync) + _n_dropped(obs, "etcd.slow_fdatasync", who=who, d=d)
+    ev = [Evidence("slow applies logged", n_apply, source=_src(evs[0]), time=evs[0].time)]
     if worst is not None:
         ev.append(
             Evidence(
@@ -313,21 +343,21 @@ def _slow_apply_one(obs: Observations, d, who: str, evs: list[Event]) -> Iterato
         ev.append(
             Evidence(
                 "requests that failed with context deadline exceeded",
-                len(failed),
+                n_failed,
                 source=_src(failed[0]),
                 time=failed[0].time,
             )
         )
     if fsync:
         ev.append(
-            Evidence("slow WAL fdatasync", len(fsync), FSYNC_WARN.value, "s", _src(fsync[0]), fsync[0].time)
+            Evidence("slow WAL fdatasync", n_fsync, FSYNC_WARN.value, "s", _src(fsync[0]), fsync[0].time)
         )
     lm = _a(evs[0], "local_member") or _a(evs[0], "local-member-id")
     yield etcd_slow_apply.finding(
-        f"etcd {('member ' + d.describe(lm)) if lm else who} applied {len(evs) - len(fsync)} request(s) "
+        f"etcd {('member ' + d.describe(lm)) if lm else who} applied {n_apply} request(s) "
         "slower than 100 ms"
         + (f" (slowest {worst[0]:.3g} s)" if worst else "")
-        + (f"; {len(failed)} failed with a deadline" if failed else "")
+        + (f"; {n_failed} failed with a deadline" if failed else "")
         + ".",
         evidence=ev,
         severity=sev,
@@ -365,6 +395,8 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
     d = _directory(obs)
     aligned = aligned + _member_down_events(obs, d)
     chain = build_chain(aligned, window_s=float(CHAIN_WINDOW.value))
+    for lk in [*chain.links, *chain.unlinked]:
+        lk.extra = sum(x.count for x in _dropped(obs, *lk.stage.kinds) if _dropped_in_stage(x))
     timed = [lk for lk in chain.links if lk.first is not None]
     if len(chain.links) < 2 or not timed:
         return
@@ -429,6 +461,12 @@ CHAIN_ROOT_CAUSES: dict[str, tuple[str, ...]] = {
     "etcd-stall": ("etcd.slow-disk",),
     "etcd-slow-apply": ("etcd.slow-disk",),
 }
+
+
+def _dropped_in_stage(x) -> bool:
+    """As ``analyze.correlate``'s stage test: an election at term 0/1 is the bootstrap's."""
+    t = _fl(x.term) if x.kind == "etcd.election" and x.term is not None else None
+    return t is None or t >= 2
 
 
 def _member_down_events(obs: Observations, d) -> list[Event]:
@@ -599,6 +637,24 @@ def clock_skew_between_sources(obs: Observations) -> Iterator[Finding]:
     )
 
 
+def _burst_starts(points: list[float], spans: list[tuple[float, float]]) -> list[float]:
+    """``analyze.correlate.episodes`` over the points and the bursts a bounded log store kept of
+    the events it dropped (each burst's points lie within 5 s of each other: exact)."""
+    from clusterdoctor.analyze.correlate import episodes
+
+    if not spans:
+        return episodes(points)
+    out: list[float] = []
+    end = None
+    for a, b in sorted([*((p, p) for p in points if p == p), *spans]):
+        if end is None or a - end > 5.0:
+            out.append(a)
+            end = b
+        else:
+            end = max(end, b)
+    return out
+
+
 def _human_s(s: float) -> str:
     if s >= 3600:
         return f"{s / 3600:.2f} h"
@@ -657,10 +713,13 @@ def periodic_degradation(obs: Observations) -> Iterator[Finding]:
     **Verify**: `kubectl get cronjobs -A` (schedules), `curl -s <jobmanager>:8081/jobs/<id>/checkpoints/config`
     (interval) and etcd's `--auto-compaction-retention`; the spikes stop when the job is moved.
     """
-    from clusterdoctor.analyze.correlate import cron_periods, episodes, event_period, match_periods, onset
+    from clusterdoctor.analyze.correlate import cron_periods, event_period, match_periods, onset
 
     evs = [e for e in _ev(obs, *_DEGRADATION) if e.time is not None]
-    eps = episodes([t for t in (onset(e) for e in evs) if t is not None])
+    eps = _burst_starts(
+        [t for t in (onset(e) for e in evs) if t is not None],
+        [sp for b in obs.get("event_bursts") or [] if b.kind in _DEGRADATION for sp in b.spans],
+    )
     if len(eps) < PERIODIC_MIN_EPISODES.value:
         return
     est = event_period(eps, int(PERIODIC_MIN_EPISODES.value))

@@ -128,6 +128,8 @@ class LogFileSource:
             for e in res.events:
                 self.window.add(e.time if e.time is not None else now, e)
                 counts[e.kind] = counts.get(e.kind, 0) + 1
+            for x in res.dropped:  # a chunk over the event store's bound: counted, not kept
+                counts[x.kind] = counts.get(x.kind, 0) + x.count
             for m in res.members:
                 self.members[f"{getattr(m, 'id', 0)}/{getattr(m, 'name', '')}"] = m
         self.window.expire(now)

@@ -24,6 +24,8 @@ printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`).
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,6 +113,11 @@ class NcclTestsRun:
     command_only: bool = False
     command_line: int | None = None
     command: str | None = None  # that line, as pasted
+    # a log of repeated runs (issue 26): rows past MAX_ROWS are summarised per size, not kept
+    n_rows: int = 0  # every row read
+    n_tables: int = 0  # every table read (``table_starts`` names those of the kept rows)
+    summary: dict[int, SizeSummary] = field(default_factory=dict)
+    avg_seen: bool = False  # an "# Avg bus bandwidth" line was read (its value may be nan/N/A)
 
     def tables(self) -> list[list[TestRow]]:
         """The result tables, in order (one per run of the test in this output)."""
@@ -138,25 +145,78 @@ class NcclTestsRun:
         return {r.gpu for r in self.ranks if r.gpu}
 
     def large_rows(self, min_bytes: int = 1 << 28) -> list[TestRow]:
-        """Rows at or above ``min_bytes`` (bandwidth-bound), else the largest quarter of the rows."""
+        """Kept rows at or above ``min_bytes`` (bandwidth-bound), else the largest quarter of the rows
+        (the sizes summarised past :data:`MAX_ROWS` counted in the quarter: :meth:`large_sizes`)."""
         big = [r for r in self.rows if r.size_bytes >= min_bytes]
-        if big:
-            return big
-        rows = sorted(self.rows, key=lambda r: r.size_bytes)
-        return rows[len(rows) * 3 // 4 :] if rows else []
+        if big or not self.summary:
+            if big:
+                return big
+            rows = sorted(self.rows, key=lambda r: r.size_bytes)
+            return rows[len(rows) * 3 // 4 :] if rows else []
+        cut = self.large_sizes(min_bytes)[0]
+        return [r for r in self.rows if r.size_bytes >= cut]
 
-    def peak_busbw(self) -> float | None:
-        """Median busbw of the bandwidth-bound rows (out-of-place and in-place together)."""
-        vals = sorted(
+    def large_sizes(self, min_bytes: int = 1 << 28) -> tuple[int, list[int]]:
+        """(smallest bandwidth-bound size, the summarised sizes at or above it)."""
+        sizes = Counter(r.size_bytes for r in self.rows)
+        for size, sm in self.summary.items():
+            sizes[size] += sm.rows
+        if any(z >= min_bytes for z in sizes):
+            cut = min_bytes
+        else:
+            order = sorted(sizes.items())
+            k = sum(sizes.values()) * 3 // 4  # as rows[n * 3 // 4 :] of the rows sorted by size
+            cut, seen = (order[-1][0] if order else 0), 0
+            for z, n in order:
+                if seen + n > k:
+                    cut = z
+                    break
+                seen += n
+        return cut, sorted(z for z in self.summary if z >= cut)
+
+    def large_busbw(self, min_bytes: int = 1 << 28) -> Counter[float]:
+        """The busbw values (out-of-place and in-place, > 0) of the bandwidth-bound rows, kept and
+        summarised, as value -> how many."""
+        vals: Counter[float] = Counter(
             v
-            for r in self.large_rows()
+            for r in self.large_rows(min_bytes)
             for v in (r.out_of_place.busbw_gbs, r.in_place.busbw_gbs)
             if v is not None and v > 0
         )
-        if not vals:
-            return None
-        mid = len(vals) // 2
-        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+        if self.summary:
+            for z in self.large_sizes(min_bytes)[1]:
+                sm = self.summary[z]
+                for label in ("out-of-place", "in-place"):
+                    vals.update({v: n for v, n in sm.busbw(label).items() if v > 0})
+        return vals
+
+    def peak_busbw(self) -> float | None:
+        """Median busbw of the bandwidth-bound rows (out-of-place and in-place together)."""
+        return counter_median(self.large_busbw())
+
+    @property
+    def rows_summarised(self) -> int:
+        return self.n_rows - len(self.rows)
+
+
+def counter_nth(values: Counter[float], i: int) -> float:
+    """The ``i``-th smallest (0-based) of a multiset given as value -> count."""
+    for v in sorted(values):
+        i -= values[v]
+        if i < 0:
+            return v
+    raise IndexError(i)
+
+
+def counter_median(values: Counter[float]) -> float | None:
+    """The median of a multiset given as value -> count (the mean of the middle two when even)."""
+    n = sum(values.values())
+    if not n:
+        return None
+    mid = n // 2
+    return (
+        counter_nth(values, mid) if n % 2 else (counter_nth(values, mid - 1) + counter_nth(values, mid)) / 2
+    )
 
 
 def _num(tok: str) -> float | None:
@@ -179,20 +239,90 @@ def _meas(toks: list[str], wrong_col: bool) -> Measurement:
     return Measurement(t, a, b, w)
 
 
+MAX_ROWS = 20_000  # rows kept in full per run; the rest summarised per size (issue 26: memory flat)
+
+
+class SizeSummary:
+    """The rows of one size read after the first :data:`MAX_ROWS` of a log of repeated runs: counted,
+    their values tallied (a ``Counter`` per column: bounded by the distinct printed values, not by
+    the rows), the lowest busbw of each placement with its line, and the rows with wrong data."""
+
+    __slots__ = ("rows", "values", "lowest", "wrong", "first_wrong", "redops", "roots")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        # time_us, algbw_gbs, busbw_gbs (out-of-place), in_place_busbw_gbs
+        self.values: dict[str, Counter[float]] = {k: Counter() for k in _SUMMARY_FIELDS}
+        self.lowest: dict[str, tuple[float, int]] = {}  # "out-of-place"/"in-place" -> (busbw, line)
+        self.wrong = 0  # measurements with a non-zero #wrong
+        self.first_wrong: tuple[int, int] | None = None  # (line, #wrong)
+        self.redops: set[str] = set()
+        self.roots: set[int | None] = set()
+
+    def add(self, row: TestRow) -> None:
+        self.rows += 1
+        o, i = row.out_of_place, row.in_place
+        for k, v in zip(_SUMMARY_FIELDS, (o.time_us, o.algbw_gbs, o.busbw_gbs, i.busbw_gbs)):
+            if v is not None:
+                self.values[k][v] += 1
+        for label, m in (("out-of-place", o), ("in-place", i)):
+            if m.busbw_gbs and (label not in self.lowest or m.busbw_gbs < self.lowest[label][0]):
+                self.lowest[label] = (m.busbw_gbs, row.line)
+            if m.wrong:
+                self.wrong += 1
+                if self.first_wrong is None:
+                    self.first_wrong = (row.line, m.wrong)
+        self.redops.add(row.redop)
+        self.roots.add(row.root)
+
+    def busbw(self, label: str) -> Counter[float]:
+        return self.values["busbw_gbs" if label == "out-of-place" else "in_place_busbw_gbs"]
+
+
+_SUMMARY_FIELDS = ("time_us", "algbw_gbs", "busbw_gbs", "in_place_busbw_gbs")
+
+
 def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
     """Parse nccl-tests output. Raises InputError when no result row is present."""
+    return parse_nccl_tests_lines(text.split("\n"), path)
+
+
+def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> NcclTestsRun:
+    """:func:`parse_nccl_tests` over lines as they come (a file streamed by ``limits.LineReader``):
+    memory bounded by :data:`MAX_ROWS` rows and the per-size summaries of the rest, not by the file."""
     run = NcclTestsRun(path=path)
-    m = _BINARY.search(text)
-    if m:
-        run.collective = m.group("name")
-    for i, m in enumerate(_NTHREAD.finditer(text)):
-        if i == 0:
-            run.n_threads = int(m.group("nt"))
-            run.n_gpus = int(m.group("ng"))
-        run.headers += 1
-    for r in _RANK.finditer(text):
-        run.ranks.append(
-            RankInfo(
+    seen_ranks: set[tuple] = set()
+    comm_ranks: list[RankInfo] = []
+    comm_seen: set[tuple[int, str, int]] = set()
+    header_seen = False
+    prev_size = -1
+    last_cmd: tuple[int, str] | None = None  # (line number, line) of the last test command line
+    after_cmd = False  # a non-blank line after it
+    for line, text in enumerate(lines, 1):
+        if last_cmd is not None and not after_cmd and text.strip():
+            after_cmd = True
+        if "_perf" in text:
+            if run.collective is None and (m := _BINARY.search(text)):
+                run.collective = m.group("name")
+            if _COMMAND.search(text):
+                last_cmd, after_cmd = (line, text), False
+        if "#" in text:
+            if (m := _NTHREAD.search(text)) is not None:
+                if run.headers == 0:
+                    run.n_threads = int(m.group("nt"))
+                    run.n_gpus = int(m.group("ng"))
+                run.headers += 1
+            if _HEADER.search(text):
+                header_seen = True
+                prev_size = -2  # the next row starts a table
+                continue
+            if run.avg_busbw_gbs is None and "Avg bus" in text and (m := _AVG.search(text)):
+                run.avg_busbw_gbs = _num(m.group("v"))
+                run.avg_seen = True
+            if run.out_of_bounds is None and "Out of bounds" in text and (m := _WRONG.search(text)):
+                run.out_of_bounds = int(m.group("v"))
+        if "Rank" in text and (r := _RANK.search(text)) is not None:
+            info = (
                 int(r.group("rank")),
                 r.group("host"),
                 int(r.group("dev")),
@@ -200,31 +330,25 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
                 r.group("gpu"),
                 int(r.group("pid")),
             )
-        )
-    if not run.ranks:  # the device list was cut: NCCL's comm lines say which process is which rank
-        seen: set[tuple[int, str, int]] = set()
-        for r in _COMM_RANK.finditer(text):
+            if info not in seen_ranks:  # a log of repeated runs prints the same device list each time
+                seen_ranks.add(info)
+                run.ranks.append(RankInfo(*info))
+            continue
+        if not run.ranks and "NCCL INFO comm" in text and (r := _COMM_RANK.search(text)) is not None:
             key = (int(r.group("rank")), r.group("host"), int(r.group("pid")))
-            if key not in seen:
-                seen.add(key)
-                run.ranks.append(RankInfo(key[0], key[1], int(r.group("dev")), r.group("bus"), "", key[2]))
-    header = _HEADER.search(text)
-    header_pos = [h.start() for h in _HEADER.finditer(text)] if header is not None else []
-    next_header = 0
-    newline_pos = 0
-    line = 1
-    prev_size = -1
-    for r in _ROW.finditer(text):
+            if key not in comm_seen:
+                comm_seen.add(key)
+                comm_ranks.append(RankInfo(key[0], key[1], int(r.group("dev")), r.group("bus"), "", key[2]))
+            continue
+        r = _ROW.search(text)
+        if r is None:
+            continue
         size = int(r.group("size"))
-        new_table = not run.rows or size < prev_size
-        while next_header < len(header_pos) and header_pos[next_header] < r.start():
-            next_header += 1
-            new_table = True
-        if new_table:
-            run.table_starts.append(len(run.rows))
+        if prev_size == -1 and not run.n_rows or prev_size == -2 or size < prev_size:
+            run.n_tables += 1
+            if len(run.rows) < MAX_ROWS:
+                run.table_starts.append(len(run.rows))
         prev_size = size
-        line += text.count("\n", newline_pos, r.start())
-        newline_pos = r.start()
         toks = r.group("rest").split()
         # [root] then out-of-place and in-place (time, algbw, busbw[, #wrong|error]); the count tells which.
         root = None
@@ -238,43 +362,40 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
         else:
             run.warnings.append(f"{path}:{line}: row with {len(toks)} numbers skipped")
             continue
-        run.rows.append(
-            TestRow(
-                size,
-                int(r.group("count")),
-                r.group("type"),
-                r.group("redop"),
-                int(root) if root is not None else None,
-                oop,
-                inp,
-                line,
-            )
+        row = TestRow(
+            size,
+            int(r.group("count")),
+            r.group("type"),
+            r.group("redop"),
+            int(root) if root is not None else None,
+            oop,
+            inp,
+            line,
         )
-    m = _AVG.search(text)
-    if m:
-        v = _num(m.group("v"))
-        run.avg_busbw_gbs = v
-    m = _WRONG.search(text)
-    if m:
-        run.out_of_bounds = int(m.group("v"))
+        run.n_rows += 1
+        if len(run.rows) < MAX_ROWS:
+            run.rows.append(row)
+        else:
+            sm = run.summary.get(size)
+            if sm is None:
+                sm = run.summary[size] = SizeSummary()
+            sm.add(row)
+    if not run.ranks:  # the device list was cut: NCCL's comm lines say which process is which rank
+        run.ranks = comm_ranks
     if not run.rows:
-        if not run.headers and not run.ranks and run.avg_busbw_gbs is None:
-            commands = list(_COMMAND.finditer(text))
-            c = commands[-1] if commands else None
-            end = text.find("\n", c.end()) if c is not None else -1
-            if c is not None and (end < 0 or not text[end:].strip()):
+        if not run.headers and not run.ranks and run.avg_busbw_gbs is None and not run.avg_seen:
+            if last_cmd is not None and not after_cmd:
                 # common.cu prints its '# nThread' header right after MPI_Init and an MPI_Allgather of
                 # the host names, before any NCCL call: no line at all means the run never got past MPI
                 run.command_only = True
-                run.command_line = text.count("\n", 0, c.start()) + 1
-                start = text.rfind("\n", 0, c.start()) + 1
-                run.command = text[start : end if end >= 0 else len(text)].strip()[:2000]
+                run.command_line = last_cmd[0]
+                run.command = last_cmd[1].strip()[:2000]
                 run.warnings.append(
                     f"{path}: the nccl-tests command line and no output after it (not even its header)"
                 )
                 return run
         if not run.headers and not run.ranks:
-            if run.avg_busbw_gbs is None or run.out_of_bounds is None:  # nccl-tests prints both lines
+            if run.avg_busbw_gbs is None and not run.avg_seen or run.out_of_bounds is None:
                 raise InputError("no nccl-tests result rows found", path)
             run.warnings.append(
                 f"{path}: nccl-tests summary lines only ('# Avg bus bandwidth'), no header, devices or rows: "
@@ -286,12 +407,12 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
             "them, or the test stopped): its bandwidth is not judged"
         )
         return run
-    if header is None:
+    if not header_seen:
         run.warnings.append(f"{path}: no column header line; columns assumed in the standard order")
     if run.collective is None:
         # all_reduce is the only test whose rows carry a real reduction op with root -1.
-        ops = {r.redop for r in run.rows}
-        roots = {r.root for r in run.rows}
+        ops = {r.redop for r in run.rows}.union(*(sm.redops for sm in run.summary.values()))
+        roots = {r.root for r in run.rows}.union(*(sm.roots for sm in run.summary.values()))
         if ops <= {"sum", "prod", "max", "min", "avg"} and roots <= {-1, None}:
             run.collective = "all_reduce"
             run.warnings.append(
@@ -301,11 +422,14 @@ def parse_nccl_tests(text: str, path: str = "<nccl-tests>") -> NcclTestsRun:
 
 
 def load_nccl_tests(path: str | Path) -> NcclTestsRun:
+    """Read a file of nccl-tests output, streamed (see :func:`parse_nccl_tests_lines`)."""
     p = Path(path)
-    from clusterdoctor.observe.limits import read_text
+    from clusterdoctor.observe.limits import LineReader
 
-    text = read_text(p)
-    return parse_nccl_tests(text, str(p))
+    with LineReader(p) as reader:
+        run = parse_nccl_tests_lines(reader, str(p))
+    run.warnings.extend(f"{p}: {w}" for w in reader.warnings)
+    return run
 
 
 # nccl-tests' names (src/common.cu test_typenames, test_opnames; "none" for collectives without an op)

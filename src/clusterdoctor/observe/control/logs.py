@@ -159,6 +159,9 @@ class LogParse:
     first_time: float | None = None  # time of the first and last timed line of any kind
     last_time: float | None = None
     components: dict[str, int] = field(default_factory=dict)  # etcd / kubelet / containerd … lines
+    # what the bounded event store (event_store.py) dropped of a long log, and those kinds' bursts
+    dropped: list[Any] = field(default_factory=list)
+    bursts: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -318,9 +321,11 @@ def parse_log_lines(
     """:func:`parse_logs` over lines as they come (a file streamed by ``limits.LineReader``: memory
     bounded by what is kept, not by the file). ``head``: the start of the text, where a year is looked
     for. Warnings: the first 100 word for word, the rest counted in one last line."""
+    from clusterdoctor.observe.control.event_store import EventStore
     from clusterdoctor.observe.limits import Budget, LimitExceeded, WarningList
 
     budget = budget if budget is not None else Budget(path)
+    store = EventStore()  # events bounded per kind: memory flat whatever the log's length
     yr, guessed = _infer_year(head, year, ref_year)
     out = LogParse(warnings=WarningList(100))
     ctx = _Ctx(path, yr, guessed, out.warnings)
@@ -376,7 +381,7 @@ def parse_log_lines(
         if ok:
             out.log_lines += 1
             if ev is not None:
-                out.events.append(ev)
+                store.add(ev)
         else:
             bad += 1
             if bad <= 20:
@@ -393,7 +398,10 @@ def parse_log_lines(
     out.formats = dict(ctx.formats)
     out.components = dict(ctx.components)
     out.first_time, out.last_time = ctx.first_t, ctx.last_t
+    out.events = store.events()
     _finish_members(out, ctx)
+    out.dropped = store.dropped(path or "<log>", out.local_member)
+    out.bursts = store.bursts(path or "<log>")
     out.warnings = out.warnings.summary() if isinstance(out.warnings, WarningList) else out.warnings
     return out
 
@@ -675,7 +683,8 @@ def _event(
         kind=kind,
         message=same(msg[:500]),
         source=SourceRef("log", ctx.path or "<log>", f"line {lineno}"),
-        attrs=tuple(same((str(k), same(_s(v)))) for k, v in a.items()),
+        # the line number is each event's own: not kept in the shared table (it would fill it)
+        attrs=tuple(("line", str(v)) if k == "line" else same((str(k), same(_s(v)))) for k, v in a.items()),
     )
 
 
@@ -1016,6 +1025,9 @@ def load_logs(path: str | Path, *, year: int | None = None) -> dict[str, Any]:
     }
     if res.members:
         out["etcd_members"] = res.members
+    if res.dropped:  # a long log: the events beyond each kind's first ones, counted
+        out["events_dropped"] = res.dropped
+        out["event_bursts"] = res.bursts
     return out
 
 
