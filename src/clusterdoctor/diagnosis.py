@@ -280,7 +280,8 @@ def _add_node_series(
     from clusterdoctor.observe.node import prom_fleet
     from clusterdoctor.redact import redact_urls
 
-    if "clusterdoctor_finding" not in names and "node_filesystem_size_bytes" not in names:
+    ib = {n for n in names if n.startswith("node_infiniband_")}
+    if not ({"clusterdoctor_finding", "clusterdoctor_source_up", "node_filesystem_size_bytes"} & names or ib):
         return ""
     detail = ""
     try:
@@ -300,6 +301,13 @@ def _add_node_series(
                 merge_into(obs, {"fs_usage": rows})
             nodes = {r.source for r in rows}
             detail += f"; node exporter: {len(rows)} filesystem rows on {len(nodes)} nodes"
+        if ib:
+            ports, rates = prom_fleet.node_infiniband(client, since_seconds, at, ib)
+            if ports:
+                merge_into(obs, {"rdma": ports})
+                if rates:
+                    merge_into(obs, {"rdma_rates": rates})
+                detail += f"; node exporter: {len(ports)} InfiniBand ports"
     except (CollectError, InputError) as e:
         warnings.append(redact_urls(f"prometheus {shown}: node series: {e}"))
     return detail

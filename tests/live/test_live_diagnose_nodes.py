@@ -1,14 +1,17 @@
 """Live on 127.0.0.1: `diagnose --prometheus` reads the node side of the fleet from a real Prometheus
 that scrapes our agent (the real CLI process, a GPU finding raised from one Xid kernel-log line),
 a second agent whose kernel log cannot be read (its `clusterdoctor_source_up 0`), and a real node
-exporter (this machine's filesystems). The report has the agent's finding (source "agent on NODE"),
+exporter (this machine's filesystems), and a second node exporter reading node exporter's own sysfs
+test fixture (its ttar, under --path.sysfs) whose link_error_recovery counter of mlx4_0/1 the test keeps
+increasing (synthetic increase of a real-format file). The report has the agent's finding (source "agent on NODE"),
 a warning for the down source, STOR001 judged on node exporter's filesystems (not skipped), and the
-source line says what it read. Nothing is mocked; polling caps are generous, nothing asserts speed."""
+source line says what it read; RDMA004 finds the link errors of that port from the rate. Nothing is mocked; polling caps are generous, nothing asserts speed."""
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -16,8 +19,9 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, shared_fixture
 from tests.live.conftest import NODE_EXPORTER, PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.observe.network.test_rdma import untar_infiniband
 
 pytestmark = [pytest.mark.live]
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -36,9 +40,21 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
     kmsg = tmp_path / "kmsg"
     usec = int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)  # stamped now on the boot clock
     kmsg.write_bytes(f"6,1,1000,-;Linux version 6.1\n3,2,{usec},-;{XID}\n".encode())
-    sick, blind, ne_port, prom_port = free_ports(4)
+    sick, blind, ne_port, ib_port, prom_port = free_ports(5)
+    ib = untar_infiniband(shared_fixture("ctrl/nic/sysfs/node_exporter_sys_fixtures.ttar"), tmp_path / "ib")
+    counter = ib / "sys/class/infiniband/mlx4_0/ports/1/counters/link_error_recovery"
+    stop = threading.Event()
+
+    def bump() -> None:  # link errors keep coming on mlx4_0/1
+        n = int(counter.read_text().strip() or 0)
+        while not stop.wait(0.5):
+            n += 50
+            counter.write_text(f"{n}\n")
+
+    bumper = threading.Thread(target=bump, daemon=True)
     services = Services()
     try:
+        bumper.start()
         for name, port, klog in (("agent-sick", sick, kmsg), ("agent-blind", blind, tmp_path / "no-kmsg")):
             services.procs.append(
                 start(
@@ -70,6 +86,19 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
                 tmp_path,
             )  # fmt: skip
         )
+        services.procs.append(
+            start(
+                "node-exporter-ib",
+                [
+                    ne_exe,
+                    f"--web.listen-address=127.0.0.1:{ib_port}",
+                    "--collector.disable-defaults",
+                    "--collector.infiniband",
+                    f"--path.sysfs={ib / 'sys'}",
+                ],
+                tmp_path,
+            )  # fmt: skip
+        )
         for port in (sick, blind):
             wait_http(f"http://127.0.0.1:{port}/metrics", 60)
         wait_http(f"http://127.0.0.1:{ne_port}/metrics", 30)
@@ -80,7 +109,8 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
                     {"targets": [f"127.0.0.1:{sick}"], "labels": {"node": "gpu-node-7"}},
                     {"targets": [f"127.0.0.1:{blind}"], "labels": {"node": "gpu-node-8"}}]},
                 {"job_name": "node", "static_configs": [
-                    {"targets": [f"127.0.0.1:{ne_port}"], "labels": {"node": "gpu-node-7"}}]},
+                    {"targets": [f"127.0.0.1:{ne_port}"], "labels": {"node": "gpu-node-7"}},
+                    {"targets": [f"127.0.0.1:{ib_port}"], "labels": {"node": "gpu-node-8"}}]},
             ],
         }  # fmt: skip
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
@@ -103,6 +133,10 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
                 _query(prom_port, 'clusterdoctor_finding{rule="GPU001"}')
                 and _query(prom_port, 'clusterdoctor_source_up{source="kernel-log"} == 0')
                 and _query(prom_port, "node_filesystem_size_bytes")
+                and _query(
+                    prom_port,
+                    'rate(node_infiniband_link_error_recovery_total{device="mlx4_0",port="1"}[1m]) > 0',
+                )
             ):
                 break
             time.sleep(0.5)
@@ -124,11 +158,20 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
         ]
         assert "STOR001" not in {s["rule"] for s in doc["skipped"]}
         src = next(s for s in doc["sources"] if s["kind"] == "prometheus")
-        assert "clusterdoctor agents: " in src["detail"] and "node exporter: " in src["detail"], src
+        assert "clusterdoctor agents: " in src["detail"] and "filesystem rows" in src["detail"], src
+        assert "InfiniBand ports" in src["detail"], src
+        link = [
+            f for f in doc["findings"] if f["rule"] == "RDMA004" and "gpu-node-8:mlx4_0/1" in json.dumps(f)
+        ]
+        assert link, [(f["rule"], f.get("subject")) for f in doc["findings"]]
+        assert any(
+            e.get("unit") == "1/s" and "link_error_recovery" in e["description"] for e in link[0]["evidence"]
+        ), link
         # the text report names the agent as the finding's source, within 80 columns
         t = run_cli("diagnose", "--prometheus", url, "--since", "10m", env={"COLUMNS": "80"}, timeout=180)
         assert t.code in (0, 1) and "agent on gpu-node-7" in t.out, t.out[-2000:]
         wide = [ln for ln in t.out.splitlines() if len(ln) > 80 and " " in ln.strip()]
         assert not wide, wide[:3]
     finally:
+        stop.set()
         services.stop_all()

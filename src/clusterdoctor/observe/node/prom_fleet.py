@@ -9,7 +9,13 @@ plane (:mod:`clusterdoctor.observe.control.prom_api`) and dcgm-exporter
 * **node exporter's filesystems** (``node_filesystem_{size,free,avail}_bytes``,
   ``node_filesystem_files{,_free}``) at the end of the window, as ``df`` rows for the storage rule
   (STOR001): Use% as ``df`` computes it, ``used / (used + avail)``; a filesystem node exporter could
-  not read (``node_filesystem_device_error 1``) is left out.
+  not read (``node_filesystem_device_error 1``) is left out;
+* **node exporter's InfiniBand port counters** (``node_infiniband_*_total``, the sysfs
+  ``counters/`` of each port under node exporter's names, mapped back to the sysfs names the RDMA
+  rules know): their values at the end of the window and their ``rate()`` over its last 10 minutes
+  at most, as the RDMA rules read two sysfs reads. Ports are named ``NODE:DEVICE/PORT``. The agent's
+  own ``clusterdoctor_rdma_counter_total`` is not read here: the agent has judged those already (its
+  findings above).
 
 Nodes are named by the scrape's ``node`` label where the scrape config sets one (deploy/ does), else
 by ``instance``.
@@ -23,7 +29,32 @@ from typing import Any
 
 from clusterdoctor.observe.storage.usage import FsUsage
 
-__all__ = ["AgentFinding", "agent_findings", "agent_sources_down", "node_filesystems"]
+__all__ = [
+    "NE_INFINIBAND",
+    "AgentFinding",
+    "agent_findings",
+    "agent_sources_down",
+    "node_filesystems",
+    "node_infiniband",
+]
+
+# node exporter's InfiniBand counter names (node_infiniband_<name>_total) -> the sysfs counter names
+NE_INFINIBAND: dict[str, str] = {
+    "link_downed": "link_downed",
+    "link_error_recovery": "link_error_recovery",
+    "symbol_error": "symbol_error",
+    "local_link_integrity_errors": "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors": "excessive_buffer_overrun_errors",
+    "port_errors_received": "port_rcv_errors",
+    "port_receive_remote_physical_errors": "port_rcv_remote_physical_errors",
+    "port_receive_switch_relay_errors": "port_rcv_switch_relay_errors",
+    "port_constraint_errors_received": "port_rcv_constraint_errors",
+    "port_constraint_errors_transmitted": "port_xmit_constraint_errors",
+    "port_discards_transmitted": "port_xmit_discards",
+    "port_transmit_wait": "port_xmit_wait",
+    "port_packets_received": "port_rcv_packets",
+}
+RATE_WINDOW_MAX_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -127,3 +158,45 @@ def node_filesystems(client: Any, at: float) -> list[FsUsage]:
                 )
             )
     return rows
+
+
+def node_infiniband(
+    client: Any, since_seconds: float, at: float, present: set[str]
+) -> tuple[list[Any], list[Any]]:
+    """``(ports, rates)``: :class:`RdmaPort` values at ``at`` and :class:`RdmaRate` over the last
+    ``min(since, 10 min)``, for the node exporter counters in ``present`` (metric names)."""
+    from clusterdoctor.observe.network.rdma import RdmaPort, RdmaRate
+
+    win = min(max(since_seconds, 60.0), RATE_WINDOW_MAX_S)
+    by = "node, instance, job, device, port"
+    ports: dict[tuple[str, str, str], Any] = {}
+    rated: dict[tuple[str, str, str], Any] = {}
+    for ne, name in NE_INFINIBAND.items():
+        metric = f"node_infiniband_{ne}_total"
+        if metric not in present:
+            continue
+        for expr, rate in (
+            (f"max by ({by}) ({metric})", False),
+            (f"max by ({by}) (rate({metric}[{_window(win)}]))", True),
+        ):
+            for s in client.query(expr, at):
+                v = _val(s)
+                try:
+                    port = int(s.labels.get("port", ""))
+                except ValueError:
+                    continue
+                if v is None or v < 0:
+                    continue
+                node, dev = _node(s.labels), s.labels.get("device", "?")
+                k = (node, dev, str(port))
+                if rate:
+                    r = rated.setdefault(k, RdmaRate(f"{node}:{dev}", port, win))
+                    r.per_s[name] = v
+                    r.deltas[name] = int(round(v * win))
+                else:
+                    p = ports.setdefault(
+                        k, RdmaPort(f"{node}:{dev}", port, source=f"node exporter on {node}")
+                    )
+                    p.counters[name] = int(v)
+    keys = sorted(ports)
+    return [ports[k] for k in keys], [rated[k] for k in keys if k in rated]
