@@ -175,3 +175,24 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
     finally:
         stop.set()
         services.stop_all()
+
+
+def test_dead_prometheus_beside_other_inputs_is_a_warning_and_exit_2(tmp_path):
+    """A Prometheus that does not answer (a closed port on 127.0.0.1: a real refused connection)
+    next to a log file: the log's report, a warning naming the server without its password, exit 2
+    (an input not read); alone it is one line and exit 2. Never a traceback, never a clean exit."""
+    from tests.conftest import TEST_DATA
+
+    (port,) = free_ports(1)
+    url = f"http://user:s3cret@127.0.0.1:{port}"
+    log = str(TEST_DATA / "etcd_stall" / "zap" / "etcd-m0.log")
+    r = run_cli("diagnose", log, "--prometheus", url, "--since", "5m", "--format", "json")
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    doc = json.loads(r.out)
+    assert doc["findings"] and any(s["location"] == log for s in doc["sources"])
+    dead = [w for w in doc["warnings"] if w.startswith("prometheus not read") and f"127.0.0.1:{port}" in w]
+    assert dead and "s3cret" not in r.out + r.err, doc["warnings"]
+    assert f"127.0.0.1:{port}" in r.err and "prometheus not read" in r.err  # named on stderr too
+    alone = run_cli("diagnose", "--prometheus", url, "--since", "5m")
+    assert alone.code == 2 and len(alone.err.strip().splitlines()) == 1 and "cannot connect" in alone.err
+    assert "s3cret" not in alone.err and "Traceback" not in alone.err
