@@ -267,7 +267,87 @@ def add_prometheus(
             if fleet.reports:
                 merge_into(obs, {"gpu_reports": fleet.reports})
                 detail += f"; dcgm-exporter: {len(fleet.reports)} nodes"
+    detail += _add_node_series(obs, client, names, since_seconds, shown, warnings)
     return SourceRef("prometheus", shown, detail)
+
+
+def _add_node_series(
+    obs: Observations, client: Any, names: set[str], since_seconds: float, shown: str, warnings: list[str]
+) -> str:
+    """The agents' findings and down sources, node exporter's filesystems (observe.node.prom_fleet),
+    where the server has them; returns what the source line adds."""
+    from clusterdoctor.errors import CollectError, InputError
+    from clusterdoctor.observe.node import prom_fleet
+    from clusterdoctor.redact import redact_urls
+
+    ib = {n for n in names if n.startswith("node_infiniband_")}
+    if not ({"clusterdoctor_finding", "clusterdoctor_source_up", "node_filesystem_size_bytes"} & names or ib):
+        return ""
+    detail = ""
+    try:
+        at = client.server_time()
+        if "clusterdoctor_finding" in names or "clusterdoctor_source_up" in names:
+            found = prom_fleet.agent_findings(client, since_seconds, at)
+            down = prom_fleet.agent_sources_down(client, at)
+            obs.put("agent_findings", found)
+            nodes = {f.node for f in found}
+            detail += f"; clusterdoctor agents: {len(found)} findings on {len(nodes)} nodes"
+            warnings.extend(
+                f"agent on {node}: source {src} down (clusterdoctor_source_up 0)" for node, src in down
+            )
+        if "node_filesystem_size_bytes" in names:
+            rows = prom_fleet.node_filesystems(client, at)
+            if rows:
+                merge_into(obs, {"fs_usage": rows})
+            nodes = {r.source for r in rows}
+            detail += f"; node exporter: {len(rows)} filesystem rows on {len(nodes)} nodes"
+        if ib:
+            ports, rates = prom_fleet.node_infiniband(client, since_seconds, at, ib)
+            if ports:
+                merge_into(obs, {"rdma": ports})
+                if rates:
+                    merge_into(obs, {"rdma_rates": rates})
+                detail += f"; node exporter: {len(ports)} InfiniBand ports"
+    except (CollectError, InputError) as e:
+        warnings.append(redact_urls(f"prometheus {shown}: node series: {e}"))
+    return detail
+
+
+def agent_finding_objects(obs: Observations) -> list[Any]:
+    """The agents' findings read from Prometheus as report findings (source ``agent on NODE``)."""
+    from clusterdoctor.model import Evidence, Finding, Severity
+    from clusterdoctor.rules.registry import get_rule
+
+    out = []
+    for a in obs.get("agent_findings") or []:
+        try:
+            sev = Severity[a.severity.upper()]
+        except KeyError:
+            continue  # a label this version does not know: not ranked as if it did
+        r = get_rule(a.rule)
+        src = f"agent on {a.node}"
+        when = "exported now" if a.current else "cleared before the end of the window"
+        out.append(
+            Finding(
+                rule=a.rule,
+                title=r.title if r is not None else a.rule,
+                layer=a.layer or (r.layer if r is not None else "node"),
+                severity=sev,
+                summary=f"{src}: {a.subject or a.rule} ({when})",
+                evidence=[
+                    Evidence(
+                        f'clusterdoctor_finding{{rule="{a.rule}",subject="{a.subject}"}} on {a.node} ({when})',
+                        round(a.score, 3),
+                        unit="score",
+                        source=src,
+                    )
+                ],
+                fix=getattr(r, "fix", "") or "",
+                score=a.score if a.current else a.score * 0.5,
+                subject=f"{a.node}: {a.subject}" if a.subject else a.node,
+            )
+        )
+    return out
 
 
 def add_scrapes(
@@ -362,6 +442,11 @@ def latency_heatmaps(obs: Observations) -> list[dict[str, Any]]:
 def run(obs: Observations, sources: list[SourceRef], host: str | None = None) -> Diagnosis:
     """Run every rule whose inputs are present; the others are listed as skipped with the reason."""
     findings, skipped, ran = run_rules(obs)
+    remote = agent_finding_objects(obs)
+    if remote:
+        from clusterdoctor.rules.registry import rank_key
+
+        findings = sorted(findings + remote, key=rank_key)
     topo = obs.get("topology")
     events = sorted(
         (e for e in obs.get("events") or [] if getattr(e, "time", None) is not None), key=lambda e: e.time

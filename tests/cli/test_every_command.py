@@ -353,6 +353,7 @@ NOT_STDIN: dict[str, str] = {
     "sim compare --published": "sim compare is not run here (NOT_RUN)",
     "serve agent --log": "a server's log, followed while it runs (tests/serve)",
     "serve agent --web.config.file": "a server's configuration, read at start (tests/serve)",
+    "serve extender --web.config.file": "a server's configuration, read at start (tests/serve)",
     "diagnose --bearer-token-file": "a credential file: never read from a pipe shared with the input",
     "diagnose --ca-file": "a CA bundle for TLS, read by the ssl module from a path",
     "gpu health --bearer-token-file": "as diagnose's (cli/prom_options.py)",

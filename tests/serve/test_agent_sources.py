@@ -210,3 +210,36 @@ def test_snapshot_files_are_reread():
     src = LogFileSource(str(TEST_DATA / "app" / "flink_backpressure_pyflink" / "checkpoints.json"))
     a, b = src(), src()
     assert src.snapshot is True and a and a.keys() == b.keys() and "event_counts" not in a
+
+
+def test_unreadable_kernel_log_is_source_up_0_and_a_warning_then_recovers(tmp_path):
+    """Issue 21's bad input: no kernel log readable is ``clusterdoctor_source_up{source="kernel-log"} 0``
+    and one warning line naming the paths, never a crash or a healthy-looking GPU report; once a path
+    becomes readable the next round reads it (source up, logged once)."""
+    import io
+
+    from clusterdoctor.serve.agent import Agent, default_sources
+    from clusterdoctor.serve.agent_log import Logger
+
+    (tmp_path / "sys").mkdir()
+    kmsg = tmp_path / "kmsg"
+    buf = io.StringIO()
+    agent = Agent(
+        default_sources(str(tmp_path), kernel_logs=[str(tmp_path / "no-journal"), str(kmsg)]),
+        interval_s=3600,
+        log=Logger("info", "logfmt", buf, lambda: 0.0),
+    )
+    try:
+        text = agent.render()
+        assert 'clusterdoctor_source_up{source="kernel-log"} 0' in text
+        assert 'clusterdoctor_rule_skipped{rule="GPU001"} 1' in text  # not judged: not "healthy"
+        down = [ln for ln in buf.getvalue().splitlines() if "source down" in ln]
+        assert len(down) == 1 and "kernel-log" in down[0] and "no-journal" in down[0], buf.getvalue()
+        agent.render()  # still down: no second warning line
+        assert sum("source down" in ln for ln in buf.getvalue().splitlines()) == 1
+        kmsg.write_bytes(b"6,1,1000,-;Linux version 6.1\n")
+        text = agent.render()
+        assert 'clusterdoctor_source_up{source="kernel-log"} 1' in text
+        assert any("source up" in ln and "kernel-log" in ln for ln in buf.getvalue().splitlines())
+    finally:
+        agent.close()

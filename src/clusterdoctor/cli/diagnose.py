@@ -104,6 +104,7 @@ def diagnose(
     """
     from clusterdoctor import diagnosis
     from clusterdoctor.cli.report_choice import check_choice, emit
+    from clusterdoctor.errors import CollectError
     from clusterdoctor.model import Severity
 
     check_choice(fmt, output)
@@ -115,7 +116,20 @@ def diagnose(
     obs = diagnosis.new_observations()
     refs = []
     if prometheus:
-        refs.append(diagnosis.add_prometheus(obs, prometheus, diagnosis.parse_since(since), step, auth=auth))
+        try:
+            refs.append(
+                diagnosis.add_prometheus(obs, prometheus, diagnosis.parse_since(since), step, auth=auth)
+            )
+        except CollectError as e:
+            if not (sources or scrape or etcd_endpoints):
+                raise  # nothing else to report on: one line, exit 2 (the CLI's error boundary)
+            # a dead Prometheus beside other inputs: their report, this warning, and exit 2
+            from clusterdoctor.redact import redact_urls
+
+            why = redact_urls(f"prometheus not read: {e}")
+            obs.data.setdefault("warnings_list", []).append(why)
+            obs.data.setdefault("incomplete_inputs", []).append(why)
+            typer.echo(f"clusterdoctor: warning: {why}", err=True)  # every format, junit's too
     if scrape:
         refs.append(diagnosis.add_scrapes(obs, scrape, scrape_interval, insecure))
     if etcd_endpoints:

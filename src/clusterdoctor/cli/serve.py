@@ -51,7 +51,28 @@ def _bind(make: Any, host: str, port: int, *args: Any) -> Any:
 def _url(srv: Any, path: str) -> str:
     host, port = srv.server_address[:2]
     host = f"[{host}]" if ":" in str(host) else host
-    return f"http://{host}:{port}{path}"
+    scheme = "https" if getattr(srv, "tls", False) else "http"
+    return f"{scheme}://{host}:{port}{path}"
+
+
+def _web_config(path: str | None) -> Any:
+    """``--web.config.file`` loaded and checked (one line and exit 2 if unusable), or None."""
+    if not path:
+        return None
+    from clusterdoctor.errors import InputError
+    from clusterdoctor.serve.agent_web import load_web_config
+
+    try:
+        return load_web_config(path)
+    except InputError as e:
+        raise CliExit(EXIT_BAD_INPUT, f"error: --web.config.file {e}") from None
+
+
+_WEB_HELP = (
+    "exporter-toolkit web config: tls_server_config (HTTPS only; client certificates with "
+    "client_auth_type and client_ca_file; min_version) and basic_auth_users (bcrypt hashes); "
+    "see docs/kubernetes.md."
+)
 
 
 def _stop(signum: int, frame: Any) -> None:
@@ -114,7 +135,7 @@ def agent(
         None,
         "--web.config.file",
         "--web-config-file",
-        help="exporter-toolkit web config: basic_auth_users (bcrypt hashes); see docs/kubernetes.md.",
+        help=_WEB_HELP,
     ),
 ) -> None:
     """Expose this node's findings and derived gauges on /metrics for Prometheus.
@@ -143,22 +164,7 @@ def agent(
         logger = Logger(log_level, log_format)
     except ValueError as e:
         raise CliExit(EXIT_BAD_INPUT, f"error: {e}") from None
-    web = None
-    if web_config:
-        from clusterdoctor.errors import InputError
-        from clusterdoctor.serve.agent_web import load_web_config
-
-        try:
-            web = load_web_config(web_config)
-        except InputError as e:
-            raise CliExit(EXIT_BAD_INPUT, f"error: --web.config.file {e}") from None
-        if web.ssl_context is not None:
-            # waitress (serve/http.py) has no TLS; serving plain HTTP instead would be a silent downgrade
-            raise CliExit(
-                EXIT_BAD_INPUT,
-                f"error: --web.config.file {web_config}: tls_server_config is not served by the agent yet; "
-                "terminate TLS in front of it (a kube-rbac-proxy sidecar) and keep basic_auth_users here",
-            )
+    web = _web_config(web_config)
     from clusterdoctor.serve.agent import Agent, default_sources, make_server
 
     a = Agent(
@@ -186,6 +192,7 @@ def agent(
             interval=f"{interval_s:g}s",
             event_window=f"{window_s:g}s",
             basic_auth=bool(web and web.users),
+            tls=bool(web and web.tls),
         )
         _serve(srv)
     finally:
@@ -221,6 +228,14 @@ def extender(
         help="Prometheus URL with the agents' series: filter nodes with a critical GPU or straggler finding, "
         "score down warned ones, use the agents' free-GPU counts.",
     ),
+    web_config: str = typer.Option(
+        None,
+        "--web.config.file",
+        "--web-config-file",
+        help="exporter-toolkit web config with tls_server_config: serve HTTPS (kube-scheduler's "
+        "enableHTTPS/tlsConfig; client certificates with client_auth_type). basic_auth_users are "
+        "refused: kube-scheduler cannot send them.",
+    ),
 ) -> None:
     """Run the kube-scheduler extender (filter/prioritize over HTTP).
 
@@ -242,13 +257,20 @@ def extender(
     if policies and policy not in policies:
         raise CliExit(EXIT_BAD_INPUT, f"error: --policy {policy!r}: expected one of {', '.join(policies)}")
     host, port = _hostport(listen, 8888)
+    web = _web_config(web_config)
+    if web is not None and web.users:
+        raise CliExit(
+            EXIT_BAD_INPUT,
+            f"error: --web.config.file {web_config}: basic_auth_users: kube-scheduler's extender client "
+            "sends no basic auth; authenticate it with a client certificate (client_auth_type)",
+        )
     signals = None
     if prometheus:
         from clusterdoctor.cli.kube_options import check_http_url
         from clusterdoctor.serve.signals import PrometheusSignals
 
         signals = PrometheusSignals(check_http_url("--prometheus", prometheus))
-    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals=signals), host, port)
+    srv = _bind(lambda h, p: mod.make_server(h, p, policy, signals=signals, web=web), host, port)
     typer.echo(
         f"clusterdoctor scheduler extender ({policy}) on {_url(srv, '/scheduler')} (urlPrefix; verbs filter, prioritize)",
         err=True,

@@ -423,7 +423,9 @@ def make_server(
 ) -> Any:
     """A bound, listening server answering ``/metrics`` (and ``/healthz``) from ``agent``'s last
     diagnosis, on the stack of :mod:`clusterdoctor.serve.http`; starts the agent's timer. ``web``: a
-    :class:`~clusterdoctor.serve.agent_web.WebConfig` (basic auth). ``OSError`` if the address is taken."""
+    :class:`~clusterdoctor.serve.agent_web.WebConfig` (basic auth; HTTPS only with its
+    ``tls_server_config``). ``OSError`` if the address is taken."""
+    from clusterdoctor.serve.agent_web import tls_context_factory
     from clusterdoctor.serve.http import make_server as http_server
 
     def app(environ: dict[str, Any], start: Any) -> list[bytes]:
@@ -445,7 +447,7 @@ def make_server(
         start(code, [("Content-Type", ctype), ("Content-Length", str(len(body))), *headers])
         return [body]
 
-    srv = http_server(app, host, port, limits)
+    srv = http_server(app, host, port, limits, tls=tls_context_factory(web))
     agent.start()
     return srv
 

@@ -634,13 +634,18 @@ def _load_body(data: bytes) -> Any:
         raise RequestError(f"bad JSON: {e.reason}") from None
 
 
-def make_server(host: str, port: int, policy: str = "tidal", limits: Any = None, signals: Any = None) -> Any:
+def make_server(
+    host: str, port: int, policy: str = "tidal", limits: Any = None, signals: Any = None, web: Any = None
+) -> Any:
     """A bound, listening (not yet serving) extender server (:mod:`clusterdoctor.serve.http`); port 0
-    picks a free port; ``OSError`` if the address is taken. ``signals``: see :class:`Extender`."""
+    picks a free port; ``OSError`` if the address is taken. ``signals``: see :class:`Extender`;
+    ``web``: a :class:`~clusterdoctor.serve.agent_web.WebConfig` whose ``tls_server_config`` makes it
+    HTTPS only (kube-scheduler's ``enableHTTPS``; client certificates from its ``tlsConfig``)."""
+    from clusterdoctor.serve.agent_web import tls_context_factory
     from clusterdoctor.serve.http import make_server as http_server
 
     ext = Extender(policy, signals)
-    srv = http_server(ExtenderApp(ext), host, port, limits)
+    srv = http_server(ExtenderApp(ext), host, port, limits, tls=tls_context_factory(web))
     srv.extender = ext  # type: ignore[attr-defined]
     if signals is not None and hasattr(signals, "start"):
         signals.start()  # the first fetch (within its deadline), then refreshed in the background

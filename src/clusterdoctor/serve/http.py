@@ -28,12 +28,17 @@ Limits (environment variables; the defaults suit a scheduler extender on a 5,000
 ``CLUSTERDOCTOR_SERVE_CONNECTIONS``    1000        open connections (past it the oldest idle are closed)
 ``CLUSTERDOCTOR_SERVE_BACKLOG``        1024        listen backlog (capped by net.core.somaxconn)
 =====================================  ==========  ==================================================
+
+With ``tls`` (an ``ssl.SSLContext``, or a callable giving one at each accept) the server speaks
+HTTPS only, with the same limits and one more, ``CLUSTERDOCTOR_SERVE_TLS_HANDSHAKE_TIMEOUT`` (10 s,
+at most the header deadline) to finish the handshake: :mod:`clusterdoctor.serve.http_tls`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -56,6 +61,7 @@ class ServerLimits:
         "threads": ("CLUSTERDOCTOR_SERVE_THREADS", 4),
         "connections": ("CLUSTERDOCTOR_SERVE_CONNECTIONS", 1000),
         "backlog": ("CLUSTERDOCTOR_SERVE_BACKLOG", 1024),
+        "handshake_timeout": ("CLUSTERDOCTOR_SERVE_TLS_HANDSHAKE_TIMEOUT", 10.0),
     }
 
     def __init__(self, **override: float) -> None:
@@ -79,6 +85,7 @@ class ServerLimits:
     threads: int
     connections: int
     backlog: int
+    handshake_timeout: float
 
 
 class HttpServer:
@@ -86,9 +93,16 @@ class HttpServer:
     ``ThreadingHTTPServer`` calls the CLI and tests use: ``server_address``, ``serve_forever()``,
     ``shutdown()``, ``server_close()``."""
 
-    def __init__(self, app: App, host: str, port: int, limits: ServerLimits | None = None) -> None:
+    def __init__(
+        self, app: App, host: str, port: int, limits: ServerLimits | None = None, tls: Any = None
+    ) -> None:
         from waitress.channel import HTTPChannel
         from waitress.server import TcpWSGIServer
+
+        from clusterdoctor.serve.http_tls import tls_channel, wrap_accept
+
+        context = (lambda: tls) if isinstance(tls, ssl.SSLContext) else tls
+        self.tls = context is not None
 
         lim = limits or ServerLimits()
         self.limits = lim
@@ -98,8 +112,9 @@ class HttpServer:
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
         header_timeout = min(lim.header_timeout, lim.read_timeout)
+        handshake_timeout = min(lim.handshake_timeout, header_timeout)
 
-        class Channel(HTTPChannel):
+        class PlainChannel(HTTPChannel):
             read_started: float | None = None
             served = 0  # requests received whole on this connection
 
@@ -121,13 +136,25 @@ class HttpServer:
                     or self.will_close
                 )
 
+        Channel = tls_channel(PlainChannel) if context is not None else PlainChannel
+
         class Server(TcpWSGIServer):
             channel_class = Channel
+
+            def accept(self) -> Any:
+                if context is None:
+                    return super().accept()
+                return wrap_accept(super().accept, context)
 
             def maintenance(self, now: float) -> None:
                 super().maintenance(now)  # idle keep-alive connections (channel_timeout)
                 cutoff, hcut = now - lim.read_timeout, now - header_timeout
+                tlscut = now - handshake_timeout
                 for ch in list(self.active_channels.values()):
+                    if getattr(ch, "tls_done", True) is False:
+                        if ch.creation_time < tlscut:
+                            ch.will_close = True  # a TLS handshake never finished
+                        continue
                     if ch.requests:
                         continue
                     started = getattr(ch, "read_started", None)
@@ -158,7 +185,9 @@ class HttpServer:
             connection_limit=lim.connections,
             backlog=lim.backlog,
             channel_timeout=max(1, int(lim.idle_timeout)),
-            cleanup_interval=max(1, int(min(header_timeout, lim.idle_timeout) / 4)),
+            cleanup_interval=max(
+                1, int(min(handshake_timeout if context else header_timeout, lim.idle_timeout) / 4)
+            ),
             max_request_body_size=lim.max_body,
             max_request_header_size=64 << 10,
             asyncore_use_poll=True,  # select() stops at 1024 descriptors
@@ -189,9 +218,12 @@ class HttpServer:
             pass
 
 
-def make_server(app: App, host: str, port: int, limits: ServerLimits | None = None) -> HttpServer:
-    """Bind ``host:port`` (0: any free port) and listen; serve with ``serve_forever()``."""
-    return HttpServer(app, host, port, limits)
+def make_server(
+    app: App, host: str, port: int, limits: ServerLimits | None = None, tls: Any = None
+) -> HttpServer:
+    """Bind ``host:port`` (0: any free port) and listen; serve with ``serve_forever()``; with
+    ``tls`` (an ``ssl.SSLContext`` or a callable returning one) HTTPS only."""
+    return HttpServer(app, host, port, limits, tls)
 
 
 def read_body(environ: dict[str, Any]) -> bytes:
