@@ -75,6 +75,8 @@ LOADERS: list[Loader] = [
         "sniff_driver_versions",
         "load_driver_versions",
     ),
+    # `lspci -vvv | grep ACSCtl` and setpci ACS reads (before GPU health: its lspci reader wants blocks)
+    Loader("PCIe ACS listing", "clusterdoctor.observe.node.pcie_acs", "sniff_acs", "load_acs"),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(

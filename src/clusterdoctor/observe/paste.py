@@ -58,6 +58,8 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _QUOTE = re.compile(r"^\s{0,3}> ?")
+# a whole line in one inline code span: `...` (not a fence, no other backtick inside)
+_INLINE_CODE = re.compile(r"^\s{0,3}`(?!`)(?P<body>[^`\n]{1,4000})`\s*$")
 
 # A shell prompt that ends in $, # or > followed by a command: user@host:path$ cmd, [user@host dir]# cmd,
 # (venv) user@host:~$ cmd, host$ cmd, $ cmd, PS C:\x> cmd, bash-5.1# cmd. The prompt part has no spaces
@@ -158,7 +160,11 @@ def looks_pasted(head: str) -> bool:
     if _first_command(head.splitlines()) is not None:
         return True
     lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
-    return bool(lines) and sum(1 for ln in lines if _QUOTE.match(ln)) >= max(2, int(0.8 * len(lines)))
+    need = max(2, int(0.8 * len(lines)))
+    return bool(lines) and (
+        sum(1 for ln in lines if _QUOTE.match(ln)) >= need
+        or sum(1 for ln in lines if _INLINE_CODE.match(ln)) >= need
+    )
 
 
 def _is_root_command(line: str) -> bool:
@@ -214,6 +220,11 @@ def clean(text: str) -> Pasted:
     if nonempty and sum(1 for ln in nonempty if _QUOTE.match(ln)) >= max(2, int(0.8 * len(nonempty))):
         raw = [_QUOTE.sub("", ln, count=1) for ln in raw]
         undone.append("'> ' quote marks")
+    # each line its own Markdown inline code span (`line`), as when a table is pasted into prose
+    nonempty = [ln for ln in raw if ln.strip()]
+    if nonempty and sum(1 for ln in nonempty if _INLINE_CODE.match(ln)) >= max(2, int(0.8 * len(nonempty))):
+        raw = [(m.group("body") if (m := _INLINE_CODE.match(ln)) else ln) for ln in raw]
+        undone.append("'`' inline code marks")
     out: list[str] = []
     origin: list[int] = []
     commands: list[str] = []

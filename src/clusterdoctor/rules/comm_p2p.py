@@ -87,3 +87,129 @@ def p2p_slower_than_host(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+register_input("pcie_acs", "no PCIe ACS setting (`sudo lspci -vvv | grep ACSCtl`, or lspci -vvv)")
+
+
+def _acs_ports(obs: Observations) -> list:
+    ports = list(obs.get("pcie_acs") or [])
+    for rep in obs.get("gpu_reports") or []:
+        ports.extend(getattr(rep, "attrs", {}).get("acs") or [])
+    return ports
+
+
+@rule(
+    id="COMM022",
+    name="pcie-acs-redirects-peer-traffic",
+    layer="comm",
+    title="PCIe ACS sends GPU peer-to-peer and GPUDirect RDMA traffic up to the root complex",
+    requires=(),
+    requires_any=("pcie_acs", "gpu_reports"),
+    severity=Severity.WARNING,
+    causes=("nccl.p2p-unsupported", "nccl.gdr-or-plugin"),
+)
+def pcie_acs_redirect(obs: Observations) -> Iterator[Finding]:
+    """Bridges or switch ports whose ACS Control has redirection (or source validation) turned on.
+
+    **Symptom**: NCCL between GPUs of one node hangs or crawls unless ``NCCL_P2P_DISABLE=1``;
+    nccl-tests with GPUDirect RDMA crash or are slow; ``sudo lspci -vvv | grep ACSCtl`` shows
+    ``SrcValid+`` / ``ReqRedir+`` / ``CmpltRedir+`` lines.
+    **Why**: ACS (used for IOMMU isolation, on by default on many PCIe switches and AMD/Intel root ports)
+    sends every peer request up to the root complex to be checked; GPU-to-GPU and NIC-to-GPU traffic then
+    crosses the CPU, slowly or not at all (NCCL troubleshooting guide, "PCI Access Control Services").
+    **Fix**: disable ACS in the BIOS, or at run time on each bridge with
+    ``setpci -s <bdf> ECAP_ACS+6.w=0000`` (redone after every reboot), or boot with ``pci=noacs`` where the
+    kernel has it; on a VM or with IOMMU isolation needed, keep ACS and set ``NCCL_P2P_DISABLE=1``.
+    **Verify**: `sudo lspci -vvv | grep ACSCtl` (SrcValid- ReqRedir- CmpltRedir- on every line), then
+    nccl-tests' all_reduce_perf on all GPUs of the node.
+    """
+    ports = _acs_ports(obs)
+    on = [p for p in ports if p.enabled()]
+    if not on:
+        return
+    named = [p.bdf for p in on if p.bdf]
+    where = (
+        f"bridges {', '.join(named[:6])}{' …' if len(named) > 6 else ''}"
+        if len(named) == len(on)
+        else f"{len(on)} of the {len(ports)} ACSCtl line(s)"
+    )
+    flags = list(dict.fromkeys(f for p in on for f in p.enabled()))
+    f = pcie_acs_redirect.finding(
+        f"ACS is on ({'+ '.join(flags)}+) at {where}: peer-to-peer traffic of GPUs and NICs behind "
+        "them is redirected to the root complex, which hangs or slows NCCL's P2P and GPUDirect RDMA paths.",
+        evidence=[
+            Evidence(
+                f"line {p.line}: {p.bdf + ' ' if p.bdf else ''}ACSCtl "
+                + " ".join(f"{k}{'+' if v else '-'}" for k, v in p.flags.items()),
+                source=p.source,
+            )
+            for p in on[:6]
+        ]
+        + ([Evidence(f"{len(on) - 6} more port(s) like these")] if len(on) > 6 else [])
+        + (
+            [Evidence(f"{len(ports) - len(on)} port(s) with ACS redirection off")]
+            if len(ports) > len(on)
+            else []
+        ),
+        # the bridges by address; a bare `grep ACSCtl` names none, so its lines stand for them
+        subject=", ".join(named[:4]) if named else "ACSCtl line(s) " + ", ".join(str(p.line) for p in on[:6]),
+        confidence=0.7,
+    )
+    f.action = Action.CONFIGURE
+    yield f
+
+
+@rule(
+    id="COMM023",
+    name="nccl-tests-stalled-at-first-collective",
+    layer="comm",
+    title="nccl-tests on one node hung at its first collective (GPU peer-to-peer)",
+    requires=("nccl_tests",),
+    severity=Severity.WARNING,
+    causes=("nccl.p2p-unsupported",),
+)
+def nccl_tests_stalled_one_node(obs: Observations) -> Iterator[Finding]:
+    """nccl-tests (or NCCL 1.x's single-process tests) on the GPUs of one host printed its device list and
+    column header and nothing after it.
+
+    **Symptom**: ``all_reduce_perf -g 8`` (or ``all_reduce_test``) prints ``# Using devices`` and the
+    ``size count type redop`` / ``bytes N type op`` header, then hangs with the GPUs at 100%.
+    **Why**: the header is printed just before the first timed collective; on one host that collective
+    runs over peer-to-peer (PCIe or NVLink) and shared memory. A hang there, with no NCCL WARN, is the
+    classic sign of GPU peer traffic that never arrives: PCIe ACS or the IOMMU redirecting it to the root
+    complex, a virtualised or consumer platform without working P2P (NCCL troubleshooting guide, "PCI
+    Access Control Services (ACS)"; NVIDIA/nccl#85, #104, #199).
+    **Fix**: check ``sudo lspci -vvv | grep ACSCtl`` and disable ACS on the bridges (BIOS or ``setpci``),
+    turn the IOMMU off or to pass-through; confirm with ``NCCL_P2P_DISABLE=1``, which should let the test
+    finish (slower).
+    **Verify**: `NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO all_reduce_perf -b 8 -e 128M -f 2 -g 2` finishes
+    (P2P is the broken path), then `sudo lspci -vvv | grep ACSCtl` shows which bridges redirect.
+    """
+    for run in obs.get("nccl_tests") or []:
+        if not getattr(run, "stopped_after_header", False) or run.rows or run.independent_copies > 1:
+            continue
+        hosts = {r.host for r in run.ranks if r.host}
+        devices = sorted({r.device for r in run.ranks})
+        if len(hosts) > 1 or len(devices) < 2:
+            continue  # across hosts the network is as likely; one GPU has no peer
+        gpus = sorted({r.gpu for r in run.ranks if r.gpu})
+        where = f" of {next(iter(hosts))}" if hosts else ""
+        f = nccl_tests_stalled_one_node.finding(
+            f"nccl-tests on {len(devices)} GPUs{where} ({', '.join(gpus[:2])}) printed its header and no "
+            "result: the first collective between them never returned, the sign of GPU peer-to-peer traffic "
+            "that does not arrive (PCIe ACS / IOMMU redirection, no working P2P on the platform).",
+            evidence=[
+                Evidence(f"line {run.header_line}: the column header is the last line", source=run.path),
+                Evidence(
+                    f"{len(run.ranks)} rank(s), GPUs " + ", ".join(str(d) for d in devices), source=run.path
+                ),
+                Evidence("the paste may also have been cut there: rerun with NCCL_P2P_DISABLE=1 to tell"),
+            ],
+            subject=f"GPUs {devices[0]}-{devices[-1]}{where}"
+            if devices == list(range(devices[0], devices[-1] + 1))
+            else "GPUs " + ", ".join(str(d) for d in devices) + where,
+            confidence=0.5,
+        )
+        f.action = Action.CONFIGURE
+        yield f

@@ -184,7 +184,7 @@ def _findings(r: Rule, m: Message, hits: list[Any], obs: Observations | None = N
         if len(hs) > MAX_EVIDENCE_LINES or n > len(hs):
             evidence.append(Evidence(f"{n - min(len(hs), MAX_EVIDENCE_LINES)} more line(s) like these"))
         evidence.append(Evidence(f"likely cause: {m.cause}"))
-        evidence.append(Evidence("message documented at", value=m.source))
+        evidence.append(Evidence(f"message documented at {m.source}"))
         confidence = m.confidence if m.role != "symptom" else min(m.confidence, SYMPTOM_CONFIDENCE)
         f = r.finding(summary, evidence=evidence, subject=subject, confidence=confidence, causes=m.causes)
         if m.rank_group:

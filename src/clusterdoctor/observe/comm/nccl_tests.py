@@ -19,6 +19,13 @@ run's devices, no rows, and a warning that there is nothing to measure. A binary
 ``MPI=1`` and started by ``mpirun`` runs one independent copy per process (README: "NCCL tests rely on
 MPI to work on multiple processes"): each copy numbers its own ranks from 0, so one rank number is
 printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`).
+
+NCCL 1.x's single-process tests (``build/test/single/all_reduce_test``, NVIDIA/nccl#85, #104) print
+``# Using devices``, ``#   Rank  0 uses device  0 [0x02] Tesla P100-PCIE-16GB`` and a column header
+``#      bytes             N    type      op     time  algbw  busbw      res``: their devices are read
+(one process, so one host). A run whose output ends at its column header printed no result at all
+(:attr:`NcclTestsRun.stopped_after_header`): the first timed collective never returned, or the paste
+was cut there.
 """
 
 from __future__ import annotations
@@ -46,6 +53,13 @@ _RANK = re.compile(
     r"\[(?P<bus>[^\]]+)\] (?P<gpu>[^\n]+?)\s*$",
     re.MULTILINE,
 )
+# NCCL 1.x single-process tests: "#   Rank  0 uses device  0 [0x05] Tesla M40 24GB" ('#' or '> ' quoted)
+_RANK_V1 = re.compile(
+    r"^[ \t#>]{0,12}Rank\s{1,4}(?P<rank>\d{1,5}) uses device\s{1,4}(?P<dev>\d{1,4}) \[(?P<bus>[^\]\n]{1,20})\] "
+    r"(?P<gpu>[^\n]{1,200}?)\s*$",
+    re.MULTILINE,
+)
+_HEADER_V1 = re.compile(r"^[ \t#>]{0,12}bytes\s+N\s+type\s+op\s+time\s+algbw\s+busbw", re.MULTILINE)
 # NCCL's own line for each rank of a communicator (NCCL_DEBUG=INFO), in nccl-tests output whose "# Rank"
 # device list was cut: "host:pid:tid [dev] NCCL INFO comm 0x.. rank 0 nranks 2 cudaDev 0 busId 3000 - ..."
 _COMM_RANK = re.compile(
@@ -118,6 +132,9 @@ class NcclTestsRun:
     n_tables: int = 0  # every table read (``table_starts`` names those of the kept rows)
     summary: dict[int, SizeSummary] = field(default_factory=dict)
     avg_seen: bool = False  # an "# Avg bus bandwidth" line was read (its value may be nan/N/A)
+    # no result row, and the last line is the column header: nothing came after it
+    stopped_after_header: bool = False
+    header_line: int | None = None
 
     def tables(self) -> list[list[TestRow]]:
         """The result tables, in order (one per run of the test in this output)."""
@@ -295,12 +312,17 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
     comm_ranks: list[RankInfo] = []
     comm_seen: set[tuple[int, str, int]] = set()
     header_seen = False
+    v1_ranks: list[RankInfo] = []
+    last_header: int | None = None  # line of the last column header (either generation)
+    after_header = False  # a non-blank line after it
     prev_size = -1
     last_cmd: tuple[int, str] | None = None  # (line number, line) of the last test command line
     after_cmd = False  # a non-blank line after it
     for line, text in enumerate(lines, 1):
         if last_cmd is not None and not after_cmd and text.strip():
             after_cmd = True
+        if last_header is not None and not after_header and text.strip():
+            after_header = True
         if "_perf" in text:
             if run.collective is None and (m := _BINARY.search(text)):
                 run.collective = m.group("name")
@@ -314,6 +336,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
                 run.headers += 1
             if _HEADER.search(text):
                 header_seen = True
+                last_header, after_header = line, False
                 prev_size = -2  # the next row starts a table
                 continue
             if run.avg_busbw_gbs is None and "Avg bus" in text and (m := _AVG.search(text)):
@@ -333,6 +356,16 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
             if info not in seen_ranks:  # a log of repeated runs prints the same device list each time
                 seen_ranks.add(info)
                 run.ranks.append(RankInfo(*info))
+            continue
+        if "uses device" in text and (r := _RANK_V1.search(text)) is not None:
+            # NCCL 1.x single-process tests: one process, its devices in order
+            v1_ranks.append(
+                RankInfo(int(r.group("rank")), "", int(r.group("dev")), r.group("bus"), r.group("gpu"))
+            )
+            continue
+        if "bytes" in text and _HEADER_V1.search(text):
+            last_header, after_header = line, False
+            prev_size = -2
             continue
         if not run.ranks and "NCCL INFO comm" in text and (r := _COMM_RANK.search(text)) is not None:
             key = (int(r.group("rank")), r.group("host"), int(r.group("pid")))
@@ -380,8 +413,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
             if sm is None:
                 sm = run.summary[size] = SizeSummary()
             sm.add(row)
-    if not run.ranks:  # the device list was cut: NCCL's comm lines say which process is which rank
-        run.ranks = comm_ranks
+    if not run.ranks:
+        # NCCL 1.x's device list, else (the device list was cut) NCCL's comm lines say which is which rank
+        run.ranks = v1_ranks or comm_ranks
     if not run.rows:
         if not run.headers and not run.ranks and run.avg_busbw_gbs is None and not run.avg_seen:
             if last_cmd is not None and not after_cmd:
@@ -402,6 +436,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
                 "its bandwidth is not judged (the link and the GPUs are not known)"
             )
             return run
+        if last_header is not None and not after_header:
+            run.stopped_after_header = True
+            run.header_line = last_header
         run.warnings.append(
             f"{path}: nccl-tests header and device list only, no result rows (the output was cut before "
             "them, or the test stopped): its bandwidth is not judged"
@@ -436,7 +473,7 @@ def load_nccl_tests(path: str | Path) -> NcclTestsRun:
 _TYPES = rb"(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2)"
 _OPS = rb"(?:sum|prod|max|min|avg|mulsum|none)"
 _SNIFF = re.compile(
-    rb"#\s+size\s+count\s+type\s+redop|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
+    rb"#\s+size\s+count\s+type\s+redop|(?m:^[ \t#>]{0,12}Rank {1,4}\d{1,5} uses device {1,4}\d{1,4} \[)|# Avg bus bandwidth|_perf\b(?:(?!_perf\b).)*-b\s|# nThread \d+ nGpus \d+ minBytes \d"
     # the device list alone ("#  Rank  0 Group  0 Pid 544816 on dgx01 device  0 [0x1a] NVIDIA H100"), '#' lost
     rb"|(?m:^[ \t#]{0,8}Rank {1,3}\d{1,6}(?: Group {1,3}\d{1,6})? Pid {1,3}\d{1,9} on {1,12}\S{1,128} device {1,3}\d{1,4} \[)"
     # result rows pasted without the header (common.cu prints "%12li  %12li  %8s  %6s  %6i" then time,

@@ -250,15 +250,21 @@ class _State:
         self.container = ""
 
 
-def parse_kubectl_text(text: str | bytes, path: str | None = None) -> KubectlText:
-    """kubectl's text output (the forms in the module docstring, in any mix) → :class:`KubectlText`."""
+def parse_kubectl_text(
+    text: str | bytes, path: str | None = None, origin: list[int] | None = None
+) -> KubectlText:
+    """kubectl's text output (the forms in the module docstring, in any mix) → :class:`KubectlText`.
+    ``origin``: a cleaned paste's line numbers (observe.paste.input_origin), so rows name the lines the
+    user sees."""
+    from clusterdoctor.observe.paste import numbered
+
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     out = KubectlText()
     st = _State(path)
-    lines = text.splitlines()
+    lines = list(numbered(text, origin))
     out.lines = len(lines)
-    for n, raw in enumerate(lines, 1):
+    for n, raw in lines:
         line = raw.rstrip("\r").rstrip()
         if not line.strip():
             if st.mode != "describe":
@@ -324,6 +330,8 @@ def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
         out.objects.append(obj)
         out.kinds.append("describe node condition rows")
         return True
+    if _headerless_pod(line, n, st, out):  # `kubectl get pods [-A] | grep x`: rows without the header
+        return True
     m = _EVENT_ROW.match(line.strip())  # `kubectl get events` rows pasted without their header
     if m:
         count = _int(re.sub(r".*\(x", "", m.group("last"))) if "(x" in m.group("last") else 1
@@ -345,6 +353,46 @@ def _one(line: str, n: int, st: _State, out: KubectlText) -> bool:
         out.kinds.append("get events")
         return True
     return False
+
+
+def _pod_row_shape(line: str) -> tuple[str, re.Match[str]] | None:
+    """(namespace, row match) of a `get pods` row without its header: ``name ready status restarts age``,
+    or the same after a namespace (``-A``); None when the line is neither."""
+    s = line.strip()
+    m = _POD_ROW.match(s)
+    if m:
+        return "", m
+    parts = s.split(None, 1)
+    if len(parts) == 2 and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", parts[0]):
+        m = _POD_ROW.match(parts[1])
+        if m:
+            return parts[0], m
+    return None
+
+
+def _headerless_pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
+    if st.obj is not None or line[:1] in " \t":
+        return False
+    shape = _pod_row_shape(line)
+    if shape is None:
+        return False
+    ns, m = shape
+    out.pods.append(
+        PodRow(
+            m.group("name"),
+            m.group("ready"),
+            m.group("status"),
+            _int(m.group("restarts")),
+            m.group("age"),
+            ns,
+            "",
+            st.src,
+            n,
+        )  # fmt: skip
+    )
+    if "get pods rows" not in out.kinds:
+        out.kinds.append("get pods rows")
+    return True
 
 
 def _pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
@@ -589,7 +637,10 @@ def sniff_kubectl_text(head: bytes, name: str = "") -> bool:
     rows = sum(
         1
         for ln in lines[:20]
-        if _DESCRIBE_ROW.match(ln) or _EVENT_ROW.match(ln.strip()) or _condition_row(ln) is not None
+        if _DESCRIBE_ROW.match(ln)
+        or _EVENT_ROW.match(ln.strip())
+        or _condition_row(ln) is not None
+        or (ln[:1] not in " \t" and _pod_row_shape(ln) is not None)
     )
     return rows >= 1 and rows >= len(lines[:20]) // 2
 
@@ -601,19 +652,20 @@ def load_kubectl_observations(path: str | Path) -> dict[str, Any]:
     from clusterdoctor.observe.limits import read_input
 
     p = Path(path)
+    from clusterdoctor.observe.paste import input_origin, numbered
+
     data = read_input(p)
-    res = parse_kubectl_text(data, str(p))
+    origin = input_origin()
+    res = parse_kubectl_text(data, str(p), origin)
     if not (res.pods or res.nodes or res.events or res.objects or res.components):
         raise InputError("kubectl output with no row it reads (pods, nodes, events, describe)", str(p), 1)
-    lines = data.decode("utf-8", "replace").splitlines()
+    lines = dict(numbered(data.decode("utf-8", "replace"), origin))
     out: dict[str, Any] = {"described_as": res.describe()}
     for kind, value in (("kube_pods", res.pods), ("kube_nodes", res.nodes), ("kube_events", res.events),
                         ("kube_objects", res.objects), ("kube_components", res.components)):  # fmt: skip
         if value:
             out[kind] = value
-    about = [
-        (str(p), lines[n - 1].strip(), ref) for n, ref in sorted(res.about.items()) if 0 < n <= len(lines)
-    ]
+    about = [(str(p), lines[n].strip(), ref) for n, ref in sorted(res.about.items()) if n in lines]
     if about:
         out["line_about"] = about
     if res.events_text:

@@ -155,6 +155,11 @@ def parse_lspci(data: bytes | str, path: str | None = None) -> GpuReport:
                     "driver": d["driver"],
                 }
             )
+    from clusterdoctor.observe.node.pcie_acs import parse_acs
+
+    acs = parse_acs("\n".join(unquote_lines(decode(data, path))), src)
+    if acs:  # the ACS Control of bridges and switch ports (rules/comm_p2p.py judges them)
+        report.attrs["acs"] = acs
     report.facts.update({"pcie", "driver"})
     return report
 
