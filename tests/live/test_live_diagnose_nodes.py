@@ -47,7 +47,10 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
 
     def bump() -> None:  # link errors keep coming on mlx4_0/1
         n = int(counter.read_text().strip() or 0)
-        while not stop.wait(0.5):
+        # time.sleep, not stop.wait(0.5): under libfaketime (make test-clock) a timed wait on a
+        # condition variable never returned, so the counter stood still
+        while not stop.is_set():
+            time.sleep(0.5)
             n += 50
             counter.write_text(f"{n}\n")
 
@@ -128,21 +131,21 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
         )
         wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 60)
         deadline = time.monotonic() + 180  # a cap on a hang
+        wanted = (
+            'clusterdoctor_finding{rule="GPU001"}',
+            'clusterdoctor_source_up{source="kernel-log"} == 0',
+            "node_filesystem_size_bytes",
+            'rate(node_infiniband_link_error_recovery_total{device="mlx4_0",port="1"}[1m]) > 0',
+        )
+        missing: list[str] = list(wanted)
         while time.monotonic() < deadline:
-            if (
-                _query(prom_port, 'clusterdoctor_finding{rule="GPU001"}')
-                and _query(prom_port, 'clusterdoctor_source_up{source="kernel-log"} == 0')
-                and _query(prom_port, "node_filesystem_size_bytes")
-                and _query(
-                    prom_port,
-                    'rate(node_infiniband_link_error_recovery_total{device="mlx4_0",port="1"}[1m]) > 0',
-                )
-            ):
+            missing = [q for q in wanted if not _query(prom_port, q)]
+            if not missing:
                 break
             time.sleep(0.5)
         else:
             logs = "\n".join(p.log.read_text(errors="replace")[-1500:] for p in services.procs)
-            pytest.fail(f"series not in Prometheus within 180 s\n{logs}")
+            pytest.fail(f"not in Prometheus within 180 s: {missing}\n{logs}")
 
         url = f"http://127.0.0.1:{prom_port}"
         r = run_cli("diagnose", "--prometheus", url, "--since", "10m", "--format", "json", timeout=180)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,8 +21,17 @@ class Pki:
     client_key: Path
 
 
+# openssl stamps a certificate "not before" with its own clock. Under `make test-clock` libfaketime
+# moves that clock a year ahead for every C program, but not for Go programs (Prometheus, node
+# exporter read the kernel's clock directly): a certificate made a year ahead is "not yet valid" to
+# them. So the certificates are made on the real clock, valid for ten years: both clocks accept them.
+_REAL_CLOCK = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME", "FAKETIME_NO_CACHE")}
+
+
 def _ossl(*args: str, cwd: Path) -> None:
-    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=_REAL_CLOCK
+    )
     if r.returncode != 0:
         pytest.skip(f"openssl cannot make test certificates: {r.stderr.strip()[-300:]}")
 
