@@ -25,7 +25,9 @@ class Pki:
 # moves that clock a year ahead for every C program, but not for Go programs (Prometheus, node
 # exporter read the kernel's clock directly): a certificate made a year ahead is "not yet valid" to
 # them. So the certificates are made on the real clock, valid for ten years: both clocks accept them.
-_REAL_CLOCK = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME", "FAKETIME_NO_CACHE")}
+_REAL_CLOCK = {
+    k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME", "FAKETIME_NO_CACHE")
+}
 
 
 def _ossl(*args: str, cwd: Path) -> None:
