@@ -38,6 +38,7 @@ numpy is imported here (the CLI imports this lazily).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 
@@ -45,6 +46,8 @@ import numpy as np
 
 from clusterdoctor.analyze.failslow_classify import (
     consistent_straggler,
+    frozen_ranks,
+    frozen_siblings,
     healthy_reference,
     job_episode,
     level,
@@ -168,6 +171,7 @@ def detect(
     k_job = max(p.k, p.noise_z * sig.sigma_W / W0 / n)
     y = np.clip(sig.late / W0, -p.clip, p.clip)
     episodes = _stragglers(table, sig, y, first, k_late, p) if R > 2 else []
+    episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
@@ -221,6 +225,36 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
     return out
 
 
+def _frozen_beside(tb: StepTable, sig: Signals, done: list[Episode], p: Params) -> list[Episode]:
+    """Ranks frozen inside the collectives during a straggler's episode, beside it (two throttled
+    ranks: one is late to the collectives, the other freezes inside them, so only its own stall
+    shows it; tests/data/failslow/two-quota-rank0-rank2): each named on its own stall by
+    :func:`~clusterdoctor.analyze.failslow_classify.frozen_ranks`, when it has no episode of its own."""
+    out: list[Episode] = []
+    S = len(sig.W)
+    for ep in list(done):
+        if ep.kind != "compute" or ep.rank is None:
+            continue
+        stop = ep.end_col if ep.end_col is not None else S
+        P = slice(ep.onset_col, stop)
+        dW = float(np.median(sig.W[P])) - sig.W0
+        group = frozen_ranks(tb, ep.onset_col, P, dW, sig.W0, p)
+        row = tb.ranks.index(ep.rank)
+        if row not in group or len(group) < 2:
+            continue
+        named = {e.rank for e in done + out if e.onset_col < stop and (e.end_col or S) > ep.onset_col}
+        mates = [tb.ranks[i] for i in group if i != row and tb.ranks[i] not in named]
+        if not mates:
+            continue
+        lead = dataclasses.replace(ep, detail={**ep.detail, "frozen_together": mates})
+        for e in frozen_siblings(tb, sig, lead, group=[row, *(tb.ranks.index(r) for r in mates)]):
+            e.detail["frozen_in_collective"] = True
+            e.detail["beside_straggler"] = ep.rank
+            e.why += f"; rank {ep.rank} was late to the collectives at the same time"
+            out.append(e)
+    return out
+
+
 def _job_pass(
     tb: StepTable, sig: Signals, first: int, base: slice, k: float, done: list[Episode], p: Params
 ) -> list[Episode]:
@@ -260,6 +294,7 @@ def _job_pass(
             if ep.kind in ("job", "communication"):
                 _onset_of_cause(ep, tb, sig, p)
             out.append(ep)
+            out += frozen_siblings(tb, sig, ep)  # several ranks frozen at once: each named
             if end is None:
                 break
             col = max(end, alarm + 1)
