@@ -247,7 +247,7 @@ def _frozen_beside(tb: StepTable, sig: Signals, done: list[Episode], p: Params) 
         if not mates:
             continue
         lead = dataclasses.replace(ep, detail={**ep.detail, "frozen_together": mates})
-        for e in frozen_siblings(tb, sig, lead, group=[row, *(tb.ranks.index(r) for r in mates)]):
+        for e in frozen_siblings(tb, sig, lead, group=[row, *(tb.ranks.index(r) for r in mates)], p=p):
             e.detail["frozen_in_collective"] = True
             e.detail["beside_straggler"] = ep.rank
             e.why += f"; rank {ep.rank} was late to the collectives at the same time"
@@ -294,7 +294,7 @@ def _job_pass(
             if ep.kind in ("job", "communication"):
                 _onset_of_cause(ep, tb, sig, p)
             out.append(ep)
-            out += frozen_siblings(tb, sig, ep)  # several ranks frozen at once: each named
+            out += frozen_siblings(tb, sig, ep, p=p)  # several ranks frozen at once: each named
             if end is None:
                 break
             col = max(end, alarm + 1)

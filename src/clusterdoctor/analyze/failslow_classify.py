@@ -311,14 +311,14 @@ def job_episode(
             return None
         kind = "compute"
         rank = tb.ranks[frozen]
-        grew = detail["stall_s"] = round(_stall_growth(tb, onset, P)[frozen], 6)
+        grew = detail["stall_s"] = round(_stall_growth(tb, onset, P, p)[frozen], 6)
         detail["lateness_s"] = round(float(late_p[frozen]), 6)
         detail["frozen_in_collective"] = True
         if len(group) > 1:
             detail["frozen_together"] = [tb.ranks[i] for i in group[1:]]
         detail["consistency"] = round(float(np.mean(np.argmax(sig.late[:, P], axis=0) == frozen)), 3)
         confidence = min(0.95, 0.5 + 0.5 * min(1.0, grew / max(dW, 1e-12)))
-        why = _frozen_why(tb, onset, P, dW, frozen, group)
+        why = _frozen_why(tb, onset, P, dW, frozen, group, p)
     elif d_comm - max(d_stall, 0.0) > d_job:
         kind = "communication"
         share = d_comm / max(dW, 1e-12)
@@ -374,9 +374,11 @@ def job_episode(
     )
 
 
-def _frozen_why(tb: StepTable, onset: int, P: slice, dW: float, row: int, group: list[int]) -> str:
+def _frozen_why(
+    tb: StepTable, onset: int, P: slice, dW: float, row: int, group: list[int], p: Params | None = None
+) -> str:
     """Why rank ``row`` (one of ``group``, the ranks frozen together) and not its peers."""
-    g = _stall_growth(tb, onset, P)
+    g = _stall_growth(tb, onset, P, p)
     others = np.delete(g, group)
     why = (
         f"its own process stalls (time it did not run) grew by {_ms(float(g[row]))} a step, "
@@ -391,7 +393,7 @@ def _frozen_why(tb: StepTable, onset: int, P: slice, dW: float, row: int, group:
 
 
 def frozen_siblings(
-    tb: StepTable, sig: Signals, ep: Episode, group: list[int] | None = None
+    tb: StepTable, sig: Signals, ep: Episode, group: list[int] | None = None, p: Params | None = None
 ) -> list[Episode]:
     """The episodes of the other ranks frozen together with ``ep``'s (``detail["frozen_together"]``):
     each rank named on its own stall, with its own share and ``why``; ``group``: the rows frozen
@@ -404,7 +406,7 @@ def frozen_siblings(
     rows = [tb.ranks.index(ep.rank), *(tb.ranks.index(r) for r in mates)]  # type: ignore[arg-type]
     if group is not None:
         rows = group
-    g = _stall_growth(tb, ep.onset_col, P)
+    g = _stall_growth(tb, ep.onset_col, P, p)
     late_p = np.median(sig.late[:, P], axis=1)
     dW = float(ep.detail.get("step_growth_s", 0.0))
     out = []
@@ -416,18 +418,25 @@ def frozen_siblings(
         d["frozen_together"] = [tb.ranks[i] for i in rows if i != row]
         e = dataclasses.replace(ep, rank=tb.ranks[row], detail=d)
         e.confidence = round(min(0.95, 0.5 + 0.5 * min(1.0, float(g[row]) / max(dW, 1e-12))), 3)
-        e.why = _frozen_why(tb, ep.onset_col, P, dW, row, rows)
+        e.why = _frozen_why(tb, ep.onset_col, P, dW, row, rows, p)
         out.append(e)
     if ep.detail.get("frozen_in_collective"):
-        ep.why = _frozen_why(tb, ep.onset_col, P, dW, rows[0], rows)
+        ep.why = _frozen_why(tb, ep.onset_col, P, dW, rows[0], rows, p)
     return out
 
 
-def _stall_growth(tb: StepTable, onset: int, P: slice) -> np.ndarray:
+def _stall_growth(tb: StepTable, onset: int, P: slice, p: Params | None = None) -> np.ndarray:
+    """Each rank's mean stall over ``P`` minus its mean in the 10 steps before ``onset``, or (``p``
+    given) in the job's baseline steps after the warm-up when that is lower: an onset estimated a few
+    steps late leaves the fault's first steps in the 10 before it."""
     base_cols = slice(max(0, onset - 10), onset) if onset > 0 else P
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nan_to_num(np.nanmean(tb.stall[:, P], axis=1) - np.nanmean(tb.stall[:, base_cols], axis=1))  # type: ignore[index]
+        before = np.nanmean(tb.stall[:, base_cols], axis=1)  # type: ignore[index]
+        if p is not None and onset > p.warmup + 3:
+            early = np.nanmean(tb.stall[:, p.warmup : min(onset, p.warmup + p.baseline)], axis=1)  # type: ignore[index]
+            before = np.fmin(before, early)
+        return np.nan_to_num(np.nanmean(tb.stall[:, P], axis=1) - before)  # type: ignore[index]
 
 
 def frozen_rank(tb: StepTable, onset: int, P: slice, dW: float, W0: float, p: Params) -> int | None:
@@ -451,7 +460,7 @@ def frozen_ranks(tb: StepTable, onset: int, P: slice, dW: float, W0: float, p: P
         return []
     R = tb.stall.shape[0]
     # the mean, not the median: a process throttled in long periods freezes in every other step or so
-    grew = _stall_growth(tb, onset, P)
+    grew = _stall_growth(tb, onset, P, p)
     order = [int(i) for i in np.argsort(-grew, kind="stable")]
     best: list[int] = []
     for n in range(1, min(MAX_TOGETHER, R // 2) + 1):
