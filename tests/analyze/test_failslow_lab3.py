@@ -22,7 +22,9 @@ def _alarms(res):
     return [e for e in res.episodes if e.level != "info"]
 
 
-@pytest.mark.parametrize("folder", ["two-quota-rank1-rank3", "two-quota-rank3-rank1"])
+@pytest.mark.parametrize(
+    "folder", ["two-quota-rank1-rank3", "two-quota-rank3-rank1", "two-quota-rank3-rank1-loaded"]
+)
 def test_two_ranks_frozen_inside_the_collectives_are_both_named(folder):
     # ranks 1 and 3 throttled at once: neither is reliably the last to be ready, every rank's wait
     # grew; their own stalls name both (before: a whole-job slowdown, or a collective one, no rank)
@@ -49,3 +51,29 @@ def test_a_second_rank_is_not_named_without_its_own_stall():
     tb = _table("two-quota-rank0-rank2")
     tb.stall[2] = np.nanmedian(tb.stall[[1, 3]], axis=0)
     assert {e.rank for e in _alarms(detect(tb))} == {0}
+
+
+def test_rank_slow_from_its_first_step_is_named_against_its_peers():
+    # 4x the work on rank 1 from step 1: no change point in its own history, but it is the last to be
+    # ready in most steps and the others wait ~0.19 of a step for it (before: not found)
+    res = detect(_table("imbalance-rank1"))
+    al = _alarms(res)
+    assert [(e.kind, e.rank) for e in al] == [("compute", 1)]
+    (ep,) = al
+    assert ep.detail["born_slow"] and ep.onset_step == 1 and ep.end_col is None
+    assert ep.level == "warning" and 1.05 < ep.factor < 1.5  # it costs ~1.1-1.2x: not critical
+    assert "slow from its first step" in ep.why and "last to be ready in" in ep.why
+
+
+def test_rank_slow_from_its_first_step_needs_a_majority_of_the_steps():
+    # the same run with the born-slow bar raised above rank 1's share of last-to-be-ready steps
+    from clusterdoctor.analyze.failslow import DEFAULTS
+
+    tb = _table("imbalance-rank1")
+    (ep,) = _alarms(detect(tb))
+    share = ep.detail["last_share_run"]
+    assert not _alarms(detect(tb, DEFAULTS.replace(born_last_share=share + 0.01)))
+
+
+def test_the_clean_run_has_no_rank_slow_from_its_first_step():
+    assert not [e for e in detect(_table("clean")).episodes if e.detail.get("born_slow")]

@@ -173,6 +173,7 @@ def detect(
     episodes = _stragglers(table, sig, y, first, k_late, p) if R > 2 else []
     episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
+    episodes += _born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
         if e.rank is not None:
@@ -222,6 +223,54 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
             if end is None:
                 break
             col = max(end, alarm + 1)
+    return out
+
+
+def _born_slow(
+    tb: StepTable, sig: Signals, first: int, blen: int, done: list[Episode], p: Params
+) -> list[Episode]:
+    """Pass 1b: a rank slow from its first step (more work than its peers), which has no healthy past
+    of its own and so no change point: each rank against its peers at the same steps, over the steps
+    before any episode found by the other passes began (what those explain is theirs). Named when the
+    others waited ``p.born_min_lateness`` of a step or more for it (median over those steps and over
+    its first ``blen`` after the warm-up: slow from the start, not since some later step) and it was
+    the last to be ready in ``p.born_last_share`` of those steps or more (among N similar ranks each
+    is last in about 1/N of them); then judged as any straggler
+    (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
+    peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
+    R, S = sig.late.shape
+    begun = [e.onset_col for e in done if e.onset_col > first]
+    stop = min([S, *begun])
+    n = stop - first
+    if n < max(p.min_steps, blen) or sig.last_row is None or sig.W0 <= 0:
+        return []
+    C = slice(first, stop)
+    med = np.median(sig.late[:, C], axis=1)
+    # the bar: material, and above the noise of a median over these steps
+    bar = max(p.born_min_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(n))
+    last = np.bincount(sig.last_row[C], minlength=R) / n
+    early = np.median(sig.late[:, first : first + blen], axis=1)
+    # a rank whose own episode already covers the start (the change-point pass found it from there)
+    named = {e.rank for e in done if e.rank is not None and e.onset_col <= first + blen}
+    q = p.replace(min_lateness=p.born_min_lateness)
+    out: list[Episode] = []
+    for row in np.nonzero((med >= bar) & (early >= bar) & (last >= p.born_last_share))[0]:
+        row = int(row)
+        if tb.ranks[row] in named:
+            continue
+        alarm = min(S - 1, first + p.min_steps - 1)
+        ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
+        if ep is None:
+            continue
+        ep.detail["born_slow"] = True
+        ep.detail["last_share_run"] = round(float(last[row]), 3)
+        ep.why = (
+            f"slow from its first step: in the {n} steps after the warm-up{'' if stop == S else ' before step ' + str(step_at(tb, stop))} it was the last to be ready in "
+            f"{last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
+            f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in its "
+            f"first {blen}; " + ep.why
+        )
+        out.append(ep)
     return out
 
 
