@@ -77,3 +77,22 @@ def test_rank_slow_from_its_first_step_needs_a_majority_of_the_steps():
 
 def test_the_clean_run_has_no_rank_slow_from_its_first_step():
     assert not [e for e in detect(_table("clean")).episodes if e.detail.get("born_slow")]
+
+
+def test_gradual_onset_is_where_the_rank_began_to_be_last():
+    # the quota tightens over 2 s from step 28: the lateness crosses the bar ~35 steps later, but the
+    # rank is the last to be ready ever more often from the start of the ramp (before: onset 63)
+    res = detect(_table("gradual-rank1"))
+    al = _alarms(res)
+    assert al and al[0].kind == "compute" and al[0].rank == 1
+    ep = al[0]
+    assert ep.detail.get("onset_from_last_to_be_ready") and 24 <= ep.onset_step <= 40
+    assert ep.detect_step >= 60  # the alarm itself still waits for the lateness
+
+
+def test_onset_is_not_moved_without_strong_evidence(monkeypatch):
+    import clusterdoctor.analyze.failslow as fs
+
+    monkeypatch.setattr(fs, "ONSET_EVIDENCE", 1e9)
+    ep = _alarms(detect(_table("gradual-rank1")))[0]
+    assert ep.onset_step > 50 and not ep.detail.get("onset_from_last_to_be_ready")

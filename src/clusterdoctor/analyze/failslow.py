@@ -69,6 +69,10 @@ from clusterdoctor.analyze.failslow_table import (
     time_at,
 )
 
+# log of the likelihood ratio that moves a straggler's onset earlier (:func:`_onset_of_last`): 20 : 1,
+# the usual "strong evidence" (Kass & Raftery 1995: a Bayes factor of 20 and more is strong)
+ONSET_EVIDENCE = math.log(20.0)
+
 __all__ = [
     "DEFAULTS",
     "Episode",
@@ -219,11 +223,43 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
                 need = min(S - 1, ep.onset_col + p.min_steps - 1)
                 if ep.detect_col < need:
                     ep.detect_col, ep.detect_step, ep.detect_t = need, step_at(tb, need), time_at(sig, need)
+                # a gradual onset: the rank began to be the last to be ready before its lateness was
+                # large enough to accumulate; the onset is where that began
+                early = _onset_of_last(sig, int(row), max(col, first), ep.onset_col, alarm, first, p)
+                if early < ep.onset_col:
+                    ep.detail["onset_from_last_to_be_ready"] = True
+                    ep.detail["lateness_onset_step"] = ep.onset_step
+                    ep.onset_col, ep.onset_step, ep.onset_t = early, step_at(tb, early), time_at(sig, early)
                 out.append(ep)
             if end is None:
                 break
             col = max(end, alarm + 1)
     return out
+
+
+def _onset_of_last(sig: Signals, row: int, lo: int, onset: int, alarm: int, first: int, p: Params) -> int:
+    """The maximum-likelihood start, in [lo, onset], of a rise in how often ``row`` is the last to be
+    ready (a Bernoulli change point: from its share in the job's baseline steps, at least 1/R, to its
+    share from ``onset`` to ``min_steps`` past the alarm); ``onset`` when it did not rise."""
+    if sig.last_row is None or onset <= lo:
+        return onset
+    R = sig.late.shape[0]
+    is_last = sig.last_row == row
+    base = is_last[first : first + p.baseline]
+    p0 = min(0.95, max(1.0 / R, float(np.mean(base)) if len(base) else 0.0))
+    after = is_last[onset : alarm + p.min_steps]
+    p1 = float(np.mean(after)) if len(after) else 0.0
+    if not p1 > p0 or p1 >= 1.0:
+        p1 = min(p1, 1 - 1e-3)
+        if not p1 > p0:
+            return onset
+    llr = np.where(is_last[lo : alarm + 1], math.log(p1 / p0), math.log((1 - p1) / (1 - p0)))
+    tail = np.cumsum(llr[::-1])[::-1]  # evidence of the rise from tau to the alarm
+    i = int(np.argmax(tail[: onset - lo + 1]))
+    # moved only on strong evidence: the earlier start must be 20x likelier than the lateness onset
+    if tail[i] - tail[onset - lo] < ONSET_EVIDENCE:
+        return onset
+    return min(lo + i, onset)
 
 
 def _born_slow(
