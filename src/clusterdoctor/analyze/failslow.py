@@ -300,11 +300,13 @@ def _born_slow(
             continue
         ep.detail["born_slow"] = True
         ep.detail["last_share_run"] = round(float(last[row]), 3)
+        when = "" if stop == S else f" before step {step_at(tb, stop)}"
         ep.why = (
-            f"slow from its first step: in the {n} steps after the warm-up{'' if stop == S else ' before step ' + str(step_at(tb, stop))} it was the last to be ready in "
-            f"{last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
-            f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in its "
-            f"first {blen}; " + ep.why
+            f"slow from its first step: in the {n} steps after the warm-up{when} it was the last to be ready "
+            f"in {last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
+            f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in "
+            f"its first {blen}; no rank that was not late made them wait more than "
+            f"{ep.detail['peer_lateness_s'] * 1000:.1f} ms"
         )
         out.append(ep)
     return out
