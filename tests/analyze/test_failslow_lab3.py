@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterdoctor.analyze.failslow import StepTable, detect, table_from_records
 from clusterdoctor.observe.watch.records import load_watch_dir
@@ -96,3 +98,39 @@ def test_onset_is_not_moved_without_strong_evidence(monkeypatch):
     monkeypatch.setattr(fs, "ONSET_EVIDENCE", 1e9)
     ep = _alarms(detect(_table("gradual-rank1")))[0]
     assert ep.onset_step > 50 and not ep.detail.get("onset_from_last_to_be_ready")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    lo=st.integers(0, 30),
+    span=st.integers(0, 40),
+    extra=st.integers(0, 30),
+)
+def test_onset_of_last_stays_between_the_search_start_and_the_lateness_onset(seed, lo, span, extra):
+    from clusterdoctor.analyze.failslow import DEFAULTS, _onset_of_last
+    from clusterdoctor.analyze.failslow_table import signals
+
+    tb = _table("gradual-rank1")
+    rng = np.random.default_rng(seed)
+    tb.own = tb.own * rng.uniform(0.5, 1.5, tb.own.shape)  # reshuffle who is last
+    sig = signals(tb)
+    S = tb.shape[1]
+    onset = min(S - 2, lo + span)
+    alarm = min(S - 1, onset + extra)
+    got = _onset_of_last(sig, 1, lo, onset, alarm, 3, DEFAULTS)
+    assert min(lo, onset) <= got <= onset
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(0.0, 3.0))
+def test_no_rank_is_frozen_when_every_rank_stalls_alike(seed, scale):
+    from clusterdoctor.analyze.failslow import DEFAULTS
+    from clusterdoctor.analyze.failslow_classify import frozen_ranks
+
+    tb = _table("two-quota-rank1-rank3")
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 0.002, tb.stall.shape[1])
+    tb.stall = np.tile(base, (tb.stall.shape[0], 1))
+    tb.stall[:, 30:] += scale * 0.02  # every rank's stall grew the same
+    assert frozen_ranks(tb, 30, slice(30, 70), 0.05, 0.03, DEFAULTS) == []
