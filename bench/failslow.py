@@ -373,6 +373,10 @@ GRID = {
     "io_spike_min": (0.1, 0.2, 0.35),
     "job_min_factor": (1.5, 1.8, 2.2, 2.6),
     "comm_local_min_factor": (1.2, 1.35, 1.5),
+    # the born-slow pass (2026-12-03): its defaults were set from principle (a tenth of a step, a majority
+    # of the steps) after looking at batch 3's imbalance and clean runs; the folds may move them
+    "born_min_lateness": (0.05, 0.1, 0.15, 0.2),
+    "born_last_share": (0.4, 0.5, 0.6),
 }
 
 

@@ -38,6 +38,7 @@ numpy is imported here (the CLI imports this lazily).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 
@@ -45,6 +46,8 @@ import numpy as np
 
 from clusterdoctor.analyze.failslow_classify import (
     consistent_straggler,
+    frozen_ranks,
+    frozen_siblings,
     healthy_reference,
     job_episode,
     level,
@@ -65,6 +68,10 @@ from clusterdoctor.analyze.failslow_table import (
     table_from_records,
     time_at,
 )
+
+# log of the likelihood ratio that moves a straggler's onset earlier (:func:`_onset_of_last`): 20 : 1,
+# the usual "strong evidence" (Kass & Raftery 1995: a Bayes factor of 20 and more is strong)
+ONSET_EVIDENCE = math.log(20.0)
 
 __all__ = [
     "DEFAULTS",
@@ -168,7 +175,9 @@ def detect(
     k_job = max(p.k, p.noise_z * sig.sigma_W / W0 / n)
     y = np.clip(sig.late / W0, -p.clip, p.clip)
     episodes = _stragglers(table, sig, y, first, k_late, p) if R > 2 else []
+    episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
+    episodes += _born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
         if e.rank is not None:
@@ -214,10 +223,122 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
                 need = min(S - 1, ep.onset_col + p.min_steps - 1)
                 if ep.detect_col < need:
                     ep.detect_col, ep.detect_step, ep.detect_t = need, step_at(tb, need), time_at(sig, need)
+                # a gradual onset: the rank began to be the last to be ready before its lateness was
+                # large enough to accumulate; the onset is where that began
+                early = _onset_of_last(sig, int(row), max(col, first), ep.onset_col, alarm, first, p)
+                if early < ep.onset_col:
+                    ep.detail["onset_from_last_to_be_ready"] = True
+                    ep.detail["lateness_onset_step"] = ep.onset_step
+                    ep.onset_col, ep.onset_step, ep.onset_t = early, step_at(tb, early), time_at(sig, early)
                 out.append(ep)
             if end is None:
                 break
             col = max(end, alarm + 1)
+    return out
+
+
+def _onset_of_last(sig: Signals, row: int, lo: int, onset: int, alarm: int, first: int, p: Params) -> int:
+    """The maximum-likelihood start, in [lo, onset], of a rise in how often ``row`` is the last to be
+    ready (a Bernoulli change point: from its share in the job's baseline steps, at least 1/R, to its
+    share from ``onset`` to ``min_steps`` past the alarm); ``onset`` when it did not rise."""
+    if sig.last_row is None or onset <= lo:
+        return onset
+    R = sig.late.shape[0]
+    is_last = sig.last_row == row
+    base = is_last[first : first + p.baseline]
+    p0 = min(0.95, max(1.0 / R, float(np.mean(base)) if len(base) else 0.0))
+    after = is_last[onset : alarm + p.min_steps]
+    p1 = float(np.mean(after)) if len(after) else 0.0
+    if not p1 > p0 or p1 >= 1.0:
+        p1 = min(p1, 1 - 1e-3)
+        if not p1 > p0:
+            return onset
+    llr = np.where(is_last[lo : alarm + 1], math.log(p1 / p0), math.log((1 - p1) / (1 - p0)))
+    tail = np.cumsum(llr[::-1])[::-1]  # evidence of the rise from tau to the alarm
+    i = int(np.argmax(tail[: onset - lo + 1]))
+    # moved only on strong evidence: the earlier start must be 20x likelier than the lateness onset
+    if tail[i] - tail[onset - lo] < ONSET_EVIDENCE:
+        return onset
+    return min(lo + i, onset)
+
+
+def _born_slow(
+    tb: StepTable, sig: Signals, first: int, blen: int, done: list[Episode], p: Params
+) -> list[Episode]:
+    """Pass 1b: a rank slow from its first step (more work than its peers), which has no healthy past
+    of its own and so no change point: each rank against its peers at the same steps, over the steps
+    before any episode found by the other passes began (what those explain is theirs). Named when the
+    others waited ``p.born_min_lateness`` of a step or more for it (median over those steps and over
+    its first ``blen`` after the warm-up: slow from the start, not since some later step) and it was
+    the last to be ready in ``p.born_last_share`` of those steps or more (among N similar ranks each
+    is last in about 1/N of them); then judged as any straggler
+    (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
+    peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
+    R, S = sig.late.shape
+    begun = [e.onset_col for e in done if e.onset_col > first]
+    stop = min([S, *begun])
+    n = stop - first
+    if n < max(p.min_steps, blen) or sig.last_row is None or sig.W0 <= 0:
+        return []
+    C = slice(first, stop)
+    med = np.median(sig.late[:, C], axis=1)
+    # the bar: material, and above the noise of a median over these steps
+    bar = max(p.born_min_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(n))
+    last = np.bincount(sig.last_row[C], minlength=R) / n
+    early = np.median(sig.late[:, first : first + blen], axis=1)
+    # a rank whose own episode already covers the start (the change-point pass found it from there)
+    named = {e.rank for e in done if e.rank is not None and e.onset_col <= first + blen}
+    q = p.replace(min_lateness=p.born_min_lateness)
+    out: list[Episode] = []
+    for row in np.nonzero((med >= bar) & (early >= bar) & (last >= p.born_last_share))[0]:
+        row = int(row)
+        if tb.ranks[row] in named:
+            continue
+        alarm = min(S - 1, first + p.min_steps - 1)
+        ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
+        if ep is None:
+            continue
+        ep.detail["born_slow"] = True
+        ep.detail["last_share_run"] = round(float(last[row]), 3)
+        when = "" if stop == S else f" before step {step_at(tb, stop)}"
+        ep.why = (
+            f"slow from its first step: in the {n} steps after the warm-up{when} it was the last to be ready "
+            f"in {last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
+            f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in "
+            f"its first {blen}; no rank that was not late made them wait more than "
+            f"{ep.detail['peer_lateness_s'] * 1000:.1f} ms"
+        )
+        out.append(ep)
+    return out
+
+
+def _frozen_beside(tb: StepTable, sig: Signals, done: list[Episode], p: Params) -> list[Episode]:
+    """Ranks frozen inside the collectives during a straggler's episode, beside it (two throttled
+    ranks: one is late to the collectives, the other freezes inside them, so only its own stall
+    shows it; tests/data/failslow/two-quota-rank0-rank2): each named on its own stall by
+    :func:`~clusterdoctor.analyze.failslow_classify.frozen_ranks`, when it has no episode of its own."""
+    out: list[Episode] = []
+    S = len(sig.W)
+    for ep in list(done):
+        if ep.kind != "compute" or ep.rank is None:
+            continue
+        stop = ep.end_col if ep.end_col is not None else S
+        P = slice(ep.onset_col, stop)
+        dW = float(np.median(sig.W[P])) - sig.W0
+        group = frozen_ranks(tb, ep.onset_col, P, dW, sig.W0, p)
+        row = tb.ranks.index(ep.rank)
+        if row not in group or len(group) < 2:
+            continue
+        named = {e.rank for e in done + out if e.onset_col < stop and (e.end_col or S) > ep.onset_col}
+        mates = [tb.ranks[i] for i in group if i != row and tb.ranks[i] not in named]
+        if not mates:
+            continue
+        lead = dataclasses.replace(ep, detail={**ep.detail, "frozen_together": mates})
+        for e in frozen_siblings(tb, sig, lead, group=[row, *(tb.ranks.index(r) for r in mates)], p=p):
+            e.detail["frozen_in_collective"] = True
+            e.detail["beside_straggler"] = ep.rank
+            e.why += f"; rank {ep.rank} was late to the collectives at the same time"
+            out.append(e)
     return out
 
 
@@ -260,6 +381,7 @@ def _job_pass(
             if ep.kind in ("job", "communication"):
                 _onset_of_cause(ep, tb, sig, p)
             out.append(ep)
+            out += frozen_siblings(tb, sig, ep, p=p)  # several ranks frozen at once: each named
             if end is None:
                 break
             col = max(end, alarm + 1)

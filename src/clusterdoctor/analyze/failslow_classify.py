@@ -9,6 +9,7 @@ critical. Every episode carries ``why``: why this rank (or link) and not its pee
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -27,6 +28,8 @@ from clusterdoctor.analyze.failslow_table import (
 
 __all__ = [
     "consistent_straggler",
+    "frozen_ranks",
+    "frozen_siblings",
     "healthy_reference",
     "job_episode",
     "level",
@@ -299,7 +302,8 @@ def job_episode(
         "columns": n_cols,
     }
     late_p = np.median(sig.late[:, P], axis=1)
-    frozen = frozen_rank(tb, onset, P, dW, W0, p)
+    group = frozen_ranks(tb, onset, P, dW, W0, p)
+    frozen = group[0] if group else None
     rank: int | None = None
     link = None
     if frozen is not None:
@@ -307,17 +311,14 @@ def job_episode(
             return None
         kind = "compute"
         rank = tb.ranks[frozen]
-        grew = detail["stall_s"] = round(_stall_growth(tb, onset, P)[frozen], 6)
+        grew = detail["stall_s"] = round(_stall_growth(tb, onset, P, p)[frozen], 6)
         detail["lateness_s"] = round(float(late_p[frozen]), 6)
         detail["frozen_in_collective"] = True
+        if len(group) > 1:
+            detail["frozen_together"] = [tb.ranks[i] for i in group[1:]]
         detail["consistency"] = round(float(np.mean(np.argmax(sig.late[:, P], axis=0) == frozen)), 3)
-        others = np.delete(_stall_growth(tb, onset, P), frozen)
         confidence = min(0.95, 0.5 + 0.5 * min(1.0, grew / max(dW, 1e-12)))
-        why = (
-            f"its own process stalls (time it did not run) grew by {_ms(grew)} a step, "
-            f"{grew / max(dW, 1e-12):.0%} of the job's step growth; no other rank's grew by more than "
-            f"{_ms(max(0.0, float(others.max())) if len(others) else 0.0)}"
-        )
+        why = _frozen_why(tb, onset, P, dW, frozen, group, p)
     elif d_comm - max(d_stall, 0.0) > d_job:
         kind = "communication"
         share = d_comm / max(dW, 1e-12)
@@ -373,28 +374,110 @@ def job_episode(
     )
 
 
-def _stall_growth(tb: StepTable, onset: int, P: slice) -> np.ndarray:
+def _frozen_why(
+    tb: StepTable, onset: int, P: slice, dW: float, row: int, group: list[int], p: Params | None = None
+) -> str:
+    """Why rank ``row`` (one of ``group``, the ranks frozen together) and not its peers."""
+    g = _stall_growth(tb, onset, P, p)
+    others = np.delete(g, group)
+    why = (
+        f"its own process stalls (time it did not run) grew by {_ms(float(g[row]))} a step, "
+        f"{float(g[row]) / max(dW, 1e-12):.0%} of the job's step growth; no rank outside "
+        f"{'it' if len(group) == 1 else 'ranks ' + ', '.join(str(tb.ranks[i]) for i in group)} grew by more "
+        f"than {_ms(max(0.0, float(others.max())) if len(others) else 0.0)}"
+    )
+    if len(group) > 1:
+        mates = [str(tb.ranks[i]) for i in group if i != row]
+        why += f"; rank{'s' if len(mates) > 1 else ''} {', '.join(mates)} froze at the same time (judged the same way)"
+    return why
+
+
+def frozen_siblings(
+    tb: StepTable, sig: Signals, ep: Episode, group: list[int] | None = None, p: Params | None = None
+) -> list[Episode]:
+    """The episodes of the other ranks frozen together with ``ep``'s (``detail["frozen_together"]``):
+    each rank named on its own stall, with its own share and ``why``; ``group``: the rows frozen
+    together, ``ep``'s first (default: ``ep``'s rank and its mates)."""
+    mates = ep.detail.get("frozen_together") or []
+    if not mates:
+        return []
+    stop = ep.end_col if ep.end_col is not None else len(sig.W)
+    P = slice(ep.onset_col, stop)
+    rows = [tb.ranks.index(ep.rank), *(tb.ranks.index(r) for r in mates)]  # type: ignore[arg-type]
+    if group is not None:
+        rows = group
+    g = _stall_growth(tb, ep.onset_col, P, p)
+    late_p = np.median(sig.late[:, P], axis=1)
+    dW = float(ep.detail.get("step_growth_s", 0.0))
+    out = []
+    for row in rows[1:]:
+        d = dict(ep.detail)
+        d["stall_s"] = round(float(g[row]), 6)
+        d["lateness_s"] = round(float(late_p[row]), 6)
+        d["consistency"] = round(float(np.mean(np.argmax(sig.late[:, P], axis=0) == row)), 3)
+        d["frozen_together"] = [tb.ranks[i] for i in rows if i != row]
+        e = dataclasses.replace(ep, rank=tb.ranks[row], detail=d)
+        e.confidence = round(min(0.95, 0.5 + 0.5 * min(1.0, float(g[row]) / max(dW, 1e-12))), 3)
+        e.why = _frozen_why(tb, ep.onset_col, P, dW, row, rows, p)
+        out.append(e)
+    if ep.detail.get("frozen_in_collective"):
+        ep.why = _frozen_why(tb, ep.onset_col, P, dW, rows[0], rows, p)
+    return out
+
+
+def _stall_growth(tb: StepTable, onset: int, P: slice, p: Params | None = None) -> np.ndarray:
+    """Each rank's mean stall over ``P`` minus its mean in the 10 steps before ``onset``, or (``p``
+    given) in the job's baseline steps after the warm-up when that is lower: an onset estimated a few
+    steps late leaves the fault's first steps in the 10 before it."""
     base_cols = slice(max(0, onset - 10), onset) if onset > 0 else P
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nan_to_num(np.nanmean(tb.stall[:, P], axis=1) - np.nanmean(tb.stall[:, base_cols], axis=1))  # type: ignore[index]
+        before = np.nanmean(tb.stall[:, base_cols], axis=1)  # type: ignore[index]
+        if p is not None and onset > p.warmup + 3:
+            early = np.nanmean(tb.stall[:, p.warmup : min(onset, p.warmup + p.baseline)], axis=1)  # type: ignore[index]
+            before = np.fmin(before, early)
+        return np.nan_to_num(np.nanmean(tb.stall[:, P], axis=1) - before)  # type: ignore[index]
 
 
 def frozen_rank(tb: StepTable, onset: int, P: slice, dW: float, W0: float, p: Params) -> int | None:
-    """The one rank whose own process stall (the probe's time the process did not run) grew by at least
-    ``p.frozen_share`` of the job's step growth while every other rank's grew by less than a fifth of
-    it; None when no rank stands out or the probe recorded no stalls."""
+    """The rank frozen inside the collectives that explains the most (:func:`frozen_ranks`), or None."""
+    rows = frozen_ranks(tb, onset, P, dW, W0, p)
+    return rows[0] if rows else None
+
+
+def frozen_ranks(tb: StepTable, onset: int, P: slice, dW: float, W0: float, p: Params) -> list[int]:
+    """The ranks whose own process stall (the probe's time the process did not run) grew while every
+    other rank's did not, largest first; empty when no rank stands out or the probe recorded no stalls.
+
+    One rank: its stall grew by ``p.frozen_share`` of the job's step growth or more, by
+    ``p.min_lateness`` of a step or more, every other rank's by less than a fifth of it, and it stalled
+    in a quarter of the steps or more (not one long freeze). Several ranks frozen at once (two throttled
+    ranks: tests/data/failslow/two-quota-rank1-rank3): they share the job's growth and its stalled
+    steps, so each needs ``p.frozen_share`` / n of the growth and a quarter / n of the steps, still a
+    material ``p.min_lateness`` of a step, and every rank outside the group grew by less than a fifth of
+    the smallest member's; at most half the ranks (more is every rank slower: a job-wide cause)."""
     if tb.stall is None or not tb.stall.size or tb.stall.shape[0] < 3 or dW <= 0:
-        return None
+        return []
+    R = tb.stall.shape[0]
     # the mean, not the median: a process throttled in long periods freezes in every other step or so
-    grew = _stall_growth(tb, onset, P)
-    i = int(np.argmax(grew))
-    rest = max(0.0, float(np.delete(grew, i).max()))
-    if not (grew[i] >= p.frozen_share * dW and grew[i] >= p.min_lateness * W0 and rest < 0.2 * grew[i]):
-        return None
-    # and not one long freeze: it stalls in a quarter of the steps or more
-    stalled = np.nan_to_num(tb.stall[i, P]) > p.min_lateness * W0
-    return i if float(np.mean(stalled)) >= 0.25 else None
+    grew = _stall_growth(tb, onset, P, p)
+    order = [int(i) for i in np.argsort(-grew, kind="stable")]
+    best: list[int] = []
+    for n in range(1, min(MAX_TOGETHER, R // 2) + 1):
+        group, rest_rows = order[:n], order[n:]
+        low = float(grew[group[-1]])
+        rest = max(0.0, float(grew[rest_rows].max())) if rest_rows else 0.0
+        if rest >= 0.2 * low:
+            continue  # the next rank is frozen too (or nobody stands out): try a larger group
+        ok = low >= p.min_lateness * W0 and float(grew[group].sum()) >= p.frozen_share * dW
+        for i in group:
+            # and not one long freeze: each stalls in its share of a quarter of the steps or more
+            stalled = np.nan_to_num(tb.stall[i, P]) > p.min_lateness * W0
+            ok = ok and float(grew[i]) >= p.frozen_share * dW / n and float(np.mean(stalled)) >= 0.25 / n
+        if ok:
+            best = group
+        break
+    return best
 
 
 def localise_link(

@@ -246,6 +246,26 @@ INFO_LOST_SHARE = Threshold(
     "share of the job's time lost below which a periodic slowdown is info",
 )
 
+BORN_MIN_LATENESS = Threshold(
+    "failslow_born_min_lateness",
+    0.1,
+    "x baseline step",
+    "clusterdoctor default: a rank slow from its first step (more work than its peers: an unbalanced shard, "
+    "a slower device) has no healthy past of its own, so no change point; judged against its peers at the "
+    "same steps over the whole run, the others waiting a tenth of a step or more for it (median) is "
+    "material (MegaScale, NSDI'24, treats <10% iteration-time drift as noise; it costs the job ~1.1x)",
+    "median lateness over the whole run, against the healthy peers, that names a rank slow from step 1",
+)
+BORN_LAST_SHARE = Threshold(
+    "failslow_born_last_share",
+    0.5,
+    "share of steps",
+    "clusterdoctor default: a rank slow from step 1 is the last to be ready in most steps (shared with the "
+    "other ranks slow with it); on a busy shared host every rank is the last now and then, and among N "
+    "similar ranks each is last in about 1/N of the steps, so a majority is never chance",
+    "share of the run's steps in which a rank slow from step 1 must be the last to be ready",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -274,6 +294,8 @@ THRESHOLDS = (
     CRITICAL_FACTOR,
     CRITICAL_LOST_SHARE,
     INFO_LOST_SHARE,
+    BORN_MIN_LATENESS,
+    BORN_LAST_SHARE,
 )
 
 
@@ -312,6 +334,8 @@ class Params:
     critical_factor: float = float(CRITICAL_FACTOR.value)
     critical_lost_share: float = float(CRITICAL_LOST_SHARE.value)
     info_lost_share: float = float(INFO_LOST_SHARE.value)
+    born_min_lateness: float = float(BORN_MIN_LATENESS.value)
+    born_last_share: float = float(BORN_LAST_SHARE.value)
 
     def replace(self, **kw: float) -> Params:
         """A copy with some knobs changed (the bench's threshold search)."""

@@ -369,6 +369,8 @@ def _straggler_finding(r: Any, obs: Observations, ep: Any, table: Any, src: str)
         )
     if d.get("also_late"):
         ev.append(Evidence("other ranks also late", d["also_late"], source=src))
+    if d.get("frozen_together"):
+        ev.append(Evidence("other ranks frozen at the same time", d["frozen_together"], source=src))
     ev += _common_evidence(ep, table, src) + chain_ev
     f = _with_gpu_fix(
         r.finding(
