@@ -134,11 +134,11 @@ def health(
     raise typer.Exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 
 
-def read_agents(obs: Any, client: Any, window_s: float, shown: str) -> Any:
+def read_agents(obs: Any, client: Any, window_s: float, shown: str, warn: bool = True) -> Any:
     """The clusterdoctor agents' GPU findings and source states over the window
     (:func:`clusterdoctor.observe.node.prom_fleet.agent_fleet`), where the server has agent series:
-    the findings go to ``obs["agent_findings"]``, a source down or an agent gone is a warning.
-    None when the server has no agent series, or could not answer (a warning)."""
+    the findings go to ``obs["agent_findings"]``, a source down or an agent gone is a warning
+    (``warn``). None when the server has no agent series, or could not answer (a warning)."""
     from clusterdoctor.errors import CollectError, InputError
     from clusterdoctor.observe.node import prom_fleet
     from clusterdoctor.redact import redact_urls
@@ -153,7 +153,8 @@ def read_agents(obs: Any, client: Any, window_s: float, shown: str) -> Any:
         warnings.append(redact_urls(f"prometheus {shown}: agent series: {e}"))
         return None
     obs.put("agent_findings", agents.findings)
-    warnings.extend(agents.warnings())
+    if warn:
+        warnings.extend(agents.warnings())
     return agents
 
 
