@@ -31,7 +31,8 @@ def health(
     prometheus: str = typer.Option(
         None,
         "--prometheus",
-        help="Prometheus URL holding dcgm-exporter series: check every GPU of the fleet.",
+        help="Prometheus URL holding dcgm-exporter series and/or the clusterdoctor agents' "
+        "(their GPU findings, sources down): check every GPU of the fleet.",
     ),
     window: str = typer.Option(
         "10m", "--window", help="With --prometheus: window for counter increases (90s, 10m, 1h)."
@@ -56,7 +57,9 @@ def health(
     NVLinks down, PCIe links below capability while busy, and DCGM diag/health failures; one finding per
     sick GPU with its node, rank/pod, cost, fix and verify commands.
 
-    Facts a source does not export are reported as not checked, never as healthy.
+    Facts a source does not export are reported as not checked, never as healthy. With --prometheus
+    the node agents' GPU findings (`clusterdoctor serve agent`) are ranked with the rest; an agent
+    source down, or an agent no longer scraped, is a warning.
 
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
 

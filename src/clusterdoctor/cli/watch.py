@@ -70,7 +70,9 @@ def watch(
     ECC, a degraded PCIe/NVLink link) becomes the cause in its evidence chain (rule GPU019).
 
     --prometheus refreshes every --interval seconds until Ctrl-C (--once: one report); --from reads the
-    files once (--follow: keep reading and refresh).
+    files once (--follow: keep reading and refresh). With --prometheus the node agents' GPU findings
+    and sources down (`clusterdoctor serve agent`) on the job's hosts are added (the probe's host
+    label is matched to the agent's node label; when none matches, every agent's are shown).
 
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
 
