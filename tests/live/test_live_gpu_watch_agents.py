@@ -170,6 +170,7 @@ def test_gpu_health_and_watch_read_the_agents(tmp_path):
         )
         assert t.code == 1 and "agent on gpu-node-7" in t.out and "kernel-log down" in t.out, t.out[-3000:]
         assert "clusterdoctor agents: 3 nodes, GPU health read on 2" in t.out, t.out[:2000]
+        assert "GPU rules: no dcgm-exporter" in t.out and "GPU002" not in t.out, t.out[-2000:]
         assert not _narrow(t.out), _narrow(t.out)[:3]
 
         # watch: the job's hosts only; the other node is one line
@@ -182,7 +183,9 @@ def test_gpu_health_and_watch_read_the_agents(tmp_path):
         assert mine[0]["evidence"][0]["source"] == "agent on gpu-node-7"
         assert rep["agents"]["joined_to_job_hosts"] and rep["agents"]["other_nodes"] == ["gpu-node-9"]
         assert any("gpu-node-8" in x and "kernel-log down" in x for x in rep["warnings"]), rep["warnings"]
-        assert any("outside the job" in x and "1 GPU findings" in x for x in rep["warnings"]), rep["warnings"]
+        assert any("outside the job (1)" in x and "not shown (1)" in x for x in rep["warnings"]), rep[
+            "warnings"
+        ]
         assert {j["job"] for j in rep["jobs"]} == {"fleet-job"} and rep["jobs"][0]["ranks"] == 2
         wt = run_cli(*args, env={"COLUMNS": "80"}, timeout=180)
         assert wt.code == 1 and "GPU001" in wt.out and "gpu-node-9" not in wt.out.split("warning:")[0], wt.out

@@ -244,6 +244,10 @@ def sick_table(diag: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
 def _cut(s: str, n: int) -> str:
     return s if len(s) <= n else s[: max(0, n - 1)] + "…"
 
@@ -262,13 +266,23 @@ def render_text(diag: Any, agents: Any = None) -> str:
     if agents is not None:
         down, gone = agents.down(), agents.gone()
         lines += wrap(
-            f"clusterdoctor agents: {len(agents.nodes)} nodes, GPU health read on "
-            f"{len(agents.gpu_checked())}; {len(agents.findings)} GPU findings"
-            + (f"; {len(down)} sources down" if down else "")
-            + (f"; {len(gone)} agents gone" if gone else ""),
+            f"clusterdoctor agents: {_n(len(agents.nodes), 'node')}, GPU health read on "
+            f"{len(agents.gpu_checked())}; {_n(len(agents.findings), 'GPU finding')}"
+            + (f"; {_n(len(down), 'source')} down" if down else "")
+            + (f"; {_n(len(gone), 'agent')} gone" if gone else ""),
             w,
             rest="   ",
         )
+        if not diag.rules_run and agents_checked(agents) and diag.skipped:
+            # no GPU source of this command's own: the agents judged their nodes; the skipped
+            # rules stay in --format json, one line here instead of a page
+            import dataclasses
+
+            from clusterdoctor.model import Skipped
+
+            n = len(diag.skipped)
+            why = "no dcgm-exporter or other GPU source here, only the agents' findings; list: --format json"
+            diag = dataclasses.replace(diag, skipped=[Skipped(f"{n} GPU rules", why)])
     if not diag.rules_run and not diag.gpu_grid and not agents_checked(agents):
         lines += wrap("Nothing was checked: no GPU source could be read (skipped checks below).", w)
     elif not sick:

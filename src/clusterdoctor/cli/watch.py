@@ -293,7 +293,7 @@ def add_agents(report: dict[str, Any], client: Any, since: float, tables: dict[s
         if others:
             n_other = len(agents.findings) - len(shown_fleet.findings)
             warnings.append(
-                f"agents on {len(others)} nodes outside the job: {n_other} GPU findings not shown "
+                f"agents on nodes outside the job ({len(others)}): GPU findings not shown ({n_other}) "
                 "(clusterdoctor gpu health --prometheus lists them)"
             )
         elif not joined and agents.nodes:

@@ -98,7 +98,9 @@ def test_watch_shows_the_job_hosts_and_counts_the_others():
     assert [f["subject"] for f in rep["findings"]] == ["n7: GPU 0000:3b:00.0"]
     assert any("n8" in w and "kernel-log down" in w for w in rep["warnings"])
     assert not any("agent on n6" in w for w in rep["warnings"])  # outside the job: one line
-    assert any("2 nodes outside the job: 2 GPU findings" in w for w in rep["warnings"]), rep["warnings"]
+    assert any("outside the job (2): GPU findings not shown (2)" in w for w in rep["warnings"]), rep[
+        "warnings"
+    ]
     assert rep["agents"]["joined_to_job_hosts"] and rep["agents"]["other_nodes"] == ["n6", "n9"]
 
 
