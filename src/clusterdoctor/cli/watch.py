@@ -70,7 +70,9 @@ def watch(
     ECC, a degraded PCIe/NVLink link) becomes the cause in its evidence chain (rule GPU019).
 
     --prometheus refreshes every --interval seconds until Ctrl-C (--once: one report); --from reads the
-    files once (--follow: keep reading and refresh).
+    files once (--follow: keep reading and refresh). With --prometheus the node agents' GPU findings
+    and sources down (`clusterdoctor serve agent`) on the job's hosts are added (the probe's host
+    label is matched to the agent's node label; when none matches, every agent's are shown).
 
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 bad input or usage.
 
@@ -248,14 +250,64 @@ class _PromSource:
         self.url, self.job, self.since, self.step, self.auth = url, job, since, step, auth
 
     def report(self, topo: Any, live: bool, gpus: Any = None) -> dict[str, Any]:
+        from clusterdoctor.observe.control.prom_api import PromClient
         from clusterdoctor.observe.watch.prom import load_watch_prometheus
 
-        client = self.auth.client(self.url) if self.auth is not None else None
+        client = self.auth.client(self.url) if self.auth is not None else PromClient(self.url)
         tables, now = load_watch_prometheus(self.url, self.job, self.since, self.step, client=client)
         from clusterdoctor.redact import redact_urls
 
         # the report names the server, never its credentials
-        return build_report(tables, f"prometheus:{redact_urls(self.url)}", topo, True, now=now, gpus=gpus)
+        shown = redact_urls(self.url)
+        report = build_report(tables, f"prometheus:{shown}", topo, True, now=now, gpus=gpus)
+        add_agents(report, client, self.since, tables, shown)
+        return report
+
+
+def add_agents(report: dict[str, Any], client: Any, since: float, tables: dict[str, Any], shown: str) -> None:
+    """Add what the clusterdoctor agents say about the job's GPUs (their GPU findings over the
+    window, their sources down, agents gone) to a ``--prometheus`` report, where the server has
+    agent series. Joined by name, the probe's ``host`` label to the agent's ``node``: when some
+    of the job's hosts have an agent, the other nodes are one line; when none does (a probe in a
+    pod names the pod, not the node), every agent's GPU findings are shown and a warning says why."""
+    from clusterdoctor.cli.gpu import read_agents
+    from clusterdoctor.diagnosis import agent_finding_objects
+    from clusterdoctor.observe.node.prom_fleet import AgentFleet
+    from clusterdoctor.rules.registry import Observations
+
+    obs = Observations()
+    obs.put("warnings_list", [])
+    agents = read_agents(obs, client, since, shown, warn=False)
+    warnings: list[str] = list(obs.get("warnings_list"))  # the server's own errors only
+    if agents is not None:
+        hosts = {i.host for t in tables.values() for i in t.identities.values() if i.host}
+        joined = bool(hosts & set(agents.nodes))
+        shown_fleet = agents
+        if joined:
+            shown_fleet = AgentFleet(
+                [f for f in agents.findings if f.node in hosts],
+                {n: srcs for n, srcs in agents.sources.items() if n in hosts},
+            )
+        warnings += shown_fleet.warnings()
+        others = sorted(set(agents.nodes) - set(shown_fleet.nodes))
+        if others:
+            n_other = len(agents.findings) - len(shown_fleet.findings)
+            warnings.append(
+                f"agents on nodes outside the job ({len(others)}): GPU findings not shown ({n_other}) "
+                "(clusterdoctor gpu health --prometheus lists them)"
+            )
+        elif not joined and agents.nodes:
+            warnings.append(
+                f"no agent's node is one of the job's hosts ({', '.join(sorted(hosts)) or 'none named'}): "
+                f"the GPU findings of all {len(agents.nodes)} agents are shown"
+            )
+        obs.put("agent_findings", shown_fleet.findings)
+        found = [f.as_dict() for f in agent_finding_objects(obs)]
+        report["findings"] = sorted(
+            report["findings"] + found, key=lambda f: (-f["score"], f["rule"], f.get("subject") or "")
+        )
+        report["agents"] = {**shown_fleet.as_dict(), "joined_to_job_hosts": joined, "other_nodes": others}
+    report["warnings"] = _dedup(report["warnings"] + warnings)
 
 
 def _dedup(items: list[str]) -> list[str]:

@@ -47,13 +47,33 @@ QUOTA_AT_LIMIT = Threshold(
 
 _READ_ONLY_TYPES = ("squashfs", "iso9660", "udf", "cramfs", "erofs")
 _SHM = ("/dev/shm", "/run/shm")
+# a container's own /dev/shm as the node sees it: Docker's .../containers/<id>/mounts/shm, containerd's
+# CRI .../sandboxes/<id>/shm (both tmpfs)
+_CONTAINER_DIRS = ("/containers/", "/sandboxes/")
+
+
+def mountpoint(mount: str) -> str:
+    """The path of a row's mount: ``df`` rows name it as is, the fleet's node exporter rows
+    (:func:`clusterdoctor.observe.node.prom_fleet.node_filesystems`) as ``NODE:MOUNTPOINT``."""
+    if mount.startswith("/"):
+        return mount
+    i = mount.find(":/")
+    return mount[i + 1 :] if i > 0 else mount
+
+
+def _is_shm(u: Any) -> bool:
+    path = mountpoint(u.mount)
+    if path in _SHM:
+        return True
+    tmpfs = (u.fstype or "").lower() == "tmpfs"
+    return tmpfs and path.endswith("/shm") and any(d in path for d in _CONTAINER_DIRS)
 
 
 def _read_only_image(u: Any) -> bool:
     return (
         (u.fstype or "").lower() in _READ_ONLY_TYPES
         or u.filesystem.startswith("/dev/loop")
-        or u.mount.startswith("/snap/")
+        or mountpoint(u.mount).startswith("/snap/")
     )
 
 
@@ -81,7 +101,8 @@ def _size(n: int | None) -> str:
     causes=("storage.disk-full",),
 )
 def filesystem_full(obs: Observations) -> Iterator[Finding]:
-    """A ``df`` row at 95 % or more used (or 0 bytes / 0 inodes available).
+    """A ``df`` row at 95 % or more used (or 0 bytes / 0 inodes available); node exporter's rows of
+    the fleet (``diagnose --prometheus``) are judged the same, named ``NODE:MOUNTPOINT``.
 
     **Symptom**: checkpoint saves fail (``PytorchStreamWriter failed writing file``, ``[Errno 28] No space
     left on device``), logs stop, DataLoader workers die when the filesystem is ``/dev/shm``.
@@ -104,7 +125,7 @@ def filesystem_full(obs: Observations) -> Iterator[Finding]:
         seen.add((u.mount, u.inodes))
         sev = Severity.CRITICAL if pct >= FS_USE_CRITICAL.value or full else Severity.WARNING
         what = "inodes" if u.inodes else "space"
-        shm = u.mount in _SHM
+        shm = _is_shm(u)
         causes = ("storage.shm-dataloader", "nccl.shm-no-space") if shm else ("storage.disk-full",)
         avail = f"{u.avail} inodes" if u.inodes else _size(u.avail)
         yield _act(
@@ -113,7 +134,7 @@ def filesystem_full(obs: Observations) -> Iterator[Finding]:
                 + (": shared memory for DataLoader workers and NCCL is exhausted." if shm else "."),
                 evidence=[
                     Evidence(
-                        f"{u.source}:{u.line}: {u.filesystem} {_size(u.size) if not u.inodes else u.size} "
+                        f"{u.source}{f':{u.line}' if u.line else ''}: {u.filesystem} {_size(u.size) if not u.inodes else u.size} "
                         f"{pct:g}% {u.mount}",
                         pct,
                         FS_USE_WARNING.value,

@@ -17,6 +17,10 @@ plane (:mod:`clusterdoctor.observe.control.prom_api`) and dcgm-exporter
   own ``clusterdoctor_rdma_counter_total`` is not read here: the agent has judged those already (its
   findings above).
 
+``gpu health --prometheus`` and ``watch --prometheus`` read the agents through :func:`agent_fleet`:
+their GPU findings only (:func:`is_gpu_finding`), every source down, and the agents whose series
+ended inside the window (an agent that died: its findings would otherwise silently disappear).
+
 Nodes are named by the scrape's ``node`` label where the scrape config sets one (deploy/ does), else
 by ``instance``.
 """
@@ -30,11 +34,16 @@ from typing import Any
 from clusterdoctor.observe.storage.usage import FsUsage
 
 __all__ = [
+    "GPU_SOURCES",
     "NE_INFINIBAND",
     "AgentFinding",
+    "AgentFleet",
     "agent_findings",
+    "agent_fleet",
+    "agent_sources",
     "agent_sources_down",
     "node_filesystems",
+    "is_gpu_finding",
     "node_infiniband",
 ]
 
@@ -55,6 +64,10 @@ NE_INFINIBAND: dict[str, str] = {
     "port_packets_received": "port_rcv_packets",
 }
 RATE_WINDOW_MAX_S = 600.0
+# the agent's sources that read GPU health (serve/agent.py): NVML/nvidia-smi/sysfs, and the kernel
+# log (Xid/SXid lines)
+GPU_SOURCES = ("gpu", "kernel-log")
+GPU_RULE_PREFIXES = ("GPU", "NVML", "DCGM")
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,88 @@ def agent_sources_down(client: Any, at: float) -> list[tuple[str, str]]:
     """``(node, source)`` of each agent source down at the end of the window."""
     res = client.query("max by (node, instance, job, source) (clusterdoctor_source_up) == 0", at)
     return sorted({(_node(s.labels), s.labels.get("source", "?")) for s in res})
+
+
+def agent_sources(client: Any, since_seconds: float, at: float) -> dict[str, dict[str, bool | None]]:
+    """``{node: {source: up}}`` of every agent source exported in ``[at - since, at]``: ``True`` up
+    at the end of the window, ``False`` down, ``None`` no longer exported (the agent stopped or its
+    scrape fails)."""
+    grouped = "node, instance, job, source"
+    seen = client.query(
+        f"max by ({grouped}) (max_over_time(clusterdoctor_source_up[{_window(since_seconds)}]))", at
+    )
+    now = client.query(f"max by ({grouped}) (clusterdoctor_source_up)", at)
+    out: dict[str, dict[str, bool | None]] = {}
+    for s in seen:
+        out.setdefault(_node(s.labels), {})[s.labels.get("source", "?")] = None
+    for s in now:
+        v = _val(s)
+        out.setdefault(_node(s.labels), {})[s.labels.get("source", "?")] = v is not None and v >= 1
+    return out
+
+
+def is_gpu_finding(f: AgentFinding) -> bool:
+    """A GPU finding of an agent: its ``layer`` label is ``gpu`` (the rule's layer), or, without a
+    layer label, its rule is a GPU/NVML/DCGM rule."""
+    if f.layer:
+        return f.layer == "gpu"
+    return f.rule.upper().startswith(GPU_RULE_PREFIXES)
+
+
+@dataclass
+class AgentFleet:
+    """What the agents said over a window: GPU findings (or all, see :func:`agent_fleet`), and the
+    state of each agent's sources."""
+
+    findings: list[AgentFinding]
+    sources: dict[str, dict[str, bool | None]]
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(set(self.sources) | {f.node for f in self.findings})
+
+    def down(self) -> list[tuple[str, str]]:
+        """``(node, source)`` down at the end of the window."""
+        return sorted((n, s) for n, srcs in self.sources.items() for s, up in srcs.items() if up is False)
+
+    def gone(self) -> list[str]:
+        """Nodes whose agent exported sources in the window but none at its end."""
+        return sorted(
+            n for n, srcs in self.sources.items() if srcs and all(up is None for up in srcs.values())
+        )
+
+    def gpu_checked(self) -> list[str]:
+        """Nodes whose agent read a GPU source (:data:`GPU_SOURCES`) at the end of the window."""
+        return sorted(n for n, srcs in self.sources.items() if any(srcs.get(s) for s in GPU_SOURCES))
+
+    def warnings(self, gpu: bool = True) -> list[str]:
+        """One line per source down and per agent gone (``gpu``: the GPU sources named as such)."""
+        out = []
+        for node, src in self.down():
+            what = " (GPU health not read there)" if gpu and src in GPU_SOURCES else ""
+            out.append(f"agent on {node}: source {src} down (clusterdoctor_source_up 0){what}")
+        out += [
+            f"agent on {node}: no longer exported (stopped, or its scrape fails): its findings are not current"
+            for node in self.gone()
+        ]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "gpu_checked": self.gpu_checked(),
+            "sources_down": [{"node": n, "source": s} for n, s in self.down()],
+            "gone": self.gone(),
+            "findings": len(self.findings),
+        }
+
+
+def agent_fleet(client: Any, since_seconds: float, at: float, gpu_only: bool = True) -> AgentFleet:
+    """The agents' findings (``gpu_only``: :func:`is_gpu_finding` ones) and sources over the window."""
+    found = agent_findings(client, since_seconds, at)
+    if gpu_only:
+        found = [f for f in found if is_gpu_finding(f)]
+    return AgentFleet(found, agent_sources(client, since_seconds, at))
 
 
 def node_filesystems(client: Any, at: float) -> list[FsUsage]:
