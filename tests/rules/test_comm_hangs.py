@@ -93,6 +93,16 @@ def test_nccl_tests_copies_without_mpi(tmp_path: Path) -> None:
     assert f.rule == "COMM013" and f.causes == ("nccl-tests.no-mpi-build",) and "4 processes" in f.summary
 
 
+def test_nccl_tests_copies_without_mpi_told_by_two_summaries(tmp_path: Path) -> None:
+    # dev case nccl-035 (nccl-tests#27): mpirun over two hosts printed two summaries, nothing between
+    text = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94145 \n#\n"
+    text += "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94156 \n"
+    (f, *_) = _diagnose(_paste(tmp_path, text))
+    assert f.rule == "COMM013" and f.causes == ("nccl-tests.no-mpi-build",) and "2 copies" in f.summary
+    # one summary is one run: nothing to say
+    assert not [f for f in _diagnose(_paste(tmp_path, text.split("#\n")[0])) if f.rule == "COMM013"]
+
+
 def test_ranks_stuck_in_different_collectives(tmp_path: Path) -> None:
     text = "".join(
         f"[rank{r}]: Traceback (most recent call last):\n"
