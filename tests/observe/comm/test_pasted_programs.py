@@ -224,6 +224,16 @@ def test_copies_without_mpi_told_by_interleaved_headers_or_summaries() -> None:
     assert parse_nccl_tests(one + one).interleaved_copies == 1
 
 
+@settings(max_examples=40, deadline=None)
+@given(copies=st.integers(1, 6), runs=st.integers(1, 4))
+def test_interleaved_copies_counted_and_sequential_runs_not(copies: int, runs: int) -> None:
+    # the summary shape of nccl-035 (nccl-tests#27) repeated by each copy; a run's rows end the streak
+    summary = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94145 \n#\n"
+    row = "           8             2     float     sum    12.80    0.00    0.00  0e+00    12.66    0.00    0.00  0e+00\n"
+    assert parse_nccl_tests(summary * copies).interleaved_copies == copies
+    assert parse_nccl_tests((row + summary) * runs).interleaved_copies == 1
+
+
 def test_copies_without_mpi_told_by_nccl_comm_lines_when_the_device_list_is_cut() -> None:
     # dev case nccl-034: the excerpt starts inside the rows; NCCL's 'comm ... rank 0 nranks 2' lines
     # of testgpu1 and testgpu2 say that each host ran its own 2-rank test
