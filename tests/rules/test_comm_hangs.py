@@ -93,6 +93,39 @@ def test_nccl_tests_copies_without_mpi(tmp_path: Path) -> None:
     assert f.rule == "COMM013" and f.causes == ("nccl-tests.no-mpi-build",) and "4 processes" in f.summary
 
 
+def test_nccl_tests_copies_without_mpi_told_by_two_summaries(tmp_path: Path) -> None:
+    # dev case nccl-035 (nccl-tests#27): mpirun over two hosts printed two summaries, nothing between
+    text = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94145 \n#\n"
+    text += "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94156 \n"
+    (f, *_) = _diagnose(_paste(tmp_path, text))
+    assert f.rule == "COMM013" and f.causes == ("nccl-tests.no-mpi-build",) and "2 copies" in f.summary
+    # one summary is one run: nothing to say
+    assert not [f for f in _diagnose(_paste(tmp_path, text.split("#\n")[0])) if f.rule == "COMM013"]
+
+
+def test_first_collective_that_is_a_barrier_names_the_unbound_device(tmp_path: Path) -> None:
+    # dev case nccl-053 (yiqiao-yin/deepspeed-course#17): a barrier before any rank bound its GPU hung
+    # on cuda:0; dist.barrier() is a 1-element ALLREDUCE on a guessed device (pytorch#134617)
+    (f, *_) = _diagnose(INCIDENTS / "nccl-053" / "paste.txt")
+    assert f.rule == "COMM012" and "nccl.duplicate-gpu" in f.causes and "barrier" in f.summary
+    # the same course's Qwen3.8 page: a 2-GPU pod whose P2P did not work hung in the same barrier
+    text = (
+        "[rank1] Watchdog caught collective operation timeout:\n"
+        "  WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1,\n"
+        "           Timeout(ms)=1800000) ran for 1800069 milliseconds before timing out\n"
+    )
+    (f, *_) = _diagnose(_paste(tmp_path, text))
+    assert f.rule == "COMM012" and {"nccl.duplicate-gpu", "nccl.p2p-unsupported"} <= set(f.causes)
+    # a first collective that carries data is no barrier (LlamaFactory#7396's ALLREDUCE, SeqNum made 1)
+    text = (
+        "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+        "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.\n"
+    )
+    (f, *_) = _diagnose(_paste(tmp_path, text))
+    assert f.rule == "COMM012" and "nccl.duplicate-gpu" not in f.causes and "barrier" not in f.summary
+
+
 def test_ranks_stuck_in_different_collectives(tmp_path: Path) -> None:
     text = "".join(
         f"[rank{r}]: Traceback (most recent call last):\n"

@@ -374,6 +374,14 @@ LINES = [
         None,
         "Megatron-LM#1657",
     ),
+    # NCCL126: nccl-tests' unhandled CUDA error, as sichek quotes it and as nccl-tests 2.x prints it
+    ("NCCL126", "Test NCCL failure common.cu:1294 'unhandled cuda error ...'", None, "sichek#71"),
+    (
+        "NCCL126",
+        "HCA-14: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '",
+        None,
+        "nccl-tests#322",
+    ),
 ]
 
 
@@ -407,6 +415,16 @@ NEAR_MISSES = [
 def test_normal_or_other_lines_are_not_read(line: str) -> None:
     codes = {h.code for h in scan_text(line + "\n", "paste")}
     assert not {c for c in codes if c.startswith(("NCCL", "TORCH"))}, codes
+
+
+def test_nccl_tests_failure_by_its_error_string() -> None:
+    """An unhandled CUDA error is NCCL126's (what it most often is, sichek#71), every other error NCCL119's."""
+    cuda = "HCA-28: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '"
+    system = (INCIDENTS / "nccl-028" / "paste.txt").read_text()  # nccl#473: 'unhandled system error'
+    assert {h.code for h in scan_text(cuda + "\n", "p")} & {"NCCL119", "NCCL126"} == {"NCCL126"}
+    assert {h.code for h in scan_text(system, "p")} & {"NCCL119", "NCCL126"} == {"NCCL119"}
+    m = by_code()["NCCL126"]
+    assert m.role == "symptom" and "torch.cuda-oom" in m.causes
 
 
 def test_sigkill_is_the_cause_and_the_generic_failure_a_symptom() -> None:

@@ -69,3 +69,41 @@ def test_two_hosts_are_not_judged_as_peer_to_peer(tmp_path: Path) -> None:
         "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
     )
     assert "COMM023" not in [f.rule for f in _findings(p)]
+
+
+# -- COMM024: nccl-tests in one process, 'unhandled system error' ----------------------------------
+
+INCIDENTS = Path(__file__).resolve().parents[1] / "data" / "incidents"
+_NT473 = (INCIDENTS / "nccl-028" / "paste.txt").read_text()  # NVIDIA/nccl#473, fixed by --ipc=host
+
+
+def test_system_error_in_one_process_names_shared_memory(tmp_path: Path) -> None:
+    (top, *_) = _findings(INCIDENTS / "nccl-028" / "paste.txt")
+    assert top.rule == "COMM024" and "nccl.shm-no-space" in top.causes and top.subject == "host fastmoe"
+    assert "/dev/shm" in top.summary
+
+
+def test_system_error_beside_the_warn_line_that_names_it(tmp_path: Path) -> None:
+    # a splice of two real pastes: nccl#473's device list, then nccl-tests#166's WARN and failure lines
+    # (the same single-process shape, pid 9621): the WARN line is the cause, COMM024 says nothing
+    warn = (
+        "ubuntu:9621:9685 [0] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-zTYolS (size 5967872)\n"
+        "ubuntu: Test NCCL failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details) / '\n"
+    )
+    p = tmp_path / "run.txt"
+    p.write_text(_NT473.rsplit("\n", 2)[0] + "\n" + warn)
+    found = _findings(p)
+    assert found[0].rule == "NCCL101" and not [f for f in found if f.rule == "COMM024"]
+
+
+def test_system_error_of_several_processes_is_not_judged_here(tmp_path: Path) -> None:
+    # synthetic variation of nccl#473: ranks 2 and 3 in another process (an MPI run): the network is
+    # a suspect too, so COMM024 does not claim it
+    text = _NT473.replace("Rank  2 Pid   1688", "Rank  2 Pid   1689").replace(
+        "Rank  3 Pid   1688", "Rank  3 Pid   1689"
+    )
+    p = tmp_path / "run.txt"
+    p.write_text(text)
+    assert not [f for f in _findings(p) if f.rule == "COMM024"]

@@ -301,6 +301,11 @@ def load_path(path: str | Path) -> tuple[str, dict[str, Any]]:
             return "sysfs tree", _load_sysfs_tree(p, str(p), "sysfs")
         raise InputError("a folder of inputs: read it with walk_sources (diagnose does)", str(p))
     head = limits.read_head(p, HEAD_BYTES)
+    if not virtual:
+        from clusterdoctor.observe.comm.sources import TOML_DOCUMENT, is_toml_document
+
+        if is_toml_document(p):
+            raise InputError(TOML_DOCUMENT, str(p))
     pasted = paste_of(p, head)
     try:
         if pasted is None:

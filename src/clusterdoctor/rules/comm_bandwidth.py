@@ -471,7 +471,11 @@ def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
     with ``Rank 0``; the bandwidth is that of one node (or of one GPU), never of the network.
     **Why**: nccl-tests needs MPI to run one test over several processes (README: "NCCL tests rely on
     MPI to work on multiple processes, hence multiple nodes"); a binary built without ``MPI=1`` ignores
-    the MPI launch, so every process runs its own test and no traffic crosses the nodes.
+    the MPI launch, so every process runs its own test and no traffic crosses the nodes (so does one
+    built against another MPI than the ``mpirun`` that starts it). When the device lists are cut, the
+    copies show as output one run never prints: a second ``# nThread`` header before any device line,
+    or a second ``# Avg bus bandwidth`` summary with no result row since the first (NVIDIA/nccl-tests#27,
+    #213).
     **Fix**: rebuild with ``make MPI=1 MPI_HOME=<mpi> CUDA_HOME=<cuda> NCCL_HOME=<nccl>`` and rerun with the
     same ``mpirun`` command.
     **Verify**: `mpirun -np 2 -H host1,host2 ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 1` prints one
@@ -480,6 +484,9 @@ def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
     for run in obs.get("nccl_tests") or []:
         n = run.independent_copies
         if n < 2:
+            k = getattr(run, "interleaved_copies", 1)
+            if k >= 2:
+                yield _interleaved_copies(run, k)
             continue
         hosts = sorted(run.hosts)
         yield nccl_tests_without_mpi.finding(
@@ -493,6 +500,27 @@ def nccl_tests_without_mpi(obs: Observations) -> Iterator[Finding]:
             subject=_run_subject(run),
             confidence=0.85,
         )
+
+
+def _interleaved_copies(run: Any, k: int) -> Finding:
+    """COMM013 told by the output's shape alone: headers or summaries printed again before any device
+    line or result row (nccl-tests prints each once, from its main process, in one MPI run)."""
+    what = (
+        "'# nThread' header"
+        if run.interleaved_headers >= run.interleaved_summaries
+        else ("'# Avg bus bandwidth' summary")
+    )
+    return nccl_tests_without_mpi.finding(
+        f"{run.path}: {k} copies of the test printed into one output (the {what} printed again "
+        "with no device line or result row after the previous one): each process ran the test alone, "
+        "so nothing was measured between the processes.",
+        evidence=[
+            Evidence("test headers ('# nThread ...')", run.headers, source=run.path),
+            Evidence("summaries ('# Avg bus bandwidth')", run.summaries, 1, source=run.path),
+        ],
+        subject=_run_subject(run),
+        confidence=0.7,
+    )
 
 
 _MPI_LAUNCHERS = ("mpirun", "mpiexec", "srun", "orterun", "prterun")

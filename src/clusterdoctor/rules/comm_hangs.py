@@ -229,7 +229,9 @@ def first_collective(obs: Observations) -> Iterator[Finding]:
     barrier) and dies after the full collective timeout (10–30 min) with
     ``WorkNCCL(SeqNum=1, …)`` and ``last completed work: -1``, or with ``wait timeout after …ms, keys: …``
     / ``clients joined`` while creating the process group.
-    **Why**: no collective ever completed, so this is not a slow step: either a rank never arrived (not
+    **Why**: no collective ever completed, so this is not a slow step. A first collective that is a
+    1-element ALLREDUCE is ``dist.barrier()``: run before any rank bound its GPU, it lands on a guessed
+    device (cuda:0 on every rank) and hangs (pytorch#134617; yiqiao-yin/deepspeed-course#17). Otherwise: either a rank never arrived (not
     started, crashed, stuck before its first collective, cannot reach the store), or every rank arrived
     and the transport never moved data — rendezvous, topology or network: NCCL picked a broken path
     (P2P/CUMEM across PCIe roots, an IB port or fabric that drops RDMA, the wrong socket interface), or
@@ -264,6 +266,13 @@ def first_collective(obs: Observations) -> Iterator[Finding]:
             cause = "every rank arrived, so the transport did not move data: rendezvous, topology or network"
         else:
             cause = "rendezvous, topology, network or a rank that never arrived — not a slow step"
+        if _is_barrier(h) and not h.culprit_ranks:
+            cause += (
+                "; it is a barrier (a 1-element ALLREDUCE): before any rank binds its GPU, torch runs it on a "
+                "guessed device (cuda:0 on every rank, or global rank % GPUs), so bind it first "
+                "(torch.cuda.set_device(LOCAL_RANK), init_process_group(device_id=...) or "
+                "barrier(device_ids=[LOCAL_RANK]))"
+            )
         yield first_collective.finding(
             f"{subject}: {what}; {cause}. {h.detail}.",
             evidence=_hang_evidence(h),
@@ -283,9 +292,18 @@ def _first_collective_causes(h: Any) -> tuple[str, ...]:
         return ("torch.rendezvous",)
     if h.culprit_ranks or h.missing:
         return ("nccl.rank-behind",)
+    barrier = ("nccl.duplicate-gpu",) if _is_barrier(h) else ()
     if h.group_size and len(h.reporters) >= h.group_size:
-        return ("nccl.p2p-unsupported", "nccl.ib-connect")
-    return ("nccl.rank-behind", "nccl.p2p-unsupported")
+        return ("nccl.p2p-unsupported", "nccl.ib-connect", *barrier)
+    return ("nccl.rank-behind", "nccl.p2p-unsupported", *barrier)
+
+
+def _is_barrier(h: Any) -> bool:
+    """The stuck first collective is ``dist.barrier()``: ProcessGroupNCCL runs it as an ALLREDUCE of one
+    element on a device it must pick; with none bound yet it guesses one (rank % local GPUs before
+    pytorch#134617, the current device, cuda:0 unless set_device ran, in distributed_c10d), and
+    ranks that guess the same GPU or a GPU another rank's NCCL context does not expect hang there."""
+    return (h.op or "").upper() == "ALLREDUCE" and h.numel_in == 1 and h.numel_out in (1, None)
 
 
 def ranks_label_of(ranks: Any) -> str:

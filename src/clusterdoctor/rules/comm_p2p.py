@@ -213,3 +213,67 @@ def nccl_tests_stalled_one_node(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+@rule(
+    id="COMM024",
+    name="nccl-tests-system-error-in-one-process",
+    layer="comm",
+    title="nccl-tests in one process stopped on an unhandled system error (/dev/shm or no IP interface)",
+    requires=("nccl_tests",),
+    severity=Severity.WARNING,
+    causes=("nccl.shm-no-space", "nccl.socket-iface"),
+)
+def nccl_tests_system_error_one_process(obs: Observations) -> Iterator[Finding]:
+    """nccl-tests with every rank in one process (``-g N``) failed with ``'unhandled system error'`` and
+    no NCCL WARN line beside it that says which call failed.
+
+    **Symptom**: ``all_reduce_perf -g 4`` prints its device list (one Pid for every rank) and then
+    ``Test NCCL failure common.cu:NNN 'unhandled system error'``; often in a container.
+    **Why**: ncclSystemError is a failed call to the system (NCCL troubleshooting guide, "Errors"). With one
+    process and no network peer only two kinds remain: the shared-memory segments NCCL creates in /dev/shm
+    "between processes and even between threads of a process", which a container limits to 64 MB
+    (guide, "Shared memory", Docker; NVIDIA/nccl#473 fixed by ``--ipc=host``; nccl-tests#163: "usually due
+    to your container not having enough shared memory space"), and the socket ncclGetUniqueId opens on an
+    IP interface, which a container without a routable interface lacks (nccl-tests#14, fixed by
+    ``--net=host``).
+    **Fix**: run the container with ``--shm-size=1g --ulimit memlock=-1`` or ``--ipc=host`` (Kubernetes: an
+    emptyDir of medium Memory at /dev/shm); if that is not it, give it a routable interface (``--net=host``)
+    or set NCCL_SOCKET_IFNAME.
+    **Verify**: `df -h /dev/shm` shows more than 64M, then `NCCL_DEBUG=WARN all_reduce_perf -b 8 -e 128M -f 2
+    -g 4` finishes (or its WARN line names the failed call).
+    """
+    from clusterdoctor.rules.catalog import by_code
+
+    hits = [m for m in obs.get("messages") or [] if getattr(m, "code", None)]
+    codes = by_code()
+    for run in obs.get("nccl_tests") or []:
+        procs = {(r.host, r.pid) for r in run.ranks}
+        if len(procs) != 1 or run.independent_copies > 1:
+            continue  # several processes: the network is a suspect too
+        mine = [h for h in hits if h.path == run.path]
+        failed = [
+            h
+            for h in mine
+            if h.code == "NCCL119" and (h.group("err") or "").startswith("unhandled system error")
+        ]
+        if not failed or any(h.code in codes and codes[h.code].role == "cause" for h in mine):
+            continue  # no such failure, or a WARN line of the same output already names the call
+        host = next(iter(procs))[0]
+        f = nccl_tests_system_error_one_process.finding(
+            f"nccl-tests with its {len(run.ranks)} rank(s) in one process{f' on {host}' if host else ''} "
+            "stopped on an unhandled system error: with no network peer, the failed system call is NCCL's "
+            "shared memory in /dev/shm (64 MB in a container by default) or the socket of its unique id "
+            "(no routable IP interface in the container).",
+            evidence=[
+                Evidence(f"line {failed[0].line}: {failed[0].text.strip()[:160]}", source=run.path),
+                Evidence(
+                    f"{len(run.ranks)} rank(s), one process (Pid {next(iter(procs))[1]})", source=run.path
+                ),
+                Evidence("no NCCL WARN line names the call: rerun with NCCL_DEBUG=WARN to see it"),
+            ],
+            subject=f"host {host}" if host else run.path,
+            confidence=0.5,
+        )
+        f.action = Action.CONFIGURE
+        yield f

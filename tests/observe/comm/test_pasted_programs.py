@@ -191,6 +191,49 @@ def test_copies_without_mpi_print_rank_0_on_every_host() -> None:
     assert parse_nccl_tests(one_host).independent_copies == 1
 
 
+# nccl-tests#213 (two H800 nodes, "seems they run seperately on each node"): the two copies' headers
+# interleave before either device list
+_NT213 = (
+    "Warning: Permanently added '[10.0.0.15]:9001' (ED25519) to the list of known hosts.\n"
+    + "# nThread 1 nGpus 8 minBytes 1073741824 maxBytes 8589934592 step: 2(factor) warmup iters: 5 "
+    "iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+    * 2
+    + "".join(
+        f"#  Rank  {r} Group  0 Pid    798 on       hw14 device  {r} [{bus}] NVIDIA H800\n"
+        for r, bus in enumerate(("0x0f", "0x34", "0x48", "0x5a"))
+    )
+)
+
+
+def test_copies_without_mpi_told_by_interleaved_headers_or_summaries() -> None:
+    run = parse_nccl_tests(_NT213)
+    assert run.independent_copies == 1 and run.interleaved_copies == 2 and run.headers == 2
+    # dev case nccl-035 (nccl-tests#27): two summaries, no row between them
+    run = parse_nccl_tests(_paste("nccl-035"))
+    assert run.interleaved_copies == 2 and run.summaries == 2 and run.interleaved_summaries == 1
+    # its single-host rerun (paste-2) prints one
+    assert parse_nccl_tests(_paste("nccl-035", "paste-2.txt")).interleaved_copies == 1
+    # two runs one after the other (each header, devices, rows, summary) are not copies
+    one = (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+        "#   Rank  0 Pid   1688 on    fastmoe device  0 [0x18] GeForce RTX 2080 Ti\n"
+        "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "           8             2     float     sum    12.80    0.00    0.00  0e+00    12.66    0.00    0.00  0e+00\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.0\n#\n"
+    )
+    assert parse_nccl_tests(one + one).interleaved_copies == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(copies=st.integers(1, 6), runs=st.integers(1, 4))
+def test_interleaved_copies_counted_and_sequential_runs_not(copies: int, runs: int) -> None:
+    # the summary shape of nccl-035 (nccl-tests#27) repeated by each copy; a run's rows end the streak
+    summary = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3.94145 \n#\n"
+    row = "           8             2     float     sum    12.80    0.00    0.00  0e+00    12.66    0.00    0.00  0e+00\n"
+    assert parse_nccl_tests(summary * copies).interleaved_copies == copies
+    assert parse_nccl_tests((row + summary) * runs).interleaved_copies == 1
+
+
 def test_copies_without_mpi_told_by_nccl_comm_lines_when_the_device_list_is_cut() -> None:
     # dev case nccl-034: the excerpt starts inside the rows; NCCL's 'comm ... rank 0 nranks 2' lines
     # of testgpu1 and testgpu2 say that each host ran its own 2-rank test

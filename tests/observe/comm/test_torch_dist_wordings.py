@@ -42,6 +42,23 @@ def test_watchdog_block_wrapped_and_elided_by_the_user() -> None:
     assert _wd(_paste("nccl-027")) == [(0, None, "ALLREDUCE", 1, 1800000, 1800090)]
 
 
+# yiqiao-yin/deepspeed-course, docs page "Qwen3.8-27B: Fine-tuning a Hybrid-Attention Model" (section 6,
+# a 2-GPU pod's first barrier): the message wrapped between its fields and the rest indented
+_Q38 = (
+    "[rank1] Watchdog caught collective operation timeout:\n"
+    "  WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1,\n"
+    "           Timeout(ms)=1800000) ran for 1800069 milliseconds before timing out\n"
+    "  PG status: last enqueued work: 1, last completed work: -1\n"
+    "  #0 barrier from torch/distributed/distributed_c10d.py:5030\n"
+)
+
+
+def test_watchdog_wrapped_between_fields_and_indented() -> None:
+    assert _wd(_Q38) == [(1, 1, "ALLREDUCE", 1, 1800000, 1800069)]
+    # dev case nccl-053: the same message from "WorkNCCL(" on, wrapped before "ran for"
+    assert _wd(_paste("nccl-053")) == [(None, 1, "ALLREDUCE", 1, 600000, 721595)]
+
+
 def test_desync_report_names_the_rank_that_did_not_join() -> None:
     # pytorch#152623 (nccl-041): rank 0's report: "[7] finished collective #182, but didn't join #183"
     log = parse_nccl_log(_paste("nccl-041"))

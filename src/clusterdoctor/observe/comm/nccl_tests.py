@@ -18,7 +18,11 @@ A paste cut before the result rows (the header and the device list only) is read
 run's devices, no rows, and a warning that there is nothing to measure. A binary built without
 ``MPI=1`` and started by ``mpirun`` runs one independent copy per process (README: "NCCL tests rely on
 MPI to work on multiple processes"): each copy numbers its own ranks from 0, so one rank number is
-printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`).
+printed by processes of several hosts (:attr:`NcclTestsRun.independent_copies`). When the device list
+is cut or never printed, the copies still show as output no single run prints: a second ``# nThread``
+header before any device or row of the first, or a second ``# Avg bus bandwidth`` summary with no row
+between the two (nccl-tests prints from its main process only, so one MPI run prints each once;
+:attr:`NcclTestsRun.interleaved_copies`).
 
 NCCL 1.x's single-process tests (``build/test/single/all_reduce_test``, NVIDIA/nccl#85, #104) print
 ``# Using devices``, ``#   Rank  0 uses device  0 [0x02] Tesla P100-PCIE-16GB`` and a column header
@@ -135,6 +139,11 @@ class NcclTestsRun:
     # no result row, and the last line is the column header: nothing came after it
     stopped_after_header: bool = False
     header_line: int | None = None
+    # headers ('# nThread') and summaries ('# Avg bus bandwidth') that came right after another one,
+    # with no device line or result row between them: the interleaved output of independent copies
+    interleaved_headers: int = 0
+    interleaved_summaries: int = 0
+    summaries: int = 0  # '# Avg bus bandwidth' lines read
 
     def tables(self) -> list[list[TestRow]]:
         """The result tables, in order (one per run of the test in this output)."""
@@ -152,6 +161,12 @@ class NcclTestsRun:
         best = max(owners.values(), key=len, default=set())
         hosts = {h for h, _ in best}
         return len(best) if len(best) >= 2 and len(hosts) >= 2 else 1
+
+    @property
+    def interleaved_copies(self) -> int:
+        """How many copies of the test printed into one output, told by their interleaving alone (a
+        header or a summary printed again before any device line or row came): 1 when none."""
+        return 1 + max(self.interleaved_headers, self.interleaved_summaries)
 
     @property
     def hosts(self) -> set[str]:
@@ -318,6 +333,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
     prev_size = -1
     last_cmd: tuple[int, str] | None = None  # (line number, line) of the last test command line
     after_cmd = False  # a non-blank line after it
+    bare_header = bare_summary = False  # the last header / summary, with no device line or row after it
     for line, text in enumerate(lines, 1):
         if last_cmd is not None and not after_cmd and text.strip():
             after_cmd = True
@@ -334,14 +350,21 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
                     run.n_threads = int(m.group("nt"))
                     run.n_gpus = int(m.group("ng"))
                 run.headers += 1
+                run.interleaved_headers += bare_header
+                bare_header = True
             if _HEADER.search(text):
+                bare_header = False
                 header_seen = True
                 last_header, after_header = line, False
                 prev_size = -2  # the next row starts a table
                 continue
-            if run.avg_busbw_gbs is None and "Avg bus" in text and (m := _AVG.search(text)):
-                run.avg_busbw_gbs = _num(m.group("v"))
-                run.avg_seen = True
+            if "Avg bus" in text and (m := _AVG.search(text)):
+                run.summaries += 1
+                run.interleaved_summaries += bare_summary
+                bare_summary = True
+                if run.avg_busbw_gbs is None:
+                    run.avg_busbw_gbs = _num(m.group("v"))
+                    run.avg_seen = True
             if run.out_of_bounds is None and "Out of bounds" in text and (m := _WRONG.search(text)):
                 run.out_of_bounds = int(m.group("v"))
         if "Rank" in text and (r := _RANK.search(text)) is not None:
@@ -353,12 +376,14 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
                 r.group("gpu"),
                 int(r.group("pid")),
             )
+            bare_header = False
             if info not in seen_ranks:  # a log of repeated runs prints the same device list each time
                 seen_ranks.add(info)
                 run.ranks.append(RankInfo(*info))
             continue
         if "uses device" in text and (r := _RANK_V1.search(text)) is not None:
             # NCCL 1.x single-process tests: one process, its devices in order
+            bare_header = False
             v1_ranks.append(
                 RankInfo(int(r.group("rank")), "", int(r.group("dev")), r.group("bus"), r.group("gpu"))
             )
@@ -376,6 +401,7 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
         r = _ROW.search(text)
         if r is None:
             continue
+        bare_header = bare_summary = False
         size = int(r.group("size"))
         if prev_size == -1 and not run.n_rows or prev_size == -2 or size < prev_size:
             run.n_tables += 1

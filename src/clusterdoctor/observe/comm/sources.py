@@ -332,6 +332,29 @@ def _load_file(p: str, kinds: Iterable[str], out: dict[str, list[Any]]) -> None:
     out["comm"].append(p)
 
 
+TOML_DOCUMENT = "a TOML document (settings or metadata, such as an incident case's case.toml), not a log"
+_TOML_BYTES = 1 << 20
+
+
+def is_toml_document(p: str | os.PathLike[str]) -> bool:
+    """A ``*.toml`` file that parses as TOML with at least one key: settings or metadata, never read as
+    a log, even where its strings quote log lines (an incident case's ``cause_quote``). A log that is
+    merely named ``.toml`` does not parse, and is read as usual."""
+    if not os.fspath(p).lower().endswith(".toml"):
+        return False
+    import tomllib
+
+    from clusterdoctor.observe import limits
+
+    try:
+        raw = limits.read_head(p, _TOML_BYTES + 1)
+        if len(raw) > _TOML_BYTES:
+            return False
+        return bool(tomllib.loads(raw.decode("utf-8")))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, InputError):
+        return False
+
+
 def _head(p: str) -> bytes:
     from clusterdoctor.observe.limits import read_head
 
@@ -372,6 +395,9 @@ def discover_comm_inputs(
             if key in seen:
                 continue  # the same file given twice (a file and its folder)
             seen.add(key)
+            if is_toml_document(f):
+                out.append(InputFile(f, (), TOML_DOCUMENT))
+                continue
             try:
                 head = _head(f)
             except InputError as e:

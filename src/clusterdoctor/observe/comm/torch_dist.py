@@ -37,21 +37,23 @@ RANK_TAG = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\[rank(\d+)\]")
 
 _WATCHDOG_START = "Watchdog caught collective operation timeout:"
 # 1.8-1.10: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000); 1.11-1.13 add SeqNum= and TensorShape=[...];
-# 2.x: SeqNum, OpType, NumelIn, NumelOut, Timeout(ms). A user may elide fields ("WorkNCCL(..., OpType=").
+# 2.x: SeqNum, OpType, NumelIn, NumelOut, Timeout(ms). A user may elide fields ("WorkNCCL(..., OpType="),
+# or wrap the message between fields and indent the rest (",\n           Timeout(ms)=": the flat text keeps
+# the indent, so a field may follow its comma after up to 40 blanks).
 _WATCHDOG_BODY = re.compile(
     r"Watchdog caught collective operation timeout:\s*"
     r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?(?:(?:\.\.\.|…), ?)?OpType=(?P<op>\w+)"
-    r"(?:, TensorShape=\[[^\]\n]{0,400}\])?"
-    r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
-    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)(?:\s{0,8}ran for (?P<ran>\d+) milliseconds)?"
+    r"(?:,\s{1,40}TensorShape=\[[^\]\n]{0,400}\])?"
+    r"(?:,\s{1,40}NumelIn=(?P<nin>\d+),\s{1,40}NumelOut=(?P<nout>\d+))?"
+    r"(?:,\s{1,40}Timeout\(ms\)=(?P<timeout>\d+))?\)(?:\s{0,8}ran for (?P<ran>\d+) milliseconds)?"
 )
 # the same message pasted from "WorkNCCL(" on (its first words cut): the "ran for ... before timing out"
 # tail is what makes it the watchdog's
 _WORK_RAN = re.compile(
     r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?(?:(?:\.\.\.|…), ?)?OpType=(?P<op>\w+)"
-    r"(?:, TensorShape=\[[^\]\n]{0,400}\])?"
-    r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
-    r"(?:, Timeout\(ms\)=(?P<timeout>\d+))?\)\s{0,8}ran for (?P<ran>\d+) milliseconds before timing out"
+    r"(?:,\s{1,40}TensorShape=\[[^\]\n]{0,400}\])?"
+    r"(?:,\s{1,40}NumelIn=(?P<nin>\d+),\s{1,40}NumelOut=(?P<nout>\d+))?"
+    r"(?:,\s{1,40}Timeout\(ms\)=(?P<timeout>\d+))?\)\s{0,8}ran for (?P<ran>\d+) milliseconds before timing out"
 )
 _PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)")
 _RANK_BEFORE = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]\s*$")

@@ -491,7 +491,8 @@ MESSAGES: tuple[Message, ...] = (
         code="NCCL119",
         name="nccl-tests-nccl-failure",
         title="nccl-tests stopped on an NCCL error (the line before it names why)",
-        pattern=r"Test NCCL failure [\w./\-]{1,64}:\d{1,6} '(?P<err>[^'\n]{1,120})'",
+        # an unhandled CUDA error is NCCL126's (what it most often is in nccl-tests is known)
+        pattern=r"Test NCCL failure [\w./\-]{1,64}:\d{1,6} '(?!unhandled cuda error)(?P<err>[^'\n]{1,120})'",
         trigger="Test NCCL failure",
         meaning="an NCCL call made by nccl-tests returned an error and the test stopped",
         cause=(
@@ -688,6 +689,45 @@ MESSAGES: tuple[Message, ...] = (
             "error (...)', 'internal error - please report this issue to the NCCL developers', 'invalid argument "
             "(run with NCCL_DEBUG=WARN for details)', 'invalid usage (...)', 'remote process exited or there was a "
             "network error', 'NCCL operation in progress'; glog CHECK_EQ prints 'Check failed: a == b (x vs. y)'",
+        ),
+    ),
+    Message(
+        code="NCCL126",
+        name="nccl-tests-unhandled-cuda-error",
+        title="nccl-tests stopped on an unhandled CUDA error (GPU memory held by another process?)",
+        pattern=r"Test NCCL failure [\w./\-]{1,64}:\d{1,6} 'unhandled cuda error",
+        trigger="Test NCCL failure",
+        meaning=(
+            "a CUDA call inside NCCL failed while nccl-tests set up or ran a collective, and NCCL returned "
+            "ncclUnhandledCudaError; the test stopped (exit status 3 from mpirun or the wrapper)"
+        ),
+        cause=(
+            "most often NCCL could not allocate its GPU buffers because another process (a training job, "
+            "an inference server) already holds the GPUs' memory, as sichek's maintainers found for its "
+            "nccltest; else a CUDA driver/runtime/NCCL build mismatch or a GPU in a bad state; the NCCL "
+            "WARN line before it ('Cuda failure ...') names which"
+        ),
+        fix=(
+            "check the GPUs for other processes and free them (nvidia-smi --query-compute-apps), or run the "
+            "test on idle GPUs; if none holds memory, rerun with NCCL_DEBUG=WARN and read the 'Cuda failure' "
+            "line (driver too old for the CUDA runtime NCCL was built with, GPU needing a reset)"
+        ),
+        verify=(
+            "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
+            "NCCL_DEBUG=WARN all_reduce_perf -b 8 -e 128M -f 2 -g 1",
+        ),
+        severity=Severity.WARNING,
+        action=Action.OBSERVE,
+        source="https://github.com/scitix/sichek/issues/71",
+        example="Test NCCL failure common.cu:1294 'unhandled cuda error ...'",
+        example_source="https://github.com/scitix/sichek/issues/71",
+        role="symptom",
+        causes=("torch.cuda-oom", "nccl.cuda-driver-runtime"),
+        notes=(
+            "nccl-tests src/common.h NCCLCHECK: 'Test NCCL failure %s:%d '%s / %s'' with "
+            "ncclGetErrorString(ncclUnhandledCudaError) = 'unhandled cuda error (run with NCCL_DEBUG=INFO for "
+            "details)'; sichek#71 (the maintainers' hint, commit 32ca654): 'The error is caused by NCCL being "
+            "unable to allocate GPU memory because other processes are already occupying it'",
         ),
     ),
 )
