@@ -51,6 +51,9 @@ _P_ISO = re.compile(
 )
 _P_CTIME = re.compile(rf"^\[(?P<ctime>[A-Z][a-z]{{2}} (?:{_MONTHS})\s+\d+ \d\d:\d\d:\d\d \d{{4}})\]\s?")
 _P_UPTIME = re.compile(r"^\[\s*(?P<up>\d+\.\d+)\]\s?")
+# an uptime stamp whose "[" the poster's selection cut off ("38.773115] NVRM: ..."): digits, a dot,
+# at least three decimals and "] " (a message never starts so)
+_P_CUT_UPTIME = re.compile(r"^\s*(?P<up>\d{1,9}\.\d{3,9})\]\s")
 _P_HUMAN = re.compile(rf"^\[(?:(?:{_MONTHS})\d+ \d\d:\d\d|\s*\+\d+\.\d+)\]\s?")
 _P_SYSLOG = re.compile(
     rf"^(?P<sys>(?:{_MONTHS})\s+\d+ \d\d:\d\d:\d\d)\s+(?P<host>\S+)\s+kernel:\s+(?:\[\s*\d+\.\d+\]\s*)?"
@@ -148,6 +151,9 @@ def _split(line: str) -> tuple[str | None, float | None, str | None, str, bool]:
     m = _P_HUMAN.match(line)
     if m:
         return None, None, None, line[m.end() :], True
+    m = _P_CUT_UPTIME.match(line)
+    if m:
+        return f"uptime {m.group('up')} s", None, None, line[m.end() :], True
     return None, None, None, line, False
 
 
