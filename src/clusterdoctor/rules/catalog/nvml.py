@@ -106,7 +106,8 @@ MESSAGES: tuple[Message, ...] = (
         meaning="nvidia-smi could not open one GPU: the driver reports it lost or in an unknown state",
         cause=(
             "the GPU stopped answering on PCIe (it fell off the bus: power, overheating, riser or seating, a "
-            "failing board); the kernel log shows Xid 79 or 'GPU has fallen off the bus', lspci 'rev ff'"
+            "failing board); the kernel log shows Xid 79 or 'GPU has fallen off the bus', lspci 'rev ff'. "
+            "Where one GPU fails so and the others of the node answer, that board is the suspect"
         ),
         fix=(
             "drain the node and reboot it; check the GPU's power cables, cooling and seating; if the same GPU "
@@ -118,7 +119,7 @@ MESSAGES: tuple[Message, ...] = (
         source=_NVML_H + " (NVML_ERROR_GPU_IS_LOST = 15, NVML_ERROR_UNKNOWN = 999)",
         example="Unable to determine the device handle for GPU0000:07:00.0: Unknown Error",
         example_source="https://github.com/pdbear/syno_nvidia_gpu_driver/issues/22",
-        causes=("gpu.fallen-off-bus",),
+        causes=("gpu.fallen-off-bus", "gpu.hw-faulty"),
         subject="GPU {pci}",
     ),
     Message(
