@@ -17,12 +17,13 @@ CASES = (
     ("rdma-shared-dp-44-empty.txt", "RDMADP101", "0000:2e:00.0"),
     ("rdma-shared-dp-159-eth.txt", "RDMADP101", "0000:c4:00.0"),
     ("sriov-dp-340-empty-pool.txt", "RDMADP104", "intel_sriov_netdevice"),
+    ("rdma-shared-dp-87-exclusive.txt", "RDMADP102", ""),
     ("nvrm-pai-4344-cut-prefix.txt", "GPU002", ""),
     ("dcgm-exporter-414-hostengine.txt", "DCGM103", ""),
     ("dcgm-exporter-188-stale.txt", "DCGM103", ""),
 )
 # read, and nothing wrong in them (the readers' own tests check the values)
-QUIET = ("dmon-deepspeech-178-pucvmet.txt", "dmon-gpu-monitoring-tools-12.txt")
+QUIET = ("dmon-deepspeech-178-pucvmet.txt", "dmon-gpu-monitoring-tools-12.txt", "rdma-system-84-shared.txt")
 
 
 def _diagnose(name: str):

@@ -93,6 +93,7 @@ MESSAGES: tuple[Message, ...] = (
         title="dcgm-exporter (or dcgmi) cannot reach nv-hostengine: no GPU metric is collected",
         pattern=r"Host engine connection invalid/disconnected",
         trigger="Host engine connection invalid/disconnected",
+        subject="{host}|nv-hostengine",
         meaning=(
             "the DCGM client (dcgm-exporter in remote-hostengine mode, dcgmi) has no connection to the DCGM "
             "host engine: it exits at start, or keeps serving the values it had before the engine went away"
@@ -125,6 +126,7 @@ MESSAGES: tuple[Message, ...] = (
         title="dcgm-exporter exits: DCGM refuses to watch a field this GPU does not support",
         pattern=r"Error watching fields: Feature not supported",
         trigger="Error watching fields: Feature not supported",
+        subject="{host}|dcgm-exporter",
         meaning=(
             "DCGM answered DCGM_ST_NOT_SUPPORTED when the exporter asked it to watch its metric list, and the "
             "exporter exits, so no GPU metric is exported"

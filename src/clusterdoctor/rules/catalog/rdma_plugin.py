@@ -76,6 +76,7 @@ MESSAGES: tuple[Message, ...] = (
         title="RDMA shared device plugin exits: the RDMA subsystem is in exclusive netns mode",
         pattern=r"incorrect RDMA subsystem network namespace",
         trigger="incorrect RDMA subsystem network namespace",
+        subject="{host}|k8s-rdma-shared-dev-plugin",
         meaning=(
             "the plugin checks the host's RDMA network-namespace mode at start and exits because it is "
             "exclusive: a shared RDMA device cannot be given to pods in other namespaces"
