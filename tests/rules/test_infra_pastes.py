@@ -18,6 +18,7 @@ CASES = (
     ("rdma-shared-dp-159-eth.txt", "RDMADP101", "0000:c4:00.0"),
     ("sriov-dp-340-empty-pool.txt", "RDMADP104", "intel_sriov_netdevice"),
     ("rdma-shared-dp-87-exclusive.txt", "RDMADP102", ""),
+    ("sriov-dp-424-no-rdma.txt", "RDMADP105", "0000:01:00.1"),
     ("nvrm-pai-4344-cut-prefix.txt", "GPU002", ""),
     ("dcgm-exporter-414-hostengine.txt", "DCGM103", ""),
     ("dcgm-exporter-188-stale.txt", "DCGM103", ""),

@@ -153,3 +153,17 @@ def test_xid_with_an_elided_bus_id_is_one_unnamed_gpu():
     (g,) = parse_kernel_log(text, "k").gpus
     assert g.bus_id is None and [e.code for e in g.events] == [145, 137]
     assert "not named" in g.label()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # microsoft/pai#4344 (incident gpu-407): the poster's selection cut the "[   " of the first stamp
+        ("38.773115] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)", "RmInitAdapter failed! (0x26:0xffff:1127)"),
+        # not a cut stamp: too few decimals, the number is part of the message (synthetic)
+        ("1.5] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)", "1.5] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)"),
+    ],
+)
+def test_cut_uptime_stamp(line, message):
+    rep = parse_kernel_log(line + "\n", "p")
+    assert rep.events[0].message == message

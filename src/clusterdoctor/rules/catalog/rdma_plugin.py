@@ -160,5 +160,44 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/issues/340",
         causes=("rdma.device-plugin", "rdma.vf-config"),
+        confidence=0.6,  # logged too for resources this node has no device for (often by design)
+    ),
+    Message(
+        code="RDMADP105",
+        name="sriov-plugin-no-rdma-resources",
+        title="SR-IOV device plugin: a device of an isRdma resource has no RDMA device (modules not loaded)",
+        pattern=(
+            r"RDMA resources for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) not found\. "
+            r"Are RDMA modules loaded\?"
+        ),
+        trigger="not found. Are RDMA modules loaded?",
+        subject="{pci}",
+        meaning=(
+            "the plugin found no RDMA device (no /sys/bus/pci/devices/<pci>/infiniband) for a PF/VF that an "
+            "isRdma resource selects, so it leaves the device out of that resource"
+        ),
+        cause=(
+            "the RDMA kernel modules are not loaded for it (mlx5_ib, ib_uverbs, rdma_ucm; the OFED driver "
+            "container not ready when the plugin started), the VF's RDMA device was moved into another "
+            "network namespace, or the device has no RDMA function at all"
+        ),
+        fix=(
+            "load mlx5_ib, ib_uverbs and rdma_ucm (or wait for the OFED driver pod), check `rdma link` lists "
+            "the device, then restart the plugin pod; select only RDMA-capable devices for isRdma resources"
+        ),
+        verify=(
+            "ls /sys/bus/pci/devices/<pci>/infiniband",
+            "lsmod | grep -E 'mlx5_ib|ib_uverbs|rdma_ucm'",
+            "rdma link",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/blob/master/pkg/auxnetdevice/auxNetDevice.go",
+        example=(
+            "W0506 16:33:56.878928       1 pciNetDevice.go:55] RDMA resources for 0000:01:00.1 not found. Are "
+            "RDMA modules loaded?"
+        ),
+        example_source="https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/issues/424",
+        causes=("rdma.device-plugin", "rdma.driver-or-module"),
     ),
 )
