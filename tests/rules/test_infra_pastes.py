@@ -22,6 +22,8 @@ CASES = (
     ("nvrm-pai-4344-cut-prefix.txt", "GPU002", ""),
     ("dcgm-exporter-414-hostengine.txt", "DCGM103", ""),
     ("dcgm-exporter-188-stale.txt", "DCGM103", ""),
+    ("dcgm-exporter-148-profiling-gsp.txt", "DCGM106", ""),
+    ("dcgmi-dcgm-53-profiling.txt", "DCGM106", ""),
 )
 # read, and nothing wrong in them (the readers' own tests check the values)
 QUIET = ("dmon-deepspeech-178-pucvmet.txt", "dmon-gpu-monitoring-tools-12.txt", "rdma-system-84-shared.txt")

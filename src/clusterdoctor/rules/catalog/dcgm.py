@@ -172,4 +172,41 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/NVIDIA/dcgm-exporter/pull/86",
         confidence=0.5,
     ),
+    Message(
+        code="DCGM106",
+        name="dcgm-profiling-module-error",
+        title="DCGM's profiling module fails to watch the DCP fields (exporter exits, dcgmi dmon fails)",
+        pattern=r"The third-party Profiling module returned an unrecoverable error",
+        trigger="The third-party Profiling module returned an unrecoverable error",
+        subject="{host}|DCGM profiling module",
+        meaning=(
+            "DCGM_ST_PROFILING_LIBRARY_ERROR: the profiling library under DCGM could not enable the performance "
+            "counters for the DCGM_FI_PROF_* fields, so dcgm-exporter exits (CrashLoopBackOff) or dcgmi "
+            "dmon -e 10xx fails"
+        ),
+        cause=(
+            "another client holds the GPU's performance counters (a second dcgm-exporter or nv-hostengine "
+            "besides the GPU operator's, Nsight Compute/Systems, a profiler in a job), or a driver bug with "
+            "GSP firmware (R535, open-gpu-kernel-modules#446: disabling GSP fixed it)"
+        ),
+        fix=(
+            "run one DCGM per node (remove an extra exporter or host engine; pause profilers with dcgmi "
+            "profile --pause around Nsight runs); on the GSP driver bug upgrade the driver or load nvidia "
+            "with NVreg_EnableGpuFirmware=0; or drop the DCGM_FI_PROF_* fields from the counters CSV"
+        ),
+        verify=(
+            "dcgmi dmon -e 1001 -c 1",
+            "kubectl get pods -A | grep -i dcgm",
+            "nvidia-smi -q | grep -i 'GSP Firmware'",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=_STRUCTS + " (DCGM_ST_PROFILING_LIBRARY_ERROR)",
+        example=(
+            'time="2023-08-01T02:47:46Z" level=fatal msg="Failed to watch metrics: Error watching fields: The '
+            'third-party Profiling module returned an unrecoverable error"'
+        ),
+        example_source="https://github.com/NVIDIA/dcgm-exporter/issues/148",
+        causes=("gpu.dcgm",),
+    ),
 )
