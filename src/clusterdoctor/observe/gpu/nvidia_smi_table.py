@@ -69,7 +69,7 @@ _MIG_LIST = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
 # what -L prints for a GPU NVML cannot open, in place of its line ("Unable to determine the device
 # handle for gpu 0000:18:00.0: Unknown Error"): the GPU is named by its bus id (NVML103 judges the text)
 _LIST_ERR = re.compile(
-    r"^Unable to determine the device handle for (?:GPU|gpu) ?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+    r"^Unable to determine the device handle for (?:GPU|gpu) ?(?:\d{1,3}: )?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
     r"[0-9A-Fa-f]{2}\.[0-7]): (?P<err>\S.{0,100})$"
 )
 # the command the user ran, pasted as its first line ("$ nvidia-smi -L", "root@node:~# nvidia-smi --list-gpus")

@@ -99,7 +99,8 @@ MESSAGES: tuple[Message, ...] = (
         name="nvml-gpu-lost",
         title="NVML cannot reach a GPU: it is lost (fell off the bus) or unreadable",
         pattern=(
-            r"Unable to determine the device handle for (?:GPU|gpu) ?" + _PCI + r": "
+            # newer drivers put the index before the bus id: "for GPU0: 0000:81:00.0: Unknown Error"
+            r"Unable to determine the device handle for (?:GPU|gpu) ?(?:\d{1,3}: )?" + _PCI + r": "
             r"(?:Unknown Error|GPU is lost|The GPU has fallen off the bus)"
         ),
         trigger="Unable to determine the device handle for",
