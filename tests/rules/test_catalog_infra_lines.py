@@ -10,6 +10,9 @@ from clusterdoctor.observe.messages import scan_text
 from clusterdoctor.rules.messages import hit_groups
 
 LINES = (
+    # nvidia-smi of newer drivers puts the GPU's index before its bus id (quoted in public Xid 79
+    # incident notes: "lost until a cold boot (Unable to determine the device handle for GPU0: ...)")
+    ("NVML103", "Unable to determine the device handle for GPU0: 0000:81:00.0: Unknown Error", "notes"),
     # the GPU operator's mig-manager (same go-nvml error; quoted in a public troubleshooting guide)
     (
         "DEVPLG101",
@@ -107,6 +110,12 @@ def test_real_line_is_read_as_its_code(code, line, where):
 
 # normal lines that quote a catalogued text: nothing
 QUIET = (
+    # the RDMA shared device plugin starting and finding its NICs (Mellanox/k8s-rdma-shared-dev-plugin#108)
+    "2024/05/17 09:54:41 Starting K8s RDMA Shared Device Plugin version= master",
+    "2024/05/17 09:54:41 DiscoverHostDevices(): device found: 0000:07:00.0   02              Mellanox "
+    "Technolo...    MT27800 Family [ConnectX-5]             ",
+    # dcgm-exporter connecting to its remote host engine (NVIDIA/gpu-operator#414), before it fails
+    'time="2022-09-29T12:09:09Z" level=info msg="Attemping to connect to remote hostengine at localhost:5555"',
     # a registry out of reach is not a missing image
     '  Warning Failed 7m1s (x41 over 173m) kubelet  Failed to pull image "busybox:1.36.1": rpc error: code = '
     'DeadlineExceeded desc = failed to pull and unpack image "docker.io/library/busybox:1.36.1": failed to '

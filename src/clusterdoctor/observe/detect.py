@@ -114,6 +114,12 @@ LOADERS: list[Loader] = [
         "sniff_ib_devnodes",
         "load_ib_devnodes",
     ),
+    Loader(
+        "rdma system output",
+        "clusterdoctor.observe.network.rdma_system",
+        "sniff_rdma_system",
+        "load_rdma_system",
+    ),
     Loader("perftest output", "clusterdoctor.observe.network.perftest", "sniff_perftest", "load_perftest"),
     Loader("OSU benchmark output", "clusterdoctor.observe.network.osu", "sniff_osu", "load_osu"),
     Loader("IB fabric diagnostics", "clusterdoctor.observe.network.fabric", "sniff_fabric", "load_fabric"),

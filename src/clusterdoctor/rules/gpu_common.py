@@ -218,13 +218,24 @@ register_derived(
     _coverage("pcie", "the PCIe link (nvidia-smi -q, lspci -vv, sysfs, DCGM)", lambda g: g.pcie is not None),
     "no PCIe link state (nvidia-smi -q, lspci -vv, sysfs current/max_link_*)",
 )
-register_derived(
-    "gpu_events",
-    _coverage(
+
+
+def _events(obs: Observations) -> tuple[Any, str | None]:
+    """Driver events on a GPU, or on a node without a GPU named (an ``RmInitAdapter failed!`` line
+    carries only a minor number; an SXid names a switch): either is a kernel log the rules can judge."""
+    f = _fleet(obs)
+    if f and any(f.node_events.values()):
+        return True, None
+    return _coverage(
         "events",
         "driver events (kernel log Xid/SXid, DCGM_FI_DEV_XID_ERRORS)",
         lambda g: bool(g.events) or g.xid_last is not None,
-    ),
+    )(obs)
+
+
+register_derived(
+    "gpu_events",
+    _events,
     "no kernel log or Xid counter (dmesg, journalctl -k, DCGM_FI_DEV_XID_ERRORS)",
 )
 

@@ -37,6 +37,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma_ports",
     "clusterdoctor.rules.rdma_rails",
     "clusterdoctor.rules.rdma_perftest",
+    "clusterdoctor.rules.rdma_netns",
     "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",

@@ -153,3 +153,49 @@ def test_xid_with_an_elided_bus_id_is_one_unnamed_gpu():
     (g,) = parse_kernel_log(text, "k").gpus
     assert g.bus_id is None and [e.code for e in g.events] == [145, 137]
     assert "not named" in g.label()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # microsoft/pai#4344 (incident gpu-407): the poster's selection cut the "[   " of the first stamp
+        (
+            "38.773115] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)",
+            "RmInitAdapter failed! (0x26:0xffff:1127)",
+        ),
+        # not a cut stamp: too few decimals, the number is part of the message (synthetic)
+        (
+            "1.5] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)",
+            "1.5] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)",
+        ),
+    ],
+)
+def test_cut_uptime_stamp(line, message):
+    rep = parse_kernel_log(line + "\n", "p")
+    assert rep.events[0].message == message
+
+
+# Real lines of NVIDIA/gpu-operator#1146 and #649 with the start of their prefix cut off as a mouse
+# selection cuts it (the cut forms are synthetic; the messages are the threads')
+_LINE_1146 = "kernel: [  885.242168] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)"
+
+
+@pytest.mark.parametrize(
+    ("line", "host", "time_text"),
+    [
+        ("Dec  2 11:49:53 worker4 " + _LINE_1146, "worker4", "Dec  2 11:49:53"),  # the real, whole line
+        ("c  2 11:49:53 worker4 " + _LINE_1146, "worker4", "uptime 885.242168 s"),
+        (" 2 11:49:53 worker4 " + _LINE_1146, "worker4", "uptime 885.242168 s"),
+        (_LINE_1146, None, "uptime 885.242168 s"),
+        ("kernel: NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)", None, None),
+        ("] NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)", None, None),
+    ],
+)
+def test_cut_syslog_prefix_is_not_part_of_the_message(line, host, time_text):
+    rep = parse_kernel_log(line + "\n", "p")
+    (g,) = rep.gpus
+    (e,) = g.events
+    assert e.kind == "probe_failed"
+    assert e.message.startswith("GPU 0000:0")
+    assert e.time_text == time_text
+    assert rep.node == host

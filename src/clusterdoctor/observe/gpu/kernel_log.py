@@ -51,6 +51,18 @@ _P_ISO = re.compile(
 )
 _P_CTIME = re.compile(rf"^\[(?P<ctime>[A-Z][a-z]{{2}} (?:{_MONTHS})\s+\d+ \d\d:\d\d:\d\d \d{{4}})\]\s?")
 _P_UPTIME = re.compile(r"^\[\s*(?P<up>\d+\.\d+)\]\s?")
+# an uptime stamp whose "[" the poster's selection cut off ("38.773115] NVRM: ..."): digits, a dot,
+# at least three decimals and "] " (a message never starts so)
+_P_CUT_UPTIME = re.compile(r"^\s*(?P<up>\d{1,9}\.\d{3,9})\]\s")
+# what is left of a syslog or journal prefix whose start the selection cut: "c  2 11:49:53 host kernel: [...]"
+# (part of the month), "kernel: [ 1097.650222] ", "kernel: ", or only the "] " of the stamp
+_P_CUT_SYSLOG = re.compile(
+    r"^[A-Za-z]{0,2}\s{1,2}\d{1,2} \d\d:\d\d:\d\d\s+(?P<host>[\w.-]{1,64})\s+kernel:\s+"
+    r"(?:\[\s*(?P<up>\d{1,9}\.\d{1,9})\]\s?)?"
+)
+_P_CUT_TAG = re.compile(
+    r"^\s{0,4}(?:kernel:\s+)(?:\[\s*(?P<up>\d{1,9}\.\d{1,9})\]\s?)?|^\s{0,4}\]\s(?=NVRM|nvidia)"
+)
 _P_HUMAN = re.compile(rf"^\[(?:(?:{_MONTHS})\d+ \d\d:\d\d|\s*\+\d+\.\d+)\]\s?")
 _P_SYSLOG = re.compile(
     rf"^(?P<sys>(?:{_MONTHS})\s+\d+ \d\d:\d\d:\d\d)\s+(?P<host>\S+)\s+kernel:\s+(?:\[\s*\d+\.\d+\]\s*)?"
@@ -148,6 +160,17 @@ def _split(line: str) -> tuple[str | None, float | None, str | None, str, bool]:
     m = _P_HUMAN.match(line)
     if m:
         return None, None, None, line[m.end() :], True
+    m = _P_CUT_UPTIME.match(line)
+    if m:
+        return f"uptime {m.group('up')} s", None, None, line[m.end() :], True
+    m = _P_CUT_SYSLOG.match(line)
+    if m:
+        up = m.group("up")
+        return (f"uptime {up} s" if up else None), None, m.group("host"), line[m.end() :], True
+    m = _P_CUT_TAG.match(line)
+    if m:
+        up = m.group("up")
+        return (f"uptime {up} s" if up else None), None, None, line[m.end() :], True
     return None, None, None, line, False
 
 

@@ -34,6 +34,7 @@ __all__ = [
 def _sources() -> list[tuple[str, Callable[[bytes], bool], Callable[[bytes, str], Any]]]:
     from clusterdoctor.observe.gpu import (
         dcgmi,
+        dmon,
         kernel_log,
         lspci,
         nvidia_smi_q,
@@ -51,6 +52,7 @@ def _sources() -> list[tuple[str, Callable[[bytes], bool], Callable[[bytes, str]
         ("nvidia-smi", nvidia_smi_table.sniff_nvidia_smi_table, nvidia_smi_table.parse_nvidia_smi_table),
         ("nvidia-smi nvlink", nvlink.sniff_nvlink, nvlink.parse_nvlink),
         ("nvidia-smi -L", nvidia_smi_table.sniff_nvidia_smi_list, nvidia_smi_table.parse_nvidia_smi_list),
+        ("nvidia-smi dmon", dmon.sniff_dmon, dmon.parse_dmon),
         ("dcgmi", dcgmi.sniff_dcgmi, dcgmi.parse_dcgmi),
         ("lspci -vv", lspci.sniff_lspci, lspci.parse_lspci),
         ("lspci", lspci.sniff_lspci_list, lspci.parse_lspci_list),
@@ -66,6 +68,7 @@ SOURCES = (
     "nvidia-smi",
     "nvidia-smi nvlink",
     "nvidia-smi -L",
+    "nvidia-smi dmon",
     "dcgmi",
     "lspci -vv",
     "lspci",
@@ -120,7 +123,8 @@ def parse_gpu_reports(data: bytes, path: str) -> list[GpuReport]:
     if first_error is not None:
         raise first_error
     raise InputError(
-        "not a GPU health source (nvidia-smi, nvidia-smi -q/-x/-L/--query-gpu, nvidia-smi nvlink, dcgmi, "
+        "not a GPU health source (nvidia-smi, nvidia-smi -q/-x/-L/--query-gpu/dmon, nvidia-smi nvlink, "
+        "dcgmi, "
         "lspci, device plugin / GPU operator / fabric manager log, kernel log)",
         path,
     )

@@ -66,6 +66,24 @@ _PROC = re.compile(
 )
 _LIST = re.compile(r"^GPU (?P<idx>\d{1,3}): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9A-Fa-f-]{8,64})\)\s*$")
 _MIG_LIST = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
+# what -L prints for a GPU NVML cannot open, in place of its line ("Unable to determine the device
+# handle for gpu 0000:18:00.0: Unknown Error"): the GPU is named by its bus id (NVML103 judges the text)
+_LIST_ERR = re.compile(
+    r"^Unable to determine the device handle for (?:GPU|gpu) ?(?:\d{1,3}: )?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+    r"[0-9A-Fa-f]{2}\.[0-7]): (?P<err>\S.{0,100})$"
+)
+# the command the user ran, pasted as its first line ("$ nvidia-smi -L", "root@node:~# nvidia-smi --list-gpus")
+_LIST_PROMPT = re.compile(r"^\S{0,80}?[$#>]\s{0,4}nvidia-smi\s{1,4}(?:-L|--list-gpus)\s*$")
+
+
+def _list_lines(text: str) -> list[str]:
+    """The non-blank lines of a -L paste, without the command line the user pasted above them."""
+    lines = [ln.rstrip() for ln in unquote_lines(text) if ln.strip()]
+    if lines and _LIST_PROMPT.match(lines[0].strip()):
+        lines = lines[1:]
+    return lines
+
+
 ERR = "ERR!"
 
 
@@ -232,11 +250,12 @@ def _processes(lines: list[str], report: GpuReport, used: set[int]) -> None:
 def sniff_nvidia_smi_list(head: bytes) -> bool:
     """Whether ``head`` is ``nvidia-smi -L`` output (every line a GPU or MIG device line)."""
     text = head[:16384].decode("utf-8", errors="replace")
-    lines = [ln for ln in unquote_lines(text) if ln.strip()]
+    lines = _list_lines(text)[:64]
     return (
         bool(lines)
-        and bool(_LIST.match(lines[0]))
-        and all(_LIST.match(ln) or _MIG_LIST.match(ln) for ln in lines[:64])
+        and bool(_LIST.match(lines[0]) or _LIST_ERR.match(lines[0]))
+        and any(_LIST.match(ln) for ln in lines)
+        and all(_LIST.match(ln) or _MIG_LIST.match(ln) or _LIST_ERR.match(ln) for ln in lines)
     )
 
 
@@ -246,12 +265,16 @@ def parse_nvidia_smi_list(data: bytes | str, path: str | None = None) -> GpuRepo
     report = GpuReport(KIND_LIST, src)
     report.facts.add("identity")
     skipped = 0
-    for line in unquote_lines(decode(data, path)):
-        if not line.strip():
-            continue
+    for line in _list_lines(decode(data, path)):
         m = _LIST.match(line)
         if m is None:
-            if not _MIG_LIST.match(line):
+            e = _LIST_ERR.match(line)
+            if e is not None and norm_bus_id(e.group("bus")):
+                # the GPU NVML could not open: known by its bus id only (its error is a known message)
+                g = GpuState(bus_id=norm_bus_id(e.group("bus")))
+                g.sources.append(src)
+                report.gpus.append(g)
+            elif not _MIG_LIST.match(line):
                 skipped += 1
             continue
         g = GpuState()

@@ -50,6 +50,7 @@ FAMILIES: dict[str, str] = {
     "dcgm": "gpu",  # DCGM and dcgm-exporter  # the kernel's PCIe AER lines (a GPU's or NIC's link)
     "ib": "rdma",
     "ib_host": "rdma",  # the host's RDMA stack: mlx5 driver, DEVX, libibverbs/librdmacm, perftest, OFI
+    "rdma_plugin": "rdma",  # Kubernetes RDMA device plugins (RDMA shared device plugin, SR-IOV device plugin)
     "kubelet": "kubelet",
     "containerd": "kubelet",
     "etcd": "etcd",

@@ -99,14 +99,16 @@ MESSAGES: tuple[Message, ...] = (
         name="nvml-gpu-lost",
         title="NVML cannot reach a GPU: it is lost (fell off the bus) or unreadable",
         pattern=(
-            r"Unable to determine the device handle for (?:GPU|gpu) ?" + _PCI + r": "
+            # newer drivers put the index before the bus id: "for GPU0: 0000:81:00.0: Unknown Error"
+            r"Unable to determine the device handle for (?:GPU|gpu) ?(?:\d{1,3}: )?" + _PCI + r": "
             r"(?:Unknown Error|GPU is lost|The GPU has fallen off the bus)"
         ),
         trigger="Unable to determine the device handle for",
         meaning="nvidia-smi could not open one GPU: the driver reports it lost or in an unknown state",
         cause=(
             "the GPU stopped answering on PCIe (it fell off the bus: power, overheating, riser or seating, a "
-            "failing board); the kernel log shows Xid 79 or 'GPU has fallen off the bus', lspci 'rev ff'"
+            "failing board); the kernel log shows Xid 79 or 'GPU has fallen off the bus', lspci 'rev ff'. "
+            "Where one GPU fails so and the others of the node answer, that board is the suspect"
         ),
         fix=(
             "drain the node and reboot it; check the GPU's power cables, cooling and seating; if the same GPU "
@@ -118,7 +120,7 @@ MESSAGES: tuple[Message, ...] = (
         source=_NVML_H + " (NVML_ERROR_GPU_IS_LOST = 15, NVML_ERROR_UNKNOWN = 999)",
         example="Unable to determine the device handle for GPU0000:07:00.0: Unknown Error",
         example_source="https://github.com/pdbear/syno_nvidia_gpu_driver/issues/22",
-        causes=("gpu.fallen-off-bus",),
+        causes=("gpu.fallen-off-bus", "gpu.hw-faulty"),
         subject="GPU {pci}",
     ),
     Message(
