@@ -58,6 +58,7 @@ BASE = {
     "clusterdoctor.errors",
     "clusterdoctor.escape",
     "clusterdoctor.observe",
+    "clusterdoctor.observe.budgets",  # split out of limits (LIMITS, Budget, LimitExceeded)
     "clusterdoctor.observe.confine",
     "clusterdoctor.observe.limits",
     "clusterdoctor.observe.warning_list",  # split out of limits (WarningList)

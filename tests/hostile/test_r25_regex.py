@@ -100,9 +100,9 @@ OLD = [
         0,
     ),
     ("clusterdoctor.observe.control.logs", "_LOGFMT_PAIR", '(\\w[\\w.-]*)=("(?:[^"\\\\]|\\\\.)*"|\\S+)', 0),
-    ("clusterdoctor.observe.control.logs", "_RE_KV", '(\\w+)=("(?:[^"\\\\]|\\\\.)*"|\\S+)', 0),
+    ("clusterdoctor.observe.control.log_events", "_RE_KV", '(\\w+)=("(?:[^"\\\\]|\\\\.)*"|\\S+)', 0),
     (
-        "clusterdoctor.observe.control.logs",
+        "clusterdoctor.observe.control.log_events",
         "_RE_PUBLISHED",
         "\\{Name:(\\S*) ClientURLs:\\[([^\\]]*)\\]\\}",
         0,
