@@ -377,22 +377,17 @@ def _headerless_pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
     if shape is None:
         return False
     ns, m = shape
-    out.pods.append(
-        PodRow(
-            m.group("name"),
-            m.group("ready"),
-            m.group("status"),
-            _int(m.group("restarts")),
-            m.group("age"),
-            ns,
-            "",
-            st.src,
-            n,
-        )  # fmt: skip
-    )
+    out.pods.append(_pod_row(m, ns, "", st, n))
     if "get pods rows" not in out.kinds:
         out.kinds.append("get pods rows")
     return True
+
+
+def _pod_row(m: re.Match[str], ns: str, node: str, st: _State, n: int) -> PodRow:
+    return PodRow(
+        m.group("name"), m.group("ready"), m.group("status"), _int(m.group("restarts")), m.group("age"),
+        ns, node, st.src, n,
+    )  # fmt: skip
 
 
 def _pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
@@ -410,19 +405,7 @@ def _pod(line: str, n: int, st: _State, out: KubectlText) -> bool:
     cells = _cut(line, st.cols)
     if cells and cells.get("NODE") and cells["NODE"] != "<none>":
         node = cells["NODE"]
-    out.pods.append(
-        PodRow(
-            m.group("name"),
-            m.group("ready"),
-            m.group("status"),
-            _int(m.group("restarts")),
-            m.group("age"),
-            ns,
-            node,
-            st.src,
-            n,
-        )  # fmt: skip
-    )
+    out.pods.append(_pod_row(m, ns, node, st, n))
     return True
 
 
