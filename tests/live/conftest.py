@@ -83,6 +83,20 @@ def start(name: str, args: list[str], tmp: Path) -> Proc:
     return Proc(name, p, log)
 
 
+def start_prometheus(tmp: Path, cfg: dict, port: int, exe: str = PROMETHEUS) -> Proc:
+    """A real Prometheus on 127.0.0.1:``port`` with ``cfg`` (a prometheus.yml as a dict) and its own
+    TSDB under ``tmp``; the caller waits for ``/-/ready`` and stops it (``Services``)."""
+    import yaml
+
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    return start(
+        "prometheus",
+        [exe, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        tmp,
+    )  # fmt: skip
+
+
 @dataclass
 class Services:
     procs: list[Proc] = field(default_factory=list)

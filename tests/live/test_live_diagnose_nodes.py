@@ -17,10 +17,18 @@ import urllib.parse
 import urllib.request
 
 import pytest
-import yaml
 
 from tests.conftest import run_cli, shared_fixture
-from tests.live.conftest import NODE_EXPORTER, PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import (
+    NODE_EXPORTER,
+    PROMETHEUS,
+    Services,
+    free_ports,
+    need,
+    start,
+    start_prometheus,
+    wait_http,
+)
 from tests.observe.network.test_rdma import untar_infiniband
 
 pytestmark = [pytest.mark.live]
@@ -116,19 +124,7 @@ def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):
                     {"targets": [f"127.0.0.1:{ib_port}"], "labels": {"node": "gpu-node-8"}}]},
             ],
         }  # fmt: skip
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-        services.procs.append(
-            start(
-                "prometheus",
-                [
-                    prom_exe,
-                    f"--config.file={tmp_path / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                ],
-                tmp_path,
-            )  # fmt: skip
-        )
+        services.procs.append(start_prometheus(tmp_path, cfg, prom_port, prom_exe))
         wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 60)
         deadline = time.monotonic() + 180  # a cap on a hang
         wanted = (

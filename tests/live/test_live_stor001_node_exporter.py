@@ -15,10 +15,18 @@ import urllib.parse
 import urllib.request
 
 import pytest
-import yaml
 
 from tests.conftest import run_cli
-from tests.live.conftest import NODE_EXPORTER, PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import (
+    NODE_EXPORTER,
+    PROMETHEUS,
+    Services,
+    free_ports,
+    need,
+    start,
+    start_prometheus,
+    wait_http,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(400)]
 MOUNT = "mount -t tmpfs -o size=1m tmpfs /dev/shm"
@@ -72,19 +80,7 @@ def test_full_dev_shm_of_one_node_through_prometheus(tmp_path):
                 {"targets": [f"127.0.0.1:{full_port}"], "labels": {"node": "gpu-node-7"}},
                 {"targets": [f"127.0.0.1:{host_port}"], "labels": {"node": "gpu-node-8"}}]}],
         }  # fmt: skip
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-        services.procs.append(
-            start(
-                "prometheus",
-                [
-                    prom_exe,
-                    f"--config.file={tmp_path / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                    f"--web.listen-address=127.0.0.1:{prom_port}",
-                ],
-                tmp_path,
-            )  # fmt: skip
-        )
+        services.procs.append(start_prometheus(tmp_path, cfg, prom_port, prom_exe))
         wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 60)
         wanted = (
             'node_filesystem_avail_bytes{node="gpu-node-7",mountpoint="/dev/shm"} == 0',
