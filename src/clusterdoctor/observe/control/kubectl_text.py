@@ -504,15 +504,14 @@ def _describe_event(line: str, n: int, st: _State, out: KubectlText, obj: KubeOb
     return True
 
 
-# the From column of a describe's Events: "kubelet, node-1" (kubectl up to 1.19), "{kubelet node-1}"
-# (the FirstSeen/LastSeen tables of kubectl 1.5-1.9); since 1.20 it is "kubelet" alone
-_FROM_NODE = re.compile(r"^(?:\{kubelet (?P<a>[\w.\-]{1,253})\}|kubelet, (?P<b>[\w.\-]{1,253}))$")
+# the From column of a describe's Events: "kubelet, node-1" up to kubectl 1.19 (since 1.20 "kubelet" alone)
+_FROM_NODE = re.compile(r"^kubelet, (?P<node>[\w.\-]{1,253})$")
 
 
 def reporting_node(origin: str) -> str:
     """The node a describe event row's From column names (``kubelet, node-1``), or ""."""
     m = _FROM_NODE.match(origin.strip())
-    return (m.group("a") or m.group("b")) if m else ""
+    return m.group("node") if m else ""
 
 
 def _describe(line: str, n: int, st: _State, out: KubectlText) -> bool:
