@@ -298,7 +298,7 @@ MESSAGES: tuple[Message, ...] = (
             "install git-lfs (git lfs install), run git lfs pull in the clone (or download the file from the "
             "project's release / model hub), and check the file's size before loading it again"
         ),
-        verify=("head -c 200 <checkpoint>  # 'version https://git-lfs...' is a pointer", "git lfs ls-files"),
+        verify=("head -c 200 <checkpoint>", "git lfs ls-files"),
         severity=Severity.CRITICAL,
         action=Action.CONFIGURE,
         source="https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md",
