@@ -163,3 +163,37 @@ def test_x509_variants_name_expiry_or_clock(tmp_path):
     )
     assert [f.rule for f in diagnose(tmp_path, after).findings] == ["KUBELET109"]
     assert [f.rule for f in diagnose(tmp_path, before).findings] == ["KUBELET110"]
+
+
+# a --cgroup-driver value with literal single quotes (kubelet.config), on the lines of two threads
+QUOTED_DRIVER = [
+    # github.com/kubernetes/kubernetes/issues/87918 (khassel, posted in single backticks)
+    'failed to run Kubelet: failed to create kubelet: misconfiguration:"kubelet cgroup driver: '
+    '"\'cgroupfs\'" is different from docker cgroup driver: "cgroupfs"',
+    # github.com/kubernetes/minikube/issues/6544 (zigarn's journal line; the thread's excerpt ends at
+    # 'driver: "sys', its end as the issue's title quotes it)
+    "Feb 07 16:53:07 kubernetes.2020-02-07-k8s-user-test.local kubelet[21449]: F0207 16:53:07.576611   "
+    "21449 server.go:273] failed to run Kubelet: failed to create kubelet: misconfiguration: kubelet cgroup "
+    'driver: "\'systemd\'" is different from docker cgroup driver: "systemd"',
+]
+
+
+@pytest.mark.parametrize("line", QUOTED_DRIVER)
+def test_a_quoted_cgroup_driver_leads_before_the_start_failure(tmp_path, line):
+    d = diagnose(tmp_path, line + "\n")
+    f = d.findings[0]
+    assert f.rule == "KUBELET126" and "kubelet.config" in f.causes
+    assert "with its quotes" in f.summary
+    # the generic 'failed to run Kubelet' on the same line is its symptom, and the bare-word mismatch
+    # entry does not claim a quoted value
+    assert "KUBELET104" not in {g.rule for g in d.findings}
+
+
+def test_a_bare_driver_mismatch_stays_kubelet104(tmp_path):
+    # github.com/opsnull/follow-me-install-kubernetes-cluster/issues/101 (the issue's title)
+    line = (
+        "error: failed to run Kubelet: failed to create kubelet: misconfiguration: kubelet cgroup driver: "
+        '"cgroupfs" is different from docker cgroup driver: "systemd"\n'
+    )
+    rules = [f.rule for f in diagnose(tmp_path, line).findings]
+    assert rules[0] == "KUBELET104" and "KUBELET126" not in rules

@@ -157,3 +157,45 @@ def test_metric_logger_waiting_on_data(tmp_path):
     line = "Epoch: [0]  [  10/5005]  eta: 1:02:03  lr: 0.1  loss: 6.9 (6.9)  time: 0.7441  data: 0.5126  max mem: 10385\n"
     d = diagnose(tmp_path, line * 3)
     assert first(d) == ("STOR003", "data loading")
+
+
+# invalid load key 'v': the first byte of a Git LFS pointer ("version https://git-lfs...")
+LFS_POINTER = {
+    # github.com/Rose-STL-Lab/LIMO/issues/3 (the maintainer: "It's a GIT LFS file")
+    "LIMO#3": (
+        "    magic_number = pickle_module.load(f, **pickle_load_args)\n"
+        "_pickle.UnpicklingError: invalid load key, 'v'.\n"
+    ),
+    # github.com/nasir6/rPPG/issues/27 (resolved with git lfs install, git lfs pull)
+    "rPPG#27": (
+        "    self.model.load_state_dict(torch.load('linknet.pth'))\n"
+        '  File "/home/snowuyl/.local/lib/python3.10/site-packages/torch/serialization.py", line 713, in load\n'
+        "    return _legacy_load(opened_file, map_location, pickle_module, **pickle_load_args)\n"
+        '  File "/home/snowuyl/.local/lib/python3.10/site-packages/torch/serialization.py", line 920, in '
+        "_legacy_load\n"
+        "    magic_number = pickle_module.load(f, **pickle_load_args)\n"
+        "_pickle.UnpicklingError: invalid load key, 'v'.\n"
+    ),
+    # github.com/git-lfs/git-lfs/issues/4366 (bk2204: pickle reads the pointer file instead)
+    "git-lfs#4366": "\"UnpicklingError: invalid load key, 'v'\"\n",
+}
+
+
+def test_invalid_load_key_v_is_a_git_lfs_pointer(tmp_path):
+    for source, text in LFS_POINTER.items():
+        d = diagnose(tmp_path, text)
+        f = d.findings[0]
+        assert f.rule == "STOR120" and f.causes == ("storage.lfs-pointer",), source
+        assert "STOR110" not in {g.rule for g in d.findings}, source
+
+
+def test_other_load_keys_stay_stor110(tmp_path):
+    from clusterdoctor.observe.messages import scan_text
+
+    # github.com/pytorch/pytorch/issues/16203 (an HTML page saved as the checkpoint)
+    assert {h.code for h in scan_text("_pickle.UnpicklingError: invalid load key, '<'.\n", "p")} == {
+        "STOR110"
+    }
+    # synthetic: a key that only starts with v is not the pointer's (the pattern's boundary)
+    hits = scan_text("_pickle.UnpicklingError: invalid load key, 'v1'.\n", "p")
+    assert {h.code for h in hits} == {"STOR110"}

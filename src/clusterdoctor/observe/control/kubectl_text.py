@@ -480,7 +480,21 @@ def _describe_event(line: str, n: int, st: _State, out: KubectlText, obj: KubeOb
     (obj.events if obj else []).append(ev)
     if obj is not None and obj.ref:
         out.about[n] = obj.ref
+    else:
+        node = reporting_node(ev.origin)
+        if node:  # rows pasted without their object: the node whose kubelet reported them
+            out.about[n] = f"node {node}"
     return True
+
+
+# the From column of a describe's Events: "kubelet, node-1" up to kubectl 1.19 (since 1.20 "kubelet" alone)
+_FROM_NODE = re.compile(r"^kubelet, (?P<node>[\w.\-]{1,253})$")
+
+
+def reporting_node(origin: str) -> str:
+    """The node a describe event row's From column names (``kubelet, node-1``), or ""."""
+    m = _FROM_NODE.match(origin.strip())
+    return m.group("node") if m else ""
 
 
 def _describe(line: str, n: int, st: _State, out: KubectlText) -> bool:

@@ -157,6 +157,50 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         detail="(kubelet: {kubelet}, {runtime}: {other})",
     ),
     Message(
+        code="KUBELET126",
+        name="kubelet-cgroup-driver-quoted",
+        title="the kubelet's --cgroup-driver value holds literal quotes ('systemd'), so it matches no driver",
+        # the check of KUBELET104, where the kubelet's value is wrapped in single quotes: "'cgroupfs'";
+        # KUBELET104's pattern takes only a bare word, so one line is one of the two entries
+        pattern=(
+            r"kubelet cgroup driver: \\{0,2}\"'(?P<kubelet>\w{1,20})'\\{0,2}\" is different from "
+            r"(?P<runtime>docker|containerd|CRI|runtime) cgroup driver: \\{0,2}\"(?P<other>\w{1,20})\\{0,2}\""
+        ),
+        trigger="cgroup driver: ",
+        meaning=(
+            "the kubelet refuses to start: its cgroup driver is a name wrapped in single quotes (the quotes "
+            "are part of the value), which never equals the runtime's driver"
+        ),
+        cause=(
+            "whatever starts the kubelet passes the flag with single quotes where no shell strips them: a "
+            "systemd unit or drop-in (Environment=, 10-kubeadm.conf, an EnvironmentFile such as "
+            "kubeadm-flags.env) written as --cgroup-driver='systemd'; systemd keeps the quotes in the value"
+        ),
+        fix=(
+            "remove the single quotes around the value in the kubelet's unit, drop-in or flags file "
+            "(--cgroup-driver=systemd), or set cgroupDriver in the kubelet config file; then systemctl "
+            "daemon-reload and restart the kubelet"
+        ),
+        verify=(
+            "systemctl cat kubelet | grep -n cgroup-driver",
+            'grep -rn "cgroup-driver=\'" /etc/systemd/system/kubelet.service.d /var/lib/kubelet',
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/release-1.23/pkg/kubelet/dockershim/docker_service.go",
+        example=(
+            'failed to run Kubelet: failed to create kubelet: misconfiguration:"kubelet cgroup driver: '
+            '"\'cgroupfs\'" is different from docker cgroup driver: "cgroupfs"'
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/87918",
+        causes=("kubelet.config",),
+        detail="(kubelet: '{kubelet}' with its quotes, {runtime}: {other})",
+        notes=(
+            "kubernetes#87918: liggitt: 'whatever is invoking the kubelet is passing in single-quotes in a "
+            "non-shell environment'; the reporter: minikube's 10-kubeadm.conf, removing the quotes solved it",
+        ),
+    ),
+    Message(
         code="KUBELET105",
         name="kubelet-swap-on",
         title="the kubelet refuses to run with swap on",

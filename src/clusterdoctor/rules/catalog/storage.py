@@ -263,7 +263,8 @@ MESSAGES: tuple[Message, ...] = (
         code="STOR110",
         name="pickle-invalid-load-key",
         title="A checkpoint is not a pickle at all (invalid load key)",
-        pattern=r"UnpicklingError: invalid load key, '(?P<key>[^'\n]{1,8})'",
+        # a 'v' key is STOR120's (a Git LFS pointer's "version https://git-lfs..."): one line, one entry
+        pattern=r"UnpicklingError: invalid load key, '(?P<key>(?!v')[^'\n]{1,8})'",
         trigger="invalid load key",
         meaning="torch.load / pickle found bytes that do not start a pickle: the file is not the checkpoint "
         "it is named after",
@@ -278,6 +279,38 @@ MESSAGES: tuple[Message, ...] = (
         example="_pickle.UnpicklingError: invalid load key, '<'.",
         example_source="https://github.com/pytorch/pytorch/issues/16203",
         causes=("storage.checkpoint-corrupt",),
+    ),
+    Message(
+        code="STOR120",
+        name="pickle-git-lfs-pointer",
+        title="A checkpoint is a Git LFS pointer, not the weights (invalid load key, 'v')",
+        pattern=r"UnpicklingError: invalid load key, 'v'",
+        trigger="invalid load key, 'v'",
+        meaning=(
+            "torch.load / pickle read a file whose first byte is 'v': the text stub Git LFS leaves in a "
+            "clone in place of a large file (version https://git-lfs.github.com/spec/v1, oid, size)"
+        ),
+        cause=(
+            "the repository was cloned (or downloaded as an archive) without git-lfs, or git lfs pull was "
+            "not run or ran out of quota: the .pt/.pth/.pkl file is a pointer of about 130 bytes"
+        ),
+        fix=(
+            "install git-lfs (git lfs install), run git lfs pull in the clone (or download the file from the "
+            "project's release / model hub), and check the file's size before loading it again"
+        ),
+        verify=("head -c 200 <checkpoint>", "git lfs ls-files"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md",
+        example="_pickle.UnpicklingError: invalid load key, 'v'.",
+        example_source="https://github.com/Rose-STL-Lab/LIMO/issues/3",
+        causes=("storage.lfs-pointer",),
+        confidence=0.85,
+        notes=(
+            "a pointer file starts with the line 'version https://git-lfs.github.com/spec/v1' (the LFS spec); "
+            "pickle's load opcode table has no 'v', so the first byte is reported as the invalid key; "
+            "git-lfs#4366 (bk2204): 'Python's pickle module [tries] to read the pointer file instead'",
+        ),
     ),
     Message(
         code="STOR113",
