@@ -30,7 +30,7 @@ RUNS = HERE / "failslow-runs.jsonl"
 PLAN = 2  # the plan of issue 20 (13 fault types x 2 load conditions); records of plan 1 are in git history
 # batch 1: the runs the detector's second design was made looking at; batch 2: fresh, after it; batch 3:
 # after the FSDP straggler fix (2026-12-02 evening), the first batch whose probe files are in git;
-# batch 4: smaller (2 runs a fault type, 13 clean runs a condition: one per leave-one-out clean group),
+# batch 4: smaller (3 runs a fault type, 13 clean runs a condition: one per leave-one-out clean group),
 # run 2026-12-03 after the detector was changed looking at batch 3 (born-slow, several frozen ranks,
 # gradual onsets), scored once with the shipped defaults, the detector untouched
 BATCH = 4
@@ -44,7 +44,7 @@ STEPS = 70
 RUNS_PER_TYPE = 4  # per load condition, the victim rank rotating
 CLEAN_RUNS = 30  # per load condition
 # batches of another size: batch -> (runs per fault type, clean runs), per load condition
-SIZES = {4: (2, 13)}
+SIZES = {4: (3, 13)}
 CONDITIONS = ("quiet", "loaded")
 
 
@@ -89,7 +89,8 @@ EXPECTED = {
 
 def plan(cond: str, batch: int = BATCH) -> list[dict]:
     """One condition's runs: every fault type RUNS_PER_TYPE times (victims rotate) and CLEAN_RUNS
-    clean runs, interleaved (SIZES for batches of another size). Batch 1's ids have no prefix; later batches' start with b<N>-."""
+    clean runs, interleaved (SIZES: batches of another size; a bigger size keeps the smaller one's
+    ids). Batch 1's ids have no prefix; later batches' start with b<N>-."""
     pre = "" if batch == 1 else f"b{batch}-"
     per_type, clean_runs = SIZES.get(batch, (RUNS_PER_TYPE, CLEAN_RUNS))
     faulty = []
