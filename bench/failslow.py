@@ -558,6 +558,51 @@ def _totals(pairs: list[tuple[dict, dict]], name: str) -> list[str]:
     return out
 
 
+def _wrong(v: dict) -> list[str]:
+    """What a verdict got wrong (empty when nothing)."""
+    if not v["faulty"]:
+        return ["alarm on a clean run"] if v["fp"] else []
+    out = []
+    if v["fp"]:
+        out.append("alarm before the onset")
+    if not v.get("detected"):
+        out.append("missed")
+    else:
+        if v.get("right_rank") is False:
+            out.append("wrong rank")
+        if v.get("right_class") is False:
+            out.append("wrong class")
+    return out
+
+
+def _said(eps: list[dict]) -> str:
+    alarms = [e for e in eps if e["level"] != "info"]
+    return ", ".join(
+        f"{e['kind']}@{e['rank']} onset {e['onset_step']} det {e['detect_step']} {e['level']}" for e in alarms
+    ) or ("info only" if eps else "nothing")
+
+
+def _wrong_runs(j: Judge, pairs: list[tuple[dict, dict]], params_of, title: str) -> list[str]:
+    """The runs a scoring got wrong: id, the truth, the load at its start, and what the detector said."""
+    lines = [title]
+    for r, v in pairs:
+        bad = _wrong(v)
+        if not bad:
+            continue
+        truth = (
+            "clean"
+            if r["fault"] == "clean"
+            else f"{r['fault']}@{r.get('ranks') or None} onset {r.get('true_onset_step')}"
+        )
+        lines.append(
+            f"  {r['id']:<20} {'; '.join(bad)} (truth {truth}, load {r['load_before'][0]:.1f}, "
+            f"cost {r.get('cost', '-')}): said {_said(j.cache[(r['id'], params_of(r))])}"
+        )
+    if len(lines) == 1:
+        lines.append("  none")
+    return lines
+
+
 def part_report(stored: bool = False, search: bool = True, batch: int = BATCH) -> str:
     recs = [
         r
@@ -598,6 +643,13 @@ def part_report(stored: bool = False, search: bool = True, batch: int = BATCH) -
         for t, c in chosen.items():
             lines.append(f"  without {t:<10} " + " ".join(f"{k}={v}" for k, v in c.items()))
         lines.append("")
+
+        def fold_params(r: dict):
+            t = TYPES[_clean_group(r)] if r["fault"] == "clean" else r["fault"]
+            return DEFAULTS.replace(**{k: chosen[t][k] for k in GRID})
+
+        lines += [*_wrong_runs(j, pairs, fold_params, "runs wrong, left out (knobs of the fold):"), ""]
+    lines += [*_wrong_runs(j, fixed, lambda r: DEFAULTS, "runs wrong with the shipped defaults:"), ""]
     lines += _table(fixed, "the shipped defaults on every run (not a held-out score):")
     for r in load_records():
         if r.get("part") == "overhead":
