@@ -29,8 +29,11 @@ HERE = Path(__file__).resolve().parent
 RUNS = HERE / "failslow-runs.jsonl"
 PLAN = 2  # the plan of issue 20 (13 fault types x 2 load conditions); records of plan 1 are in git history
 # batch 1: the runs the detector's second design was made looking at; batch 2: fresh, after it; batch 3:
-# after the FSDP straggler fix (2026-12-02 evening), the first batch whose probe files are in git
-BATCH = 3
+# after the FSDP straggler fix (2026-12-02 evening), the first batch whose probe files are in git;
+# batch 4: smaller (3 runs a fault type, 13 clean runs a condition: one per leave-one-out clean group),
+# run 2026-12-03 after the detector was changed looking at batch 3 (born-slow, several frozen ranks,
+# gradual onsets), scored once with the shipped defaults, the detector untouched
+BATCH = 4
 # each run's probe files, kept so that `report` judges them again with the current detector
 EPISODES = HERE / ".failslow-episodes"
 # ...and the same files xz-compressed in git (one <id>.tar.xz a run, ~6 KB for 70 steps): batches 1-2's
@@ -40,6 +43,8 @@ ONSET = 25
 STEPS = 70
 RUNS_PER_TYPE = 4  # per load condition, the victim rank rotating
 CLEAN_RUNS = 30  # per load condition
+# batches of another size: batch -> (runs per fault type, clean runs), per load condition
+SIZES = {4: (3, 13)}
 CONDITIONS = ("quiet", "loaded")
 
 
@@ -84,10 +89,12 @@ EXPECTED = {
 
 def plan(cond: str, batch: int = BATCH) -> list[dict]:
     """One condition's runs: every fault type RUNS_PER_TYPE times (victims rotate) and CLEAN_RUNS
-    clean runs, interleaved. Batch 1's ids have no prefix; later batches' start with b<N>-."""
+    clean runs, interleaved (SIZES: batches of another size; a bigger size keeps the smaller one's
+    ids). Batch 1's ids have no prefix; later batches' start with b<N>-."""
     pre = "" if batch == 1 else f"b{batch}-"
+    per_type, clean_runs = SIZES.get(batch, (RUNS_PER_TYPE, CLEAN_RUNS))
     faulty = []
-    for i in range(RUNS_PER_TYPE):
+    for i in range(per_type):
         for j, t in enumerate(TYPES):
             r = None if t == "job" else (i + j) % 4
             ranks = [r, (r + 2) % 4] if t == "two" and r is not None else ([r] if r is not None else [])
@@ -96,7 +103,7 @@ def plan(cond: str, batch: int = BATCH) -> list[dict]:
     c = 0
     for i, f in enumerate(faulty):
         out.append({"id": f"{pre}{cond[0]}-f{i:02d}-{f['fault']}", "cond": cond, "batch": batch, **f})
-        if c < CLEAN_RUNS and i % 2 == 0:
+        if c < clean_runs and i % 2 == 0:
             out.append(
                 {
                     "id": f"{pre}{cond[0]}-c{c:02d}-clean",
@@ -108,7 +115,7 @@ def plan(cond: str, batch: int = BATCH) -> list[dict]:
                 }
             )
             c += 1
-    while c < CLEAN_RUNS:
+    while c < clean_runs:
         out.append(
             {
                 "id": f"{pre}{cond[0]}-c{c:02d}-clean",
@@ -551,6 +558,51 @@ def _totals(pairs: list[tuple[dict, dict]], name: str) -> list[str]:
     return out
 
 
+def _wrong(v: dict) -> list[str]:
+    """What a verdict got wrong (empty when nothing)."""
+    if not v["faulty"]:
+        return ["alarm on a clean run"] if v["fp"] else []
+    out = []
+    if v["fp"]:
+        out.append("alarm before the onset")
+    if not v.get("detected"):
+        out.append("missed")
+    else:
+        if v.get("right_rank") is False:
+            out.append("wrong rank")
+        if v.get("right_class") is False:
+            out.append("wrong class")
+    return out
+
+
+def _said(eps: list[dict]) -> str:
+    alarms = [e for e in eps if e["level"] != "info"]
+    return ", ".join(
+        f"{e['kind']}@{e['rank']} onset {e['onset_step']} det {e['detect_step']} {e['level']}" for e in alarms
+    ) or ("info only" if eps else "nothing")
+
+
+def _wrong_runs(j: Judge, pairs: list[tuple[dict, dict]], params_of, title: str) -> list[str]:
+    """The runs a scoring got wrong: id, the truth, the load at its start, and what the detector said."""
+    lines = [title]
+    for r, v in pairs:
+        bad = _wrong(v)
+        if not bad:
+            continue
+        truth = (
+            "clean"
+            if r["fault"] == "clean"
+            else f"{r['fault']}@{r.get('ranks') or None} onset {r.get('true_onset_step')}"
+        )
+        lines.append(
+            f"  {r['id']:<20} {'; '.join(bad)} (truth {truth}, load {r['load_before'][0]:.1f}, "
+            f"cost {r.get('cost', '-')}): said {_said(j.cache[(r['id'], params_of(r))])}"
+        )
+    if len(lines) == 1:
+        lines.append("  none")
+    return lines
+
+
 def part_report(stored: bool = False, search: bool = True, batch: int = BATCH) -> str:
     recs = [
         r
@@ -591,6 +643,13 @@ def part_report(stored: bool = False, search: bool = True, batch: int = BATCH) -
         for t, c in chosen.items():
             lines.append(f"  without {t:<10} " + " ".join(f"{k}={v}" for k, v in c.items()))
         lines.append("")
+
+        def fold_params(r: dict):
+            t = TYPES[_clean_group(r)] if r["fault"] == "clean" else r["fault"]
+            return DEFAULTS.replace(**{k: chosen[t][k] for k in GRID})
+
+        lines += [*_wrong_runs(j, pairs, fold_params, "runs wrong, left out (knobs of the fold):"), ""]
+    lines += [*_wrong_runs(j, fixed, lambda r: DEFAULTS, "runs wrong with the shipped defaults:"), ""]
     lines += _table(fixed, "the shipped defaults on every run (not a held-out score):")
     for r in load_records():
         if r.get("part") == "overhead":
@@ -738,7 +797,7 @@ def main() -> None:
     ap.add_argument("--quiet-load", type=float, default=2.0, help="runs --cond quiet: wait for this load")
     ap.add_argument("--wait", type=float, default=600.0, help="runs --cond quiet: wait at most this long (s)")
     ap.add_argument("--no-search", action="store_true", help="report: skip the leave-one-out search")
-    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1, 2, 3)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1-4)")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument(
         "--stored",
