@@ -77,6 +77,7 @@ LOADERS: list[Loader] = [
     ),
     # `lspci -vvv | grep ACSCtl` and setpci ACS reads (before GPU health: its lspci reader wants blocks)
     Loader("PCIe ACS listing", "clusterdoctor.observe.node.pcie_acs", "sniff_acs", "load_acs"),
+    Loader("ubergemm output", "clusterdoctor.observe.gpu.ubergemm", "sniff_ubergemm", "load_ubergemm"),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
