@@ -115,6 +115,7 @@ LOADERS: list[Loader] = [
         "sniff_ib_devnodes",
         "load_ib_devnodes",
     ),
+    Loader("infiniband_mad map", "clusterdoctor.observe.network.umad_map", "sniff_umad_map", "load_umad_map"),
     Loader(
         "rdma system output",
         "clusterdoctor.observe.network.rdma_system",
