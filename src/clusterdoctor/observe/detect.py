@@ -149,6 +149,20 @@ LOADERS: list[Loader] = [
         "sniff_metrics",
         "load_metrics_observations",
     ),
+    # what no reader claims but is recognisable: refused with what it looks like (a sinfo table, a bare
+    # command line, an rxe_cfg table, a shell trace), its known messages still read
+    Loader(
+        "unlisted GPU-side paste",
+        "clusterdoctor.observe.gpu.unlisted",
+        "sniff_unlisted_gpu",
+        "load_unlisted_gpu",
+    ),
+    Loader(
+        "unlisted RDMA-side paste",
+        "clusterdoctor.observe.network.unlisted",
+        "sniff_unlisted_rdma",
+        "load_unlisted_rdma",
+    ),
 ]
 
 
