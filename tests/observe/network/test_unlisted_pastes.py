@@ -31,6 +31,7 @@ def refusal(rel: str) -> str:
         ("gpu-036/paste.txt", "only the command line(s) `nvidia-smi`, none of the output"),
         ("gpu-056/paste.txt", "a Slurm configuration file (CgroupAutomount, ConstrainCores"),
         ("gpu-056/paste-2.txt", "only the command line(s) `srun -p gpu"),
+        ("gpu-056/paste-3.txt", "the value of $CUDA_VISIBLE_DEVICES echoed in a shell"),
         ("rdma-009/paste-3.txt", "an rxe_cfg status table"),
         ("rdma-012/paste-2.txt", "a shell trace (set -x)"),
     ],

@@ -60,6 +60,19 @@ def looks_like(text: str) -> str | None:
     ) >= len(lines):
         return f"a Slurm configuration file ({', '.join(dict.fromkeys(conf[:3]))}, ...), not program output"
     cmds = [_command(ln) for ln in lines]
+    # a paste whose prompt line the paste reader took off: the command is in input_commands()
+    from clusterdoctor.observe.paste import input_commands
+
+    typed_echo = [m for m in map(_ECHO_VAR.match, input_commands()) if m]
+    if (
+        typed_echo
+        and len(lines) <= 2
+        and all(c is None and len(ln.split()) <= 1 for c, ln in zip(cmds, lines))
+    ):
+        return (
+            f"the value of ${typed_echo[0].group('var')} echoed in a shell, a variable and not a program's "
+            "output clusterdoctor reads"
+        )
     if all(c is not None for c in cmds):
         typed = [c for c in cmds if c]
         if typed:
