@@ -25,6 +25,8 @@ _HDR = re.compile(r"^\s{0,16}device\s{1,40}node GUID\s*$")
 _RULE = re.compile(r"^\s{0,16}-{4,20}\s{1,40}-{8,40}\s*$")
 _ROW = re.compile(r"^\s{0,16}(?P<dev>[A-Za-z][\w.\-]{0,63})\s{1,40}(?P<guid>[0-9a-fA-F]{16})\s*$")
 _CMD = re.compile(r"^\s{0,8}(?:[$#>]\s{0,4})?ibv_devices\s*$")
+# libibverbs' own warnings on stderr, above the list (read as known messages beside this parser)
+_VERBS_WARN = re.compile(r"^\s{0,8}libibverbs: (?:Warning|Fatal): ")
 MAX_DEVICES = 4096
 
 
@@ -54,7 +56,7 @@ def parse_ibv_devices(text: str, path: str = "<input>") -> tuple[list[RdmaDevice
     skipped: list[int] = []
     seen_header = False
     for lineno, line in numbered(text):
-        if not line.strip() or _CMD.match(line) or _RULE.match(line):
+        if not line.strip() or _CMD.match(line) or _RULE.match(line) or _VERBS_WARN.match(line):
             continue
         if _HDR.match(line):
             seen_header = True
