@@ -77,6 +77,7 @@ LOADERS: list[Loader] = [
     ),
     # `lspci -vvv | grep ACSCtl` and setpci ACS reads (before GPU health: its lspci reader wants blocks)
     Loader("PCIe ACS listing", "clusterdoctor.observe.node.pcie_acs", "sniff_acs", "load_acs"),
+    Loader("ubergemm output", "clusterdoctor.observe.gpu.ubergemm", "sniff_ubergemm", "load_ubergemm"),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
     Loader(
@@ -114,6 +115,7 @@ LOADERS: list[Loader] = [
         "sniff_ib_devnodes",
         "load_ib_devnodes",
     ),
+    Loader("infiniband_mad map", "clusterdoctor.observe.network.umad_map", "sniff_umad_map", "load_umad_map"),
     Loader(
         "rdma system output",
         "clusterdoctor.observe.network.rdma_system",
@@ -146,6 +148,20 @@ LOADERS: list[Loader] = [
         "clusterdoctor.observe.control.scrape",
         "sniff_metrics",
         "load_metrics_observations",
+    ),
+    # what no reader claims but is recognisable: refused with what it looks like (a sinfo table, a bare
+    # command line, an rxe_cfg table, a shell trace), its known messages still read
+    Loader(
+        "unlisted GPU-side paste",
+        "clusterdoctor.observe.gpu.unlisted",
+        "sniff_unlisted_gpu",
+        "load_unlisted_gpu",
+    ),
+    Loader(
+        "unlisted RDMA-side paste",
+        "clusterdoctor.observe.network.unlisted",
+        "sniff_unlisted_rdma",
+        "load_unlisted_rdma",
     ),
 ]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import clusterdoctor.rules.gpu_gemm  # GPU023 registers with the GPU rules
 import clusterdoctor.rules.gpu_recovery
 import clusterdoctor.rules.gpu_versions  # noqa: F401 (GPU022 registers with the GPU rules)
 from clusterdoctor.analyze.gpu_health import GPU_CHECKS, UNNAMED

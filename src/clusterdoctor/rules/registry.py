@@ -38,6 +38,7 @@ RULE_MODULES = (
     "clusterdoctor.rules.rdma_rails",
     "clusterdoctor.rules.rdma_perftest",
     "clusterdoctor.rules.rdma_netns",
+    "clusterdoctor.rules.rdma_fabric",
     "clusterdoctor.rules.storage",
     "clusterdoctor.rules.app",
     "clusterdoctor.rules.comm",

@@ -59,3 +59,41 @@ def test_all_guids_set_is_quiet(tmp_path) -> None:
     assert not [
         f for f in diagnosis.run(obs, diagnosis.load_sources(obs, [p])).findings if f.rule == "RDMA023"
     ]
+
+
+# https://github.com/SoftRoCE/rxe-dev/issues/75: the header and no device (rxe0 not usable by libibverbs)
+EMPTY_75 = """root@arria10:/# ibv_devices
+    device                 node GUID
+    ------              ----------------
+"""
+# https://github.com/zrlio/softiwarp/issues/12: the program's own tab spacing, no device
+EMPTY_SIW = "ibv_devices\n    device          \t   node GUID\n    ------          \t----------------\n"
+
+
+# https://github.com/SoftRoCE/rxe-dev/issues/74 (incident rdma-501): the ABI warning above the empty list
+EMPTY_74 = """root@arria10:~# ibv_devices
+libibverbs: Warning: Driver rxe does not support the kernel ABI of 1 (supports 2 to 2) for device /sys/class/infiniband/rxe0
+    device                 node GUID
+    ------              ----------------
+root@arria10:~#
+"""
+
+
+def test_header_under_libibverbs_warning_is_read_with_the_warning(tmp_path) -> None:
+    from clusterdoctor.observe.detect import load_path
+
+    p = tmp_path / "d.txt"
+    p.write_text(EMPTY_74)
+    what, data = load_path(p)
+    assert what == "ibv_devices output (no device listed)"
+    assert [h.code for h in data["messages"]] == ["IB170"]
+
+
+@pytest.mark.parametrize("text", [EMPTY_75, EMPTY_SIW])
+def test_header_alone_is_no_device_listed(text, tmp_path) -> None:
+    from clusterdoctor.observe.detect import load_path
+
+    p = tmp_path / "d.txt"
+    p.write_text(text)
+    what, data = load_path(p)
+    assert (what, data["rdma_devices"]) == ("ibv_devices output (no device listed)", [])

@@ -72,8 +72,11 @@ _LIST_ERR = re.compile(
     r"^Unable to determine the device handle for (?:GPU|gpu) ?(?:\d{1,3}: )?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
     r"[0-9A-Fa-f]{2}\.[0-7]): (?P<err>\S.{0,100})$"
 )
-# the command the user ran, pasted as its first line ("$ nvidia-smi -L", "root@node:~# nvidia-smi --list-gpus")
-_LIST_PROMPT = re.compile(r"^\S{0,80}?[$#>]\s{0,4}nvidia-smi\s{1,4}(?:-L|--list-gpus)\s*$")
+# the command the user ran, pasted as its first line ("$ nvidia-smi -L", "root@node:~# nvidia-smi --list-gpus"),
+# behind a label the user put before the prompt ("(host) # nvidia-smi -L", NVIDIA/nvidia-container-toolkit#1227)
+_LIST_PROMPT = re.compile(
+    r"^(?:\([^()\n]{1,40}\)\s{0,4})?\S{0,80}?[$#>]\s{0,4}nvidia-smi\s{1,4}(?:-L|--list-gpus)\s*$"
+)
 
 
 def _list_lines(text: str) -> list[str]:

@@ -53,6 +53,9 @@ _FM = re.compile(
     r"|nvidia-fabricmanager-start\.sh\[\d{1,10}\]:"
     # `systemctl status nvidia-fabricmanager`: the unit's Description and its ExecStart command line
     r"|nvidia-fabricmanager\.service - NVIDIA fabric manager service|nv-fabricmanager -c \S{1,200}fabricmanager\.cfg"
+    # older systemd names the unit by its Description only: "systemd[1]: Starting NVIDIA fabric
+    # manager service..." (journalctl -u nvidia-fabricmanager in dstackai/dstack#2348, incident gpu-021)
+    r"|systemd\[\d{1,10}\]: (?:Starting|Started|Stopping|Stopped|Failed to start) NVIDIA fabric manager service"
 )
 _XID = re.compile(
     r"XidCriticalError: Xid=(?P<code>\d{1,4}) on Device=(?P<dev>GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64}|\S{1,80}?)[;,]"

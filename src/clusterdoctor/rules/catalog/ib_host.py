@@ -465,8 +465,9 @@ MESSAGES: tuple[Message, ...] = (
         # "ibpanic: [...] main: can't list IB device names"
         pattern=r"device '(?P<dev>[^'\n]{1,64})': sys files not found",
         trigger="sys files not found",
-        triggers=("No IB devices found", "can't list IB device names"),
-        variants=(r"No IB devices found", r"can't list IB device names"),
+        triggers=("No IB devices found", "can't list IB device names", "Fatal error:  No devices"),
+        # ibstatus with no device at all: "Fatal error:  No devices" (https://github.com/Oneflow-Inc/oneflow/pull/9115)
+        variants=(r"No IB devices found", r"can't list IB device names", r"Fatal error:  No devices\s*$"),
         meaning=(
             "/sys/class/infiniband holds no device: the kernel has no RDMA device for any adapter, so every "
             "verbs program and NCCL/UCX see no HCA"
@@ -555,5 +556,87 @@ MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/NVIDIA/nccl/issues/799",
         confidence=0.1,
+    ),
+    Message(
+        code="IB169",
+        name="verbs-no-uverbs-abi",
+        title="libibverbs cannot list devices: the kernel's uverbs interface is absent (ENOSYS)",
+        # rdma-core libibverbs/init.c check_abi_version(): /sys/class/infiniband_verbs/abi_version
+        # unreadable -> ibv_get_device_list() fails with ENOSYS, which ibv_devinfo/ibv_devices perror()
+        # as "Failed to get IB devices list: Function not implemented"; libibverbs before rdma-core
+        # printed "libibverbs: Fatal: couldn't read uverbs ABI version."
+        pattern=r"Failed to get IB devices list: ?Function not implemented",
+        trigger="Failed to get IB devices list",
+        triggers=("couldn't read uverbs ABI version",),
+        variants=(r"couldn't read uverbs ABI version",),
+        meaning=(
+            "libibverbs found no uverbs ABI file in /sys/class/infiniband_verbs: the kernel exposes no "
+            "user-space verbs interface, so no program (NCCL, UCX, MPI, perftest) can open an RDMA device"
+        ),
+        cause=(
+            "the RDMA kernel stack is not loaded: ib_uverbs (and the adapter's mlx5_ib/mlx4_ib) were never "
+            "loaded or were unloaded (/etc/init.d/openibd stop, rdma service disabled, a driver container "
+            "not ready), or the container does not see the host's /sys/class/infiniband_verbs"
+        ),
+        fix=(
+            "load the stack (systemctl start openibd or rdma; modprobe ib_uverbs mlx5_ib), check dmesg for "
+            "the adapter's driver, and in a container pass /dev/infiniband and the RDMA resource"
+        ),
+        verify=(
+            "cat /sys/class/infiniband_verbs/abi_version",
+            "lsmod | grep -E 'ib_uverbs|mlx[45]_ib'",
+            "ibv_devinfo",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_VERBS}/init.c (check_abi_version); {_VERBS}/examples/devinfo.c",
+        example="Failed to get IB devices list: Function not implemented",
+        example_source="https://github.com/Oneflow-Inc/oneflow/pull/9115",
+        causes=("rdma.driver-or-module",),
+        confidence=0.8,
+    ),
+    Message(
+        code="IB170",
+        name="verbs-provider-kernel-abi-mismatch",
+        title="libibverbs refuses an RDMA device: its user-space provider does not speak the kernel's ABI",
+        # rdma-core libibverbs/init.c match_device(): "Warning: Driver %s does not support the kernel ABI
+        # of %u (supports %u to %u) for device %s"; the device is then not listed at all
+        pattern=(
+            r"Driver (?P<driver>[\w\-]{1,32}) does not support the kernel ABI of (?P<abi>\d{1,4}) "
+            r"\(supports (?P<lo>\d{1,4}) to (?P<hi>\d{1,4})\)(?: for device "
+            r"/sys/class/infiniband/(?P<ibdev>[\w.\-]{1,64}))?"
+        ),
+        trigger="does not support the kernel ABI of",
+        subject="{ibdev}",
+        detail="(provider {driver} speaks ABI {lo}-{hi}, the kernel {abi})",
+        meaning=(
+            "the user-space provider library (lib<driver>-rdmav*.so) and the kernel driver of the device speak "
+            "different ABI versions, so libibverbs drops the device: ibv_devices lists nothing, NCCL/UCX "
+            "find no HCA and fall back to TCP"
+        ),
+        cause=(
+            "rdma-core (or the vendor's provider: libbnxt_re, libionic, MLNX_OFED's libmlx5) is older or "
+            "newer than the kernel module: a container image's rdma-core built for another driver release, "
+            "a kernel upgraded without its user space, or an in-tree module beside an OFED user space"
+        ),
+        fix=(
+            "install the provider that matches the loaded kernel driver (same rdma-core/OFED release as the "
+            "module; in a container, mount or install the host's provider), or load the kernel module that "
+            "matches the installed rdma-core; then ibv_devices lists the device again"
+        ),
+        verify=(
+            "ibv_devices",
+            "modinfo <driver module> | grep -E '^version'",
+            "ls /etc/libibverbs.d; rpm -q rdma-core || dpkg -l rdma-core",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_VERBS}/init.c (match_device)",
+        example=(
+            "libibverbs: Warning: Driver rxe does not support the kernel ABI of 1 (supports 2 to 2) for device "
+            "/sys/class/infiniband/rxe0"
+        ),
+        example_source="https://github.com/SoftRoCE/rxe-dev/issues/74",
+        causes=("rdma.driver-or-module",),
     ),
 )

@@ -200,4 +200,41 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/issues/424",
         causes=("rdma.device-plugin", "rdma.driver-or-module"),
     ),
+    Message(
+        code="RDMADP106",
+        name="ib-sriov-cni-vf-guid-invalid",
+        title="IB SR-IOV CNI refuses a VF whose GUID was never set (all zeros): the pod sandbox fails",
+        # k8snetworkplumbingwg/ib-sriov-cni pkg/sriov/sriov.go ApplyVFConfig: with no GUID in the network
+        # config the VF's own GUID is used, and an unset one (00:00:00:00:00:00:00:00) is refused as
+        # "VF %s GUID is not valid"; cmdAdd wraps it as "infiniBand SRI-OV CNI failed to configure VF %q"
+        pattern=r"VF (?P<vf>[\w.\-]{1,64}) GUID is not valid",
+        trigger="GUID is not valid",
+        subject="{vf}",
+        meaning=(
+            "the InfiniBand SR-IOV CNI found that the VF given to the pod has no valid node/port GUID and "
+            "would not configure it, so the pod's network (and its sandbox) is never created"
+        ),
+        cause=(
+            "the IB VFs still carry the uninitialised GUID 00:00:00:00:00:00:00:00: nothing assigned them one "
+            "(sriov-network-config-daemon skipped them, ib-kubernetes is not deployed or gave no GUID, or the "
+            "VFs were re-created after the GUIDs were set)"
+        ),
+        fix=(
+            "give every IB VF a GUID (let the SR-IOV operator's config daemon assign them, run ib-kubernetes, "
+            "or ip link set <pf> vf <n> node_guid <guid> port_guid <guid> and rebind the VF), then recreate the pod"
+        ),
+        verify=(
+            "ip link show <pf>   # each vf: node guid / port guid not 00:00:00:00:00:00:00:00",
+            "kubectl describe pod <pod>   # no FailedCreatePodSandBox",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/k8snetworkplumbingwg/ib-sriov-cni/blob/master/pkg/sriov/sriov.go",
+        example=(
+            'error adding container to network "ibp192s0": infiniBand SRI-OV CNI failed to configure VF '
+            '"VF ibp192s0v10 GUID is not valid"'
+        ),
+        example_source="https://github.com/Mellanox/network-operator/issues/1825",
+        causes=("rdma.vf-config",),
+    ),
 )
