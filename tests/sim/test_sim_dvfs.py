@@ -105,3 +105,15 @@ def test_queued_jobs_start_at_the_top_clock():
     # job 0 alone: 110 s at the capped clock; job 1 waited, so it runs at the top clock: 100 s
     assert sorted(r.jct_s.tolist()) == pytest.approx([110.0, 209.0])
     assert power_model("A100").dvfs_mhz == (210, 1410)
+
+
+def test_assumed_range_lets_unknown_models_move_and_bad_caps_are_refused():
+    c = Cluster([GpuNode("g", 64000, 256000, 2, "G2")])  # openb's undisclosed model: no stored range
+    pods = _pods(1)
+    kw = {"arrivals": np.array([0.0]), "durations": np.array([100.0]), "beta": 1.0}
+    stored = run_timed(c, pods, "best-fit", clock="slack", **kw)
+    assumed = run_timed(c, pods, "best-fit", clock=dvfs.get_clock_policy("slack", 0.1, (135, 1530)), **kw)
+    assert stored.jct_s.tolist() == [100.0] and stored.mean_clock_rel == 1.0
+    assert assumed.jct_s == pytest.approx([110.0]) and assumed.busy_energy_kwh < stored.busy_energy_kwh
+    with pytest.raises(ValueError, match="max slowdown"):
+        dvfs.get_clock_policy("slack", -0.1)

@@ -5,7 +5,7 @@ The relations (each a published model; the constants are assumptions, named):
 - **Power** ``P(f) = idle_w + (peak_w - idle_w) * (m + (1 - m) * x * v(x)^2)`` with ``x = f / f_max``:
   CMOS dynamic power ``a C V^2 f`` (the form GPU DVFS work uses, e.g. Mei, Wang, Chu, "A survey and
   measurement study of GPU DVFS on energy conservation", Digital Communications and Networks 2017,
-  arXiv 1610.01784, section 2). ``idle_w`` is the static part (leakage, board, fans) and does not move
+  doi 10.1016/j.dcan.2016.10.001). ``idle_w`` is the static part (leakage, board, fans) and does not move
   with the clock; ``m`` (``UNCLOCKED_SHARE`` = 0.3, assumption) is the share of the busy-above-idle
   watts drawn by HBM and I/O, which follow the memory clock, not the graphics clock.
 - **Voltage** follows the clock linearly across the DVFS range, from ``V_MIN_REL`` (0.65, assumption)
@@ -21,7 +21,7 @@ Monotone by construction: a lower clock never raises power and never makes a job
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clusterdoctor.sim.power import GpuPower
 
@@ -102,6 +102,15 @@ class ClockPolicy:
     name: str = "max"
     max_slowdown: float = 0.10
     steps: int = 16
+    # DVFS range (MHz) assumed for GPU models the catalogue has none for (openb's undisclosed G1-G3);
+    # None: their clocks stay at the top
+    assume_range_mhz: tuple[int, int] | None = None
+
+    def entry(self, gp: GpuPower) -> GpuPower:
+        """``gp`` with ``assume_range_mhz`` filled in where it has no DVFS range."""
+        if gp.dvfs_mhz is None and self.assume_range_mhz is not None:
+            return replace(gp, dvfs_mhz=self.assume_range_mhz)
+        return gp
 
     def clock(self, gp: GpuPower, beta: float, waiting: int) -> float:
         if self.name == "max" or waiting > 0 or gp.dvfs_mhz is None:
@@ -119,7 +128,11 @@ class ClockPolicy:
 CLOCK_POLICIES = ("max", "slack")
 
 
-def get_clock_policy(name: str, max_slowdown: float = 0.10) -> ClockPolicy:
+def get_clock_policy(
+    name: str, max_slowdown: float = 0.10, assume_range_mhz: tuple[int, int] | None = None
+) -> ClockPolicy:
     if name not in CLOCK_POLICIES:
         raise ValueError(f"unknown clock policy {name!r} (choose from {', '.join(CLOCK_POLICIES)})")
-    return ClockPolicy(name, max_slowdown)
+    if not 0.0 <= max_slowdown <= 10.0:
+        raise ValueError(f"max slowdown {max_slowdown}: must be between 0 and 10 (0.1 = 10 % longer)")
+    return ClockPolicy(name, max_slowdown, assume_range_mhz=assume_range_mhz)

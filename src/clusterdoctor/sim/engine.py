@@ -457,6 +457,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     pm = [pw.power_model(m) for m in models]
     idle_w = np.array([p.idle_w for p in pm])
     dyn_w = np.array([p.peak_w - p.idle_w for p in pm])
+    pm_clk = [clk.entry(p) for p in pm]
     gpus_by_type = np.bincount(st.type_id, weights=st.ngpu, minlength=len(models))
     used_by_type = np.zeros(len(models))
     dyn_by_type = np.zeros(len(models))  # allocated milli x power_factor of its job's clock
@@ -510,9 +511,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         gpus_of[j] = gpus
         start[j] = now
         t = int(st.type_id[node])
-        x = clk.clock(pm[t], float(beta_j[j]), waiting)
-        sf = dvfs.speed_factor(pm[t], x, float(beta_j[j]))
-        clock_of[j], pfac_of[j], sf_of[j] = x, dvfs.power_factor(pm[t], x), sf
+        x = clk.clock(pm_clk[t], float(beta_j[j]), waiting)
+        sf = dvfs.speed_factor(pm_clk[t], x, float(beta_j[j]))
+        clock_of[j], pfac_of[j], sf_of[j] = x, dvfs.power_factor(pm_clk[t], x), sf
         rate[j] = speed_tab[job_app[j], t] * sf
         if np.isnan(first_start[j]):
             first_start[j] = now
