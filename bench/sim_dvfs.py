@@ -8,6 +8,11 @@ most time) and 0.5 are run. "stored": clocks move only on models with a stored D
 T4, A10: 1,508 GPUs); "+G": openb's undisclosed G2/G3 (4,704 GPUs) assumed V100-class (135-1530 MHz).
 
     .venv/bin/python bench/sim_dvfs.py [--seeds 42-51] [--workers 2]
+    .venv/bin/python bench/sim_dvfs.py --synthetic [--seeds 42-44]
+
+``--synthetic``: where load matters (openb is ~0.2 % allocated, no job ever waits): a synthetic
+256-GPU H100 cluster (stored range 345-1980 MHz), 3,000 synthetic jobs (openb's shapes, mean 1 h) at
+offered load 0.5, 0.9 and 1.2, FGD at the top clock vs FGD + slack (10 % cap), beta 1.0 and 0.5.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
 
 from clusterdoctor.cli.sim import parse_seeds
 from clusterdoctor.sim.dvfs import get_clock_policy
@@ -65,11 +72,44 @@ def one(args: tuple[int, int]) -> tuple[int, int, dict]:
     }  # fmt: skip
 
 
+def synthetic(seeds: list[int]) -> None:
+    from clusterdoctor.sim.synthetic import synthetic_cluster, synthetic_jobs
+
+    c = synthetic_cluster(256)
+    print(f"synthetic 256 x H100, 3,000 jobs, FGD, seeds {seeds[0]}-{seeds[-1]}: slack vs top clock, paired")
+    print(f"{'load':>5}{'beta':>5}{'busy kWh':>10}{'vs top':>8}{'all-on':>8}{'JCT mean':>10}{'vs top':>8}"
+          f"{'q p99 top':>10}{'q p99 sl':>9}{'clock':>7}")  # fmt: skip
+    for load in (0.5, 0.9, 1.2):
+        for beta in (1.0, 0.5):
+            rows = []
+            for seed in seeds:
+                pods, arr, dur = synthetic_jobs(3000, c, seed=seed, load=load)
+                top = run_timed(c, pods, "fgd", seed, arrivals=arr, durations=dur)
+                sl = run_timed(c, pods, "fgd", seed, arrivals=arr, durations=dur, clock="slack", beta=beta)
+                rows.append((top, sl))
+
+            def mean(f, rows=rows):
+                return statistics.mean(f(t, s) for t, s in rows)
+
+            print(f"{load:>5.1f}{beta:>5.1f}{mean(lambda t, s: s.busy_energy_kwh):>10.0f}"
+                  f"{mean(lambda t, s: 100 * (s.busy_energy_kwh / t.busy_energy_kwh - 1)):>+7.1f}%"
+                  f"{mean(lambda t, s: 100 * (s.energy_kwh / t.energy_kwh - 1)):>+7.1f}%"
+                  f"{mean(lambda t, s: float(s.jct_s.mean())):>10.0f}"
+                  f"{mean(lambda t, s: 100 * (s.jct_s.mean() / t.jct_s.mean() - 1)):>+7.1f}%"
+                  f"{mean(lambda t, s: float(np.percentile(t.queue_delay_s, 99))):>10.0f}"
+                  f"{mean(lambda t, s: float(np.percentile(s.queue_delay_s, 99))):>9.0f}"
+                  f"{mean(lambda t, s: s.mean_clock_rel):>7.3f}")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--synthetic", action="store_true")
     a = ap.parse_args()
+    if a.synthetic:
+        synthetic(parse_seeds(a.seeds))
+        return 0
     if not fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv"):
         print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
         return 2

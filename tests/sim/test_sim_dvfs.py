@@ -117,3 +117,18 @@ def test_assumed_range_lets_unknown_models_move_and_bad_caps_are_refused():
     assert assumed.jct_s == pytest.approx([110.0]) and assumed.busy_energy_kwh < stored.busy_energy_kwh
     with pytest.raises(ValueError, match="max slowdown"):
         dvfs.get_clock_policy("slack", -0.1)
+
+
+def test_end_to_end_loaded_synthetic_run_trades_busy_energy_for_jct():
+    from clusterdoctor.sim.synthetic import synthetic_cluster, synthetic_jobs
+
+    c = synthetic_cluster(64)
+    pods, arr, dur = synthetic_jobs(400, c, seed=5, load=1.2)  # synthetic, overloaded: queues form
+    top = run_timed(c, pods, "fgd", 1, arrivals=arr, durations=dur)
+    slack = run_timed(c, pods, "fgd", 1, arrivals=arr, durations=dur, clock="slack", beta=0.5)
+    assert top.finished == slack.finished == 400
+    assert slack.busy_energy_kwh < top.busy_energy_kwh
+    assert slack.useful_tflop == pytest.approx(top.useful_tflop, rel=1e-9)
+    # jobs that waited ran at the top clock: the mean clock is above the capped one, below 1
+    cap_clock = dvfs.clock_for_slowdown(power_model("H100-SXM5"), 0.5, 0.10)
+    assert cap_clock < slack.mean_clock_rel < 1.0
