@@ -101,26 +101,9 @@ def synthetic(seeds: list[int]) -> None:
                   f"{mean(lambda t, s: s.mean_clock_rel):>7.3f}")  # fmt: skip
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", default="42-51")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--synthetic", action="store_true")
-    a = ap.parse_args()
-    if a.synthetic:
-        synthetic(parse_seeds(a.seeds))
-        return 0
-    if not fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv"):
-        print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
-        return 2
-    seeds = parse_seeds(a.seeds)
-    t0 = time.perf_counter()
-    jobs = [(ci, s) for ci in range(len(CONFIGS)) for s in seeds]
-    res: dict[int, dict[int, dict]] = {}
-    with ProcessPoolExecutor(a.workers) as ex:
-        for ci, s, row in ex.map(one, jobs):
-            res.setdefault(ci, {})[s] = row
-    print(f"openb default, timed (own times), 6212 GPUs, seeds {a.seeds}: means; vs FGD paired by seed")
+def print_table(res: dict[int, dict[int, dict]], seeds: list[int]) -> None:
+    print(f"openb default, timed (own times), 6212 GPUs, seeds {','.join(map(str, seeds))}: means; "
+          "vs FGD paired by seed")  # fmt: skip
     print(f"{'config':<20}{'MWh':>8}{'MWh sl':>8}{'busy':>7}{'J/TF':>7}{'clock':>6}"
           f"{'JCT mean':>9}{'p50':>6}{'p99':>7}{'busy vs':>8}{'all vs':>7}{'JCT vs':>7}")  # fmt: skip
     for ci, (label, *_r) in enumerate(CONFIGS):
@@ -140,6 +123,34 @@ def main() -> int:
         print(f"    asleep vs fgd {statistics.mean(sl):+.2f} % ({min(sl):+.2f}..{max(sl):+.2f}); "
               f"J/TF asleep {m('j_tf_sleep'):.3f}; makespan {m('makespan') / 86400:.1f} d; "
               f"q p99 {m('q_p99'):.0f} s; finished {m('finished'):.0f}; TFLOP {m('tflop'):.4g}")  # fmt: skip
+    sys.stdout.flush()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default="42-51")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--synthetic", action="store_true")
+    a = ap.parse_args()
+    if a.synthetic:
+        synthetic(parse_seeds(a.seeds))
+        return 0
+    if not fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv"):
+        print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
+        return 2
+    seeds = parse_seeds(a.seeds)
+    t0 = time.perf_counter()
+    # seed by seed, all configurations of a seed together: the table is printed after each seed, so a
+    # run cut short still leaves a table of the seeds it finished
+    jobs = [(ci, s) for s in seeds for ci in range(len(CONFIGS))]
+    res: dict[int, dict[int, dict]] = {}
+    done: list[int] = []
+    with ProcessPoolExecutor(a.workers) as ex:
+        for ci, s, row in ex.map(one, jobs):
+            res.setdefault(ci, {})[s] = row
+            if all(s in res.get(k, {}) for k in range(len(CONFIGS))):
+                done.append(s)
+                print_table(res, done)
     print(f"{len(jobs)} runs in {time.perf_counter() - t0:.0f} s wall ({a.workers} workers)")
     return 0
 
