@@ -319,6 +319,9 @@ class TimedResult:
     queue_delay_by_job: np.ndarray | None = None  # nan: never started
     useful_tflop: float = 0.0  # FP16 TFLOP delivered by allocated GPU shares (sim.power.fp16_tflops)
     energy_kwh_sleep: float = 0.0  # the same run with the GPUs of nodes that run nothing switched off
+    busy_energy_kwh: float = 0.0  # the busy-above-idle part of energy_kwh: what GPU clocks move
+    clock_policy: str = "max"
+    mean_clock_rel: float = 1.0  # started jobs' relative clock, weighted by allocated GPU share
 
     def queue_delay_by_priority(self) -> dict[str, dict[str, float | None]]:
         from clusterdoctor.sim.metrics import percentiles
@@ -362,6 +365,9 @@ class TimedResult:
             "gpu_hours": round(self.gpu_hours, 3),
             "energy_kwh": round(self.energy_kwh, 3),
             "energy_kwh_idle_nodes_asleep": round(self.energy_kwh_sleep, 3),
+            "energy_kwh_busy_above_idle": round(self.busy_energy_kwh, 3),
+            "clock_policy": self.clock_policy,
+            "mean_clock_rel": round(self.mean_clock_rel, 4),
             "j_per_useful_tflop": round(self.energy_kwh * 3.6e6 / self.useful_tflop, 4)
             if self.useful_tflop
             else None,
@@ -393,7 +399,8 @@ def job_times(pods: PodTrace) -> tuple[np.ndarray, np.ndarray]:
 def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", seed: int = 1,
               arrivals: np.ndarray | None = None, durations: np.ndarray | None = None,
               priorities: np.ndarray | None = None, usd_per_kwh: float | None = None, pue: float | None = None,
-              speed: dict[str, dict[str, float]] | None = None, progress=None) -> TimedResult:  # fmt: skip
+              speed: dict[str, dict[str, float]] | None = None, progress=None,
+              clock=None, beta: float | np.ndarray | None = None) -> TimedResult:  # fmt: skip
     """Jobs arrive at their times, wait in a queue (per spec and priority, FIFO within each; any queued job
     that fits starts: greedy backfill), run for their duration and leave. Tidal adds a tick every 30 s:
     during the day (08-20 h) high-priority jobs that wait reclaim nodes from low-priority jobs, and one
@@ -402,9 +409,16 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     ``MIGRATION_COOLDOWN_S``.
 
     ``speed`` ({app: {GPU model: relative speed}}, needs ``pods.app``) makes durations reference work:
-    a job runs ``duration / speed`` on a node of that model (heterogeneity; missing entries: 1)."""
+    a job runs ``duration / speed`` on a node of that model (heterogeneity; missing entries: 1).
+
+    ``clock`` (a :class:`clusterdoctor.sim.dvfs.ClockPolicy` or its name; default ``max``) sets each
+    job's graphics clock at start within its GPU generation's DVFS range; ``beta`` (scalar or per job,
+    default 1: compute-bound) says how much of the job's time follows the clock (Hsu-Feng). A lower
+    clock lowers the job's busy-above-idle watts (``dvfs.power_factor``) and its progress rate
+    (``dvfs.speed_factor``); useful TFLOP counts work done, so it does not change with the clock."""
     import heapq
 
+    from clusterdoctor.sim import dvfs
     from clusterdoctor.sim import power as pw
     from clusterdoctor.sim.policies import tidal as td
 
@@ -429,6 +443,11 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         np.array([apps.index(a) for a in pods.app], dtype=np.int64) if pods.app else np.zeros(n, np.int64)
     )
     rate = np.ones(n)
+    clk = dvfs.get_clock_policy(clock or "max") if isinstance(clock, str) or clock is None else clock
+    beta_j = np.broadcast_to(np.asarray(dvfs.DEFAULT_BETA if beta is None else beta, dtype=np.float64), (n,))
+    clock_of = np.ones(n)  # relative clock each job runs at (1: top clock)
+    pfac_of = np.ones(n)  # its busy-above-idle watts as a share of the top clock's
+    sf_of = np.ones(n)  # its progress rate as a share of the top clock's
     tidal = isinstance(pol, td.TidalPolicy)
     usd_kwh = pw.USD_PER_KWH if usd_per_kwh is None else usd_per_kwh
     pue_v = pw.PUE if pue is None else pue
@@ -438,8 +457,11 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     pm = [pw.power_model(m) for m in models]
     idle_w = np.array([p.idle_w for p in pm])
     dyn_w = np.array([p.peak_w - p.idle_w for p in pm])
+    pm_clk = [clk.entry(p) for p in pm]
     gpus_by_type = np.bincount(st.type_id, weights=st.ngpu, minlength=len(models))
     used_by_type = np.zeros(len(models))
+    dyn_by_type = np.zeros(len(models))  # allocated milli x power_factor of its job's clock
+    work_by_type = np.zeros(len(models))  # allocated milli x speed_factor (useful work rate)
     fleet_rate = float(sum(gpus_by_type[i] * pm[i].usd_per_gpu_hour for i in range(len(models))))
 
     from clusterdoctor.sim.storage import restart_cost_s
@@ -473,6 +495,7 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
     tl_u: list[int] = []
     tl_w: list[int] = []
     energy_j = 0.0
+    busy_dyn_j = 0.0  # the busy-above-idle part of energy_j (what clocks move)
     sleep_saved_j = 0.0
     tflop_done = 0.0
     tflops_by_type = np.array([pw.fp16_tflops(p) for p in pm])
@@ -487,10 +510,16 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         node_of[j] = node
         gpus_of[j] = gpus
         start[j] = now
-        rate[j] = speed_tab[job_app[j], st.type_id[node]]
+        t = int(st.type_id[node])
+        x = clk.clock(pm_clk[t], float(beta_j[j]), waiting)
+        sf = dvfs.speed_factor(pm_clk[t], x, float(beta_j[j]))
+        clock_of[j], pfac_of[j], sf_of[j] = x, dvfs.power_factor(pm_clk[t], x), sf
+        rate[j] = speed_tab[job_app[j], t] * sf
         if np.isnan(first_start[j]):
             first_start[j] = now
         used_by_type[st.type_id[node]] += sp.milli[s] * len(gpus)
+        dyn_by_type[t] += sp.milli[s] * len(gpus) * pfac_of[j]
+        work_by_type[t] += sp.milli[s] * len(gpus) * sf
         on_node[node].add(j)
         if prio[j] == 0:
             running_low.add(j)
@@ -502,6 +531,9 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         node = int(node_of[j])
         s = int(sim.pod_spec[j])
         used_by_type[st.type_id[node]] -= sp.milli[s] * len(gpus_of[j])
+        t = int(st.type_id[node])
+        dyn_by_type[t] -= sp.milli[s] * len(gpus_of[j]) * pfac_of[j]
+        work_by_type[t] -= sp.milli[s] * len(gpus_of[j]) * sf_of[j]
         sim.remove(node, s, gpus_of[j])
         on_node[node].discard(j)
         running_low.discard(j)
@@ -603,9 +635,10 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         now, kind, _, j, ver = heapq.heappop(events)
         dt = now - last_t
         if dt > 0:
-            busy_frac = used_by_type / 1000.0
-            energy_j += dt * float((gpus_by_type * idle_w + busy_frac * dyn_w).sum())
-            tflop_done += dt * float((busy_frac * tflops_by_type).sum())
+            dyn_j = dt * float((dyn_by_type / 1000.0 * dyn_w).sum())
+            energy_j += dt * float((gpus_by_type * idle_w).sum()) + dyn_j
+            busy_dyn_j += dyn_j
+            tflop_done += dt * float((work_by_type / 1000.0 * tflops_by_type).sum())
             empty = st.pods_on == 0
             sleep_saved_j += dt * float((st.ngpu[empty] * idle_w[st.type_id[empty]]).sum())
             gpu_milli_s += dt * st.used_milli
@@ -664,6 +697,8 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
             f"({min(_cost.values()):.0f}-{max(_cost.values()):.0f} s by GPU count)"
         )
     energy_kwh = energy_j / 3.6e6 * pue_v
+    started = np.isfinite(first_start)
+    share = np.asarray(pods.num_gpu, dtype=np.float64) * np.asarray(pods.gpu_milli, dtype=np.float64) + 1e-9
     return TimedResult(
         pol.name, seed, n, int(np.isfinite(finish).sum()), int(np.isnan(first_start).sum()), makespan,
         (first_start - np.asarray(arrivals))[np.isfinite(first_start)],
@@ -671,5 +706,6 @@ def run_timed(cluster: Cluster, pods: PodTrace, policy: str | Policy = "fgd", se
         np.asarray(tl_t), np.asarray(tl_u, dtype=np.float64), np.asarray(tl_w), st.total_gpus,
         gpu_milli_s / 1000.0 / 3600.0, energy_kwh, fleet_rate * hours, energy_kwh * usd_kwh, preempt, migr,
         time.perf_counter() - t0, notes, prio, first_start - np.asarray(arrivals), tflop_done,
-        (energy_j - sleep_saved_j) / 3.6e6 * pue_v,
+        (energy_j - sleep_saved_j) / 3.6e6 * pue_v, busy_dyn_j / 3.6e6 * pue_v, clk.name,
+        float(np.average(clock_of[started], weights=share[started])) if started.any() else 1.0,
     )  # fmt: skip

@@ -3,7 +3,8 @@
 Every number carries its source. Where a number is an assumption (no public measurement at hand) the
 source says so; override any field with :func:`power_model` ``overrides``. Power of a GPU at
 allocation share u in [0, 1] is ``idle_w + (peak_w - idle_w) * u`` (linear; arXiv 2506.14551 reports
-8xH100 nodes training at ~76 % of rated power, so peak here is "busy", not TDP, where known).
+8xH100 nodes training at ~76 % of rated power, so peak here is "busy", not TDP, where known). The DVFS
+range is used by :mod:`clusterdoctor.sim.dvfs` (a clock inside it sets busy watts and job speed).
 """
 
 from __future__ import annotations
