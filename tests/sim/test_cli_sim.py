@@ -138,3 +138,36 @@ def test_run_html_summary_has_energy(tmp_path):
     row = re.search(r"<tr><td>fgd</td>(.*?)</tr>", text).group(1)
     cells = re.findall(r"<td>(.*?)</td>", row)
     assert float(cells[-3]) >= float(cells[-2]) > 0 and float(cells[-1]) > 0
+
+
+def test_run_timed_slack_clock_never_costs_more_busy_energy(tmp_path):
+    """`sim run --timed --clock slack`: the clock policy reaches the engine from the CLI; lower clocks
+    never raise the clock-dependent (busy-above-idle) energy and never speed a job up."""
+    pods, nodes = _tiny_trace(tmp_path)
+    base = ["sim", "run", "--trace", str(pods), "--nodes", str(nodes), "--timed", "--json"]
+    top = run_cli(*base, timeout=240)
+    slack = run_cli(*base, "--clock", "slack", "--beta", "0.5", timeout=240)
+    assert top.code == 0 and slack.code == 0, top.err + slack.err
+    a, b = json.loads(top.out), json.loads(slack.out)
+    assert a["clock_policy"] == "max" and b["clock_policy"] == "slack"
+    # the first jobs start on an empty cluster (nobody waits): slack lowers their clocks
+    assert b["mean_clock_rel"] < 1.0 == a["mean_clock_rel"]
+    assert b["energy_kwh_busy_above_idle"] < a["energy_kwh_busy_above_idle"]
+    assert b["jct_s"]["p50"] >= a["jct_s"]["p50"]  # a lower clock never speeds a job up
+    text = run_cli(*base[:-1], "--clock", "slack", "--beta", "0.5", env={"COLUMNS": "80"}, timeout=240)
+    assert text.code == 0 and "clock slack: mean clock" in text.out, text.out
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--clock", "slack"], "need --timed"),
+        (["--timed", "--clock", "fast"], "unknown clock policy 'fast'"),
+        (["--timed", "--beta", "2"], "--beta 2.0: must be between 0 and 1"),
+    ],
+)
+def test_run_clock_options_refused_in_one_line(tmp_path, args, msg):
+    pods, nodes = _tiny_trace(tmp_path)
+    r = run_cli("sim", "run", "--trace", str(pods), "--nodes", str(nodes), *args)
+    assert r.code == 2 and msg in r.err and "Traceback" not in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1

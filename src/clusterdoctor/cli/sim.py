@@ -162,6 +162,18 @@ def run(
         "--time-scale",
         help="Timed: multiply arrival times (e.g. 0.01 packs a 149-day trace into 1.5 days).",
     ),
+    clock: str = typer.Option(
+        "max",
+        "--clock",
+        help="Timed: GPU clock policy, max (top clock) or slack (lower clocks while no job waits; "
+        "docs/sim.md, GPU clocks).",
+    ),
+    beta: float = typer.Option(
+        1.0, "--beta", help="Timed: share of a job's time that follows the clock (1 compute-bound, 0 none)."
+    ),
+    max_slowdown: float = typer.Option(
+        0.10, "--max-slowdown", help="Timed, --clock slack: how much longer a job may run (0.1 = 10 %)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     as_html: bool = typer.Option(False, "--html", help="Print a self-contained HTML report."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the report to this file."),
@@ -182,6 +194,16 @@ def run(
         raise UsageError(f"--tune {tune}: must be positive (1.3 is the FGD paper's 130 % load)")
     if time_scale <= 0:
         raise UsageError(f"--time-scale {time_scale}: must be positive")
+    if not 0.0 <= beta <= 1.0:
+        raise UsageError(f"--beta {beta}: must be between 0 and 1")
+    if (clock != "max" or beta != 1.0) and not timed:
+        raise UsageError("--clock and --beta need --timed (the FGD protocol has no job durations)")
+    from clusterdoctor.sim.dvfs import get_clock_policy
+
+    try:
+        clk = get_clock_policy(clock, max_slowdown)
+    except ValueError as e:
+        raise UsageError(f"--clock/--max-slowdown: {e}") from None
     check_writable(output, "--output")
     mix = nodes == "design-mix" and not Path(nodes).exists()
     nodes_path = resolve_nodes(nodes) if nodes and not mix else None  # the user's paths before built-ins
@@ -203,7 +225,10 @@ def run(
             from clusterdoctor.sim.engine import job_times, run_timed
 
             arr, dur = job_times(pods)
-            res = run_timed(cluster, pods, pol, seed, arrivals=arr * time_scale, durations=dur, progress=tick)
+            res = run_timed(
+                cluster, pods, pol, seed, arrivals=arr * time_scale, durations=dur, progress=tick,
+                clock=clk, beta=beta,
+            )  # fmt: skip
         else:
             from clusterdoctor.sim.engine import run_fgd_protocol
 
@@ -230,6 +255,8 @@ def run(
             f"mean allocation {d['mean_allocation_pct']:.2f} %  idle {d['idle_share_pct']:.2f} %",
             f"GPU-hours {res.gpu_hours:.0f}  energy {res.energy_kwh:.0f} kWh  cost ${res.cost_usd_fleet + res.cost_usd_energy:,.0f}",
         ]
+        if res.clock_policy != "max":
+            lines.append(f"clock {res.clock_policy}: mean clock {100 * res.mean_clock_rel:.1f} % of the top")
     else:
         c = res.allocation_curve
         pts = "  ".join(f"{k}%:{c[k]:.2f}" for k in (50, 80, 90, 95, 100, 110, 120, 130) if k in c)
