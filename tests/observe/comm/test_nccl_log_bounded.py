@@ -163,13 +163,36 @@ def test_distinct_lines_past_the_cap_are_counted(monkeypatch) -> None:
     assert sum("over 10 distinct" in w for w in log.warnings) == 2
 
 
+def test_lines_longer_than_a_block(tmp_path: Path, monkeypatch) -> None:
+    """Synthetic: lines of 10 KB (a long env dump) before and after real lines, read in 4 KB blocks:
+    the same records and line numbers as the text parser, every byte counted; no line break in more
+    than _LONGEST_LINE bytes is refused in one line."""
+    text = shared_fixture(EFA).read_text()
+    long = "x" * 10_000 + " NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
+    body = long + text + long + text + "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    p = tmp_path / "long.log"
+    p.write_text(body)
+    monkeypatch.setattr(nccl_log, "_BLOCK", 4096)
+    got, ref = load_nccl_log(p), parse_nccl_log(body)
+    assert got.bytes_read == len(body.encode()) and got.env == ref.env
+    assert got.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert [(t.line, t.last_line, t.count) for t in got.transports] == [
+        (t.line, t.last_line, t.count) for t in ref.transports
+    ]
+    assert got.socket_if_seen == ref.socket_if_seen and len(got.socket_if_seen) == 1
+    monkeypatch.setattr(nccl_log, "_LONGEST_LINE", 8192)
+    p.write_text(text + "y" * 20_000)
+    with pytest.raises(nccl_log.InputError) as e:
+        load_nccl_log(p)
+    assert "no line breaks" in e.value.one_line() and "long.log" in e.value.one_line()
+
+
 _HWM = """
 import sys
 from clusterdoctor.observe.limits import set_limit
 set_limit("input=2G")
 from clusterdoctor.observe.comm import nccl_log
-nccl_log._BLOCK = 1 << 20  # both sizes read in many blocks (the default, 16 MB, is larger than both)
-log = nccl_log.load_nccl_log(sys.argv[1])
+log = nccl_log.load_nccl_log(sys.argv[1])  # in 1 MiB blocks: both sizes read in many
 hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
 print(hwm, log.lines_of(log.transports))
 """

@@ -78,7 +78,11 @@ DATATYPES = {
 DATATYPE_BYTES = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
-_BLOCK = 16 << 20
+# Read in 1 MiB blocks, as limits.LineReader: each block is held a few times over while it is read,
+# cut at its last line break and decoded (16 MiB blocks made a 93 MiB peak of which 75 were these
+# copies; 1 MiB: 18 MiB, at the same speed). A line may span blocks, up to _LONGEST_LINE.
+_BLOCK = 1 << 20
+_LONGEST_LINE = 64 << 20
 # Distinct transports, affinities, rings, socket-interface and no-device lines kept per log, each kind;
 # beyond it new distinct ones are counted (NcclLog.dropped). 50,000 transports are ~15 MiB; a
 # 1,024-rank job with 32 channels prints ~130,000 distinct ones in one init, of which every process's own
@@ -625,24 +629,29 @@ def load_nccl_log(path: str | Path) -> NcclLog:
         from clusterdoctor.observe.limits import open_input
 
         with open_input(p) as fh:  # regular files only; .gz/.zst logs inflated; budgets checked as it reads
-            rest = b""
+            pending: list[bytes] = []  # the start of a line that began in an earlier block
+            held = 0
             while True:
                 block = fh.read(_BLOCK)
                 if not block:
                     break
-                data = rest + block
-                cut = data.rfind(b"\n") + 1
+                cut = block.rfind(b"\n") + 1
                 if cut == 0:
-                    rest = data
-                    if len(rest) > 4 * _BLOCK:
-                        raise InputError("no line breaks in 64 MB: not a text log", str(p))
+                    pending.append(block)
+                    held += len(block)
+                    if held > _LONGEST_LINE:
+                        raise InputError(
+                            f"no line breaks in {_LONGEST_LINE >> 20} MB: not a text log", str(p)
+                        )
                     continue
-                rest = data[cut:]
-                parser.feed(data[:cut].decode("utf-8", "replace"))
-                log.bytes_read += cut
-            if rest:
-                parser.feed(rest.decode("utf-8", "replace"))
-                log.bytes_read += len(rest)
+                whole = memoryview(block)[:cut]
+                data = b"".join((*pending, whole)) if pending else whole
+                parser.feed(str(data, "utf-8", "replace"))
+                log.bytes_read += len(data)
+                pending, held = ([block[cut:]], len(block) - cut) if cut < len(block) else ([], 0)
+            if pending:
+                parser.feed(b"".join(pending).decode("utf-8", "replace"))
+                log.bytes_read += held
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
     _check(log)
