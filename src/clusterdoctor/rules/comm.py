@@ -156,7 +156,7 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             ev.append(
                 Evidence(
                     f"channels via NET/Socket (e.g. {socket_chans[0].via})",
-                    len(socket_chans),
+                    log.lines_of(socket_chans),
                     source=log.path,
                 )
             )
@@ -271,7 +271,7 @@ def socket_local_interface(obs: Observations) -> Iterator[Finding]:
                     "interfaces that route between the nodes",
                     log.path,
                 ),
-                Evidence("inter-node socket channels", len(sockets), source=log.path),
+                Evidence("inter-node socket channels", log.lines_of(sockets), source=log.path),
             ],
             subject=_hosts_label(log.hosts) or log.path,
             confidence=0.9,

@@ -183,9 +183,12 @@ def test_block_reader_matches_text_parser(tmp_path) -> None:
     finally:
         mod._BLOCK = old
     b = parse_nccl_log(text)
-    assert len(a.transports) == len(b.transports) == 400
-    assert len(a.affinities) == len(b.affinities) == 100
-    assert [t.line for t in a.transports] == [t.line for t in b.transports]
+    # 50 copies of 8 channel lines and 2 affinity lines: each distinct one kept once, counted 50 times
+    assert len(a.transports) == len(b.transports) == 8
+    assert [t.count for t in a.transports] == [t.count for t in b.transports] == [50] * 8
+    assert len(a.affinities) == len(b.affinities) == 2 and {x.count for x in a.affinities} == {50}
+    assert [(t.line, t.last_line) for t in a.transports] == [(t.line, t.last_line) for t in b.transports]
+    assert all(t.last_line > t.line for t in a.transports)
 
 
 def test_unreadable_file_is_input_error(tmp_path) -> None:

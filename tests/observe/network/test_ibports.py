@@ -441,3 +441,22 @@ def test_rdma_res_qp_fixture_raises_no_port_alarm():
         pytest.skip("shared fixtures absent (CLUSTERDOCTOR_FIXTURES)")
     what, data = load_path(p)
     assert not data.get("ib_ports"), what
+
+
+def test_records_module_split_from_the_reader() -> None:
+    """The records and state names moved to ib_records (issue 26's module split): the old path still
+    names the same objects, and ib_records imports nothing of the reader (no cycle)."""
+    import subprocess
+    import sys
+
+    from clusterdoctor.observe.network import ib_records, ibports
+
+    for name in ib_records.__all__:
+        assert getattr(ibports, name) is getattr(ib_records, name), name
+        assert name in ibports.__all__, name
+    code = (
+        "import sys; import clusterdoctor.observe.network.ib_records as r; "
+        "print(sorted(m for m in sys.modules if m.startswith('clusterdoctor.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "ibports" not in out and "clusterdoctor.observe.network.ib_records" in out

@@ -21,6 +21,14 @@ kept (see ``../shared/reference/comm.md`` §3):
 
 Speed: one C-speed regex scan finds the interesting lines (a literal prefix ``NCCL INFO ``), Python
 work happens only per kept line, and files are read in blocks so memory stays bounded.
+
+Memory: every communicator init prints its transport, ring, affinity and socket-interface lines
+again (a job that restarts, or a log of many nccl-tests runs, repeats them thousands of times). Each
+distinct line is kept once, with the line it was first and last printed on and how many times
+(:attr:`Transport.count`, :attr:`Affinity.count`, :attr:`NcclLog.socket_if_seen`); at most
+:data:`MAX_DISTINCT` distinct ones of each kind, the rest counted in :attr:`NcclLog.dropped` with one
+warning. Rules that counted lines sum the counts, so a log gives the findings it gave with every line
+kept (:data:`KEEP_REPEATS`, for tests and benches, keeps them all as before).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ __all__ = [
     "DistError",
     "NcclLog",
     "Proc",
+    "Seen",
     "WatchdogStatus",
     "WatchdogTimeout",
     "classify_via",
@@ -69,7 +78,19 @@ DATATYPES = {
 DATATYPE_BYTES = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 
-_BLOCK = 16 << 20
+# Read in 1 MiB blocks, as limits.LineReader: each block is held a few times over while it is read,
+# cut at its last line break and decoded (16 MiB blocks made a 93 MiB peak of which 75 were these
+# copies; 1 MiB: 18 MiB, at the same speed). A line may span blocks, up to _LONGEST_LINE.
+_BLOCK = 1 << 20
+_LONGEST_LINE = 64 << 20
+# Distinct transports, affinities, rings, socket-interface and no-device lines kept per log, each kind;
+# beyond it new distinct ones are counted (NcclLog.dropped). 50,000 transports are ~15 MiB; a
+# 1,024-rank job with 32 channels prints ~130,000 distinct ones in one init, of which every process's own
+# come first in a per-host log.
+MAX_DISTINCT = 50_000
+# Keep every repeated line as its own entry (count 1), as before repeats were folded: a reference for
+# tests and benches, never the default.
+KEEP_REPEATS = False
 
 # "host:pid:tid [dev] NCCL INFO|WARN" with anything (launcher prefix, timestamp) before it: the header
 # is the one that ends right before "NCCL" (a timestamp "23:29:35 [80746]" before it is not a header).
@@ -205,10 +226,12 @@ class Transport:
     net: str | None  # for NET: "IB", "Socket", "AWS Libfabric"
     gdr: bool
     proc: Proc | None
-    line: int | None = None
+    line: int | None = None  # where it was first printed
     # the GPU of each end as printed in brackets (cudaDev, or the bus id in NCCL 2.12-2.18); None if not
     src_dev: str | None = None
     dst_dev: str | None = None
+    count: int = 1  # times the same line (these fields, the same process) was printed
+    last_line: int | None = None  # where it was last printed (``line`` when printed once)
 
 
 @dataclass(slots=True)
@@ -217,7 +240,18 @@ class Affinity:
     gpu: int
     mask: str
     cpus: tuple[int, ...]
-    line: int | None = None
+    line: int | None = None  # where it was first printed
+    count: int = 1  # times this process printed this GPU's mask
+    last_line: int | None = None
+
+
+@dataclass(slots=True)
+class Seen:
+    """Where a repeated line was printed: the first and last line number and how many times."""
+
+    first: int | None
+    last: int | None
+    count: int = 1
 
 
 @dataclass(slots=True)
@@ -261,11 +295,12 @@ class NcclLog:
     path: str
     version: str | None = None
     networks: dict[str, set[Proc | None]] = field(default_factory=dict)  # network name -> processes
-    no_device: list[str] = field(default_factory=list)
-    socket_ifs: list[str] = field(default_factory=list)
+    no_device: list[str] = field(default_factory=list)  # as printed, at most MAX_DISTINCT lines
+    socket_ifs: list[str] = field(default_factory=list)  # distinct "NET/Socket : Using" texts, in order
+    socket_if_seen: dict[str, Seen] = field(default_factory=dict)  # each of socket_ifs: lines, count
     comms: dict[tuple[str, Proc | None], CommInfo] = field(default_factory=dict)
-    transports: list[Transport] = field(default_factory=list)
-    rings: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    transports: list[Transport] = field(default_factory=list)  # distinct, first printed first
+    rings: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # distinct (channel, order)
     trees: int = 0
     affinities: list[Affinity] = field(default_factory=list)
     init_timings: list[InitTiming] = field(default_factory=list)
@@ -280,6 +315,7 @@ class NcclLog:
     lines_kept: int = 0
     bytes_read: int = 0
     warnings: list[str] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # kind -> lines past MAX_DISTINCT distinct ones
 
     # -- derived ---------------------------------------------------------------------------
     def rank_of(self, proc: Proc | None) -> int | None:
@@ -314,6 +350,10 @@ class NcclLog:
     def net_transports(self) -> list[Transport]:
         return [t for t in self.transports if t.kind == "NET"]
 
+    def lines_of(self, transports: list[Transport]) -> int:
+        """How many channel lines printed these transports (repeats counted)."""
+        return sum(t.count for t in transports)
+
 
 def classify_via(via: str) -> tuple[str, str | None, bool]:
     """(kind, net name, GPUDirect RDMA) of a transport string such as ``NET/IB/0/GDRDMA``."""
@@ -334,6 +374,11 @@ class _Parser:
         self._procs: dict[str, Proc | None] = {}
         self._masks: dict[str, tuple[int, ...]] = {}
         self._vias: dict[str, tuple[str, str | None, bool]] = {}
+        # distinct lines kept once: key -> the entry whose count and last line a repeat updates
+        self.keep_repeats = KEEP_REPEATS
+        self._transport_at: dict[tuple, Transport] = {}
+        self._affinity_at: dict[tuple, Affinity] = {}
+        self._rings: set[tuple[int, tuple[int, ...]]] = set()
         self.dist = DistScanner()
         self.old_format: bool | None = None  # NCCL 2.0-2.2 lines (no "NCCL" before INFO/WARN), first block
         log.watchdog_timeouts, log.watchdog_status, log.dist_errors = (
@@ -379,47 +424,21 @@ class _Parser:
                     cv = self._vias.get(via)
                     if cv is None:
                         cv = self._vias[via] = classify_via(via)
-                    k, net, gdr = cv
-                    log.transports.append(
-                        Transport(
-                            int(t.group("ch")),
-                            int(t.group("src")),
-                            int(t.group("dst")),
-                            t.group("dir"),
-                            via,
-                            k,
-                            net,
-                            gdr,
-                            proc,
-                            line_no(m.start()),
-                            t.group("sdev"),
-                            t.group("ddev"),
-                        )
-                    )
+                    self._transport(t, via, cv, proc, line_no(m.start()))
                     continue
                 r = _RING_ORDER.match(msg)
                 if r is not None:
-                    log.rings.append((int(r.group("ch")), tuple(int(x) for x in r.group(3).split())))
+                    ring = (int(r.group("ch")), tuple(int(x) for x in r.group(3).split()))
+                    if self.keep_repeats:
+                        log.rings.append(ring)
+                    elif ring not in self._rings and self._room("rings", len(self._rings)):
+                        self._rings.add(ring)
+                        log.rings.append(ring)
             elif kind == "ring":
                 t = _OLD_RING.match(msg)
                 if t is not None:
-                    k, net, gdr = classify_via(t.group("via"))
-                    log.transports.append(
-                        Transport(
-                            int(t.group("ch")),
-                            int(t.group("src")),
-                            int(t.group("dst")),
-                            t.group("dir"),
-                            t.group("via"),
-                            k,
-                            net,
-                            gdr,
-                            proc,
-                            line_no(m.start()),
-                            t.group("sdev"),
-                            t.group("ddev"),
-                        )
-                    )
+                    via = t.group("via")
+                    self._transport(t, via, classify_via(via), proc, line_no(m.start()))
             elif kind == "coll":
                 c = _COLL.match(msg)
                 if c is not None:
@@ -445,9 +464,10 @@ class _Parser:
                 if n is not None:
                     log.networks.setdefault(n.group("net"), set()).add(proc)
             elif kind == "nodev":
-                log.no_device.append(msg.strip())
+                if self.keep_repeats or self._room("no_device", len(log.no_device)):
+                    log.no_device.append(msg.strip())
             elif kind == "netif":
-                log.socket_ifs.append(msg.strip())
+                self._socket_if(msg.strip(), line_no(m.start()))
             elif kind == "aff":
                 a = _AFFINITY.match(msg)
                 if a is not None:
@@ -459,7 +479,7 @@ class _Parser:
                         except InputError:
                             cpus = ()
                         self._masks[mask] = cpus
-                    log.affinities.append(Affinity(proc, int(a.group("gpu")), mask, cpus, line_no(m.start())))
+                    self._affinity(proc, int(a.group("gpu")), mask, cpus, line_no(m.start()))
             elif kind == "timings":
                 t2 = _TIMINGS.match(msg)
                 if t2 is not None:
@@ -492,6 +512,61 @@ class _Parser:
         if _any_trigger(text):
             self.dist.feed(text, lines_before)
         self.line_base += text.count("\n")
+
+    def _room(self, kind: str, kept: int) -> bool:
+        """Whether one more distinct entry of ``kind`` fits (else the line is counted as dropped)."""
+        if kept < MAX_DISTINCT:
+            return True
+        self.log.dropped[kind] = self.log.dropped.get(kind, 0) + 1
+        return False
+
+    def _transport(
+        self, t: re.Match[str], via: str, cv: tuple[str, str | None, bool], proc: Proc | None, line: int
+    ) -> None:
+        ch, src, dst, direction = int(t.group("ch")), int(t.group("src")), int(t.group("dst")), t.group("dir")
+        sdev, ddev = t.group("sdev"), t.group("ddev")
+        if not self.keep_repeats:
+            key = (ch, src, dst, direction, via, proc, sdev, ddev)
+            seen = self._transport_at.get(key)
+            if seen is not None:
+                seen.count += 1
+                seen.last_line = line
+                return
+            if not self._room("transports", len(self._transport_at)):
+                return
+        k, net, gdr = cv
+        tr = Transport(ch, src, dst, direction, via, k, net, gdr, proc, line, sdev, ddev, 1, line)
+        if not self.keep_repeats:
+            self._transport_at[key] = tr
+        self.log.transports.append(tr)
+
+    def _affinity(self, proc: Proc | None, gpu: int, mask: str, cpus: tuple[int, ...], line: int) -> None:
+        if not self.keep_repeats:
+            key = (proc, gpu, mask)
+            seen = self._affinity_at.get(key)
+            if seen is not None:
+                seen.count += 1
+                seen.last_line = line
+                return
+            if not self._room("affinities", len(self._affinity_at)):
+                return
+        a = Affinity(proc, gpu, mask, cpus, line, 1, line)
+        if not self.keep_repeats:
+            self._affinity_at[key] = a
+        self.log.affinities.append(a)
+
+    def _socket_if(self, text: str, line: int) -> None:
+        log = self.log
+        if self.keep_repeats:
+            log.socket_ifs.append(text)
+        seen = log.socket_if_seen.get(text)
+        if seen is not None:
+            seen.count += 1
+            seen.last = line
+        elif self._room("socket_ifs", len(log.socket_if_seen)):
+            log.socket_if_seen[text] = Seen(line, line)
+            if not self.keep_repeats:
+                log.socket_ifs.append(text)
 
     def _proc(self, text: str, ls: int, end: int) -> Proc | None:
         key = text[ls:end]
@@ -554,24 +629,29 @@ def load_nccl_log(path: str | Path) -> NcclLog:
         from clusterdoctor.observe.limits import open_input
 
         with open_input(p) as fh:  # regular files only; .gz/.zst logs inflated; budgets checked as it reads
-            rest = b""
+            pending: list[bytes] = []  # the start of a line that began in an earlier block
+            held = 0
             while True:
                 block = fh.read(_BLOCK)
                 if not block:
                     break
-                data = rest + block
-                cut = data.rfind(b"\n") + 1
+                cut = block.rfind(b"\n") + 1
                 if cut == 0:
-                    rest = data
-                    if len(rest) > 4 * _BLOCK:
-                        raise InputError("no line breaks in 64 MB: not a text log", str(p))
+                    pending.append(block)
+                    held += len(block)
+                    if held > _LONGEST_LINE:
+                        raise InputError(
+                            f"no line breaks in {_LONGEST_LINE >> 20} MB: not a text log", str(p)
+                        )
                     continue
-                rest = data[cut:]
-                parser.feed(data[:cut].decode("utf-8", "replace"))
-                log.bytes_read += cut
-            if rest:
-                parser.feed(rest.decode("utf-8", "replace"))
-                log.bytes_read += len(rest)
+                whole = memoryview(block)[:cut]
+                data = b"".join((*pending, whole)) if pending else whole
+                parser.feed(str(data, "utf-8", "replace"))
+                log.bytes_read += len(data)
+                pending, held = ([block[cut:]], len(block) - cut) if cut < len(block) else ([], 0)
+            if pending:
+                parser.feed(b"".join(pending).decode("utf-8", "replace"))
+                log.bytes_read += held
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", str(p)) from None
     _check(log)
@@ -584,6 +664,10 @@ def _check(log: NcclLog) -> None:
         log.warnings.append(
             f"{log.path}: no line clusterdoctor reads (NCCL INFO init/transport/collective lines, watchdog "
             "or gloo/TCPStore timeouts); was NCCL_DEBUG=INFO set?"
+        )
+    for kind, n in log.dropped.items():
+        log.warnings.append(
+            f"{log.path}: over {MAX_DISTINCT:,} distinct {kind.replace('_', ' ')} lines; {n:,} more not kept"
         )
 
 
