@@ -68,7 +68,16 @@ def test_leader_stall_diagnosed_in_order(tmp_path, logger):
             assert chain.subject.split(":")[0] == "etcd-stall", chain.summary  # "etcd-stall: <member>"
             assert chain.evidence[0].time <= chain.evidence[1].time + 1.0
         return
-    assert hb[0].severity == Severity.CRITICAL
+    # critical when the worst delay the leader logged reaches the election timeout (1 s). Which delay
+    # it logs depends on when raft runs on the resumed process (on a loaded machine the first check
+    # may come late or the leader step down first, CI once saw only a short one): the severity is
+    # judged against the delay the members actually logged, not against the 2.5 s stop
+    worst = max(
+        (float(dict(e.attrs).get("exceeded_s") or 0) for i in range(3)
+         for e in load_logs(out / f"etcd-m{i}.log")["events"] if e.kind == "etcd.heartbeat_slow"),
+        default=0.0,
+    )  # fmt: skip
+    assert hb[0].severity == (Severity.CRITICAL if worst >= 1.0 else Severity.WARNING), (worst, hb[0])
     (chain,) = etcd_log.control_plane_cascade.fn(obs)
     # the stalled leader, named by the late heartbeats it logged itself
     assert chain.subject == f"etcd-stall: {leader}", chain.summary
