@@ -269,8 +269,8 @@ def _born_slow(
     of its own and so no change point: each rank against its peers at the same steps, over the steps
     before any episode found by the other passes began (what those explain is theirs). Named when the
     others waited ``p.born_min_lateness`` of a step or more for it (median over those steps once the
-    run settled, ``blen`` steps past the warm-up, and over those first ``blen``: slow from the start,
-    not since some later step, and not only while the run settled) and it was
+    run settled, ``blen`` steps past the warm-up: not only while the run settled) and
+    ``p.born_early_lateness`` over those first ``blen`` (slow from the start, not since some later step) and it was
     the last to be ready in ``p.born_last_share`` of the settled steps or more (among N similar ranks each
     is last in about 1/N of them); then judged as any straggler
     (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
@@ -297,9 +297,10 @@ def _born_slow(
     named = {e.rank for e in done if e.rank is not None and e.onset_col <= first + blen}
     q = p.replace(min_lateness=p.born_min_lateness)
     out: list[Episode] = []
-    # already late in its first blen (a median over fewer, noisier steps: half the bar), so not a rank
-    # that became late at some later step (the change-point pass is for that)
-    for row in np.nonzero((med >= bar) & (early >= bar / 2) & (last >= p.born_last_share))[0]:
+    # already late in its first blen, so not a rank that became late at some later step (the
+    # change-point pass is for that)
+    early_bar = max(p.born_early_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(blen))
+    for row in np.nonzero((med >= bar) & (early >= early_bar) & (last >= p.born_last_share))[0]:
         row = int(row)
         if tb.ranks[row] in named:
             continue
