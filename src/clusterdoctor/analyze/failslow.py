@@ -268,19 +268,26 @@ def _born_slow(
     """Pass 1b: a rank slow from its first step (more work than its peers), which has no healthy past
     of its own and so no change point: each rank against its peers at the same steps, over the steps
     before any episode found by the other passes began (what those explain is theirs). Named when the
-    others waited ``p.born_min_lateness`` of a step or more for it (median over those steps and over
-    its first ``blen`` after the warm-up: slow from the start, not since some later step) and it was
-    the last to be ready in ``p.born_last_share`` of those steps or more (among N similar ranks each
+    others waited ``p.born_min_lateness`` of a step or more for it (median over those steps once the
+    run settled, ``blen`` steps past the warm-up: not only while the run settled) and
+    ``p.born_early_lateness`` over those first ``blen`` (slow from the start, not since some later step) and it was
+    the last to be ready in ``p.born_last_share`` of the settled steps or more (among N similar ranks each
     is last in about 1/N of them); then judged as any straggler
     (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
     peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
     R, S = sig.late.shape
     begun = [e.onset_col for e in done if e.onset_col > first]
     stop = min([S, *begun])
-    n = stop - first
+    # the evidence is read on the settled steps, after the first blen past the warm-up: on a loaded
+    # host one rank can be slow for a while after the start and then settle (b4-l-c10-clean: rank 1
+    # kept the others waiting 82% of a step in its first 10 steps, ~10% after), which is no more
+    # work than its peers; a rank with more work is as slow after those steps as in them
+    # (when another episode began too soon for that, on the steps there are, from the warm-up)
+    settled = first + blen if stop - first - blen >= p.min_steps else first
+    n = stop - settled
     if n < max(p.min_steps, blen) or sig.last_row is None or sig.W0 <= 0:
         return []
-    C = slice(first, stop)
+    C = slice(settled, stop)
     med = np.median(sig.late[:, C], axis=1)
     # the bar: material, and above the noise of a median over these steps
     bar = max(p.born_min_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(n))
@@ -290,7 +297,10 @@ def _born_slow(
     named = {e.rank for e in done if e.rank is not None and e.onset_col <= first + blen}
     q = p.replace(min_lateness=p.born_min_lateness)
     out: list[Episode] = []
-    for row in np.nonzero((med >= bar) & (early >= bar) & (last >= p.born_last_share))[0]:
+    # already late in its first blen, so not a rank that became late at some later step (the
+    # change-point pass is for that)
+    early_bar = max(p.born_early_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(blen))
+    for row in np.nonzero((med >= bar) & (early >= early_bar) & (last >= p.born_last_share))[0]:
         row = int(row)
         if tb.ranks[row] in named:
             continue
@@ -302,7 +312,8 @@ def _born_slow(
         ep.detail["last_share_run"] = round(float(last[row]), 3)
         when = "" if stop == S else f" before step {step_at(tb, stop)}"
         ep.why = (
-            f"slow from its first step: in the {n} steps after the warm-up{when} it was the last to be ready "
+            f"slow from its first step: in the {n} steps after the first {settled - first} past the warm-up{when} it "
+            f"was the last to be ready "
             f"in {last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
             f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in "
             f"its first {blen}; no rank that was not late made them wait more than "

@@ -512,7 +512,17 @@ def localise_link(
         best = order[0]
         second = scores[order[1]] if len(order) > 1 else 1.0
         out["link_scores"] = {str(r): round(scores[r], 2) for r in order[:8]}
-        if scores[best] >= p.slow_link_ratio * 2 / 3 and scores[best] >= 1.5 * max(second, 1.0):
+        # beyond the noise healthy links showed on this host: its transfers since the onset slower
+        # (median) than the slowest link test before it (b4-q-c06-clean, load 6.5: one round of link
+        # tests after a small rise in the step time had rank 3's at 2.6 and 2.2 ms against 0.4-1.4 ms,
+        # a 3x score, while before it one healthy link took 2.0 ms; a slowed link's take ~10 ms)
+        before = [
+            lk.seconds for lk in tb.links if since is not None and lk.t is not None and lk.t < since - 1.0
+        ]
+        touching_s = float(np.median([v for k, v in med.items() if best in k]))
+        out["slowest_link_before_s"] = round(max(before), 6) if before else None
+        beyond = not before or touching_s > max(before)
+        if scores[best] >= p.slow_link_ratio * 2 / 3 and scores[best] >= 1.5 * max(second, 1.0) and beyond:
             worst = max((k for k in med if best in k), key=lambda k: med[k])
             out["localised"] = (
                 f"the link tests' transfers to and from rank {best} are {scores[best]:.1f}x slower than "
