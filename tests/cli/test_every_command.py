@@ -76,6 +76,7 @@ BAD_VALUES: dict[str, str | tuple[str, list[str]]] = {
     "--prometheus": "notaurl",
     "--runbook-url": "notaurl",
     "--listen": "127.0.0.1:notaport",
+    "sim run --clock": ("bogus", ["--timed"]),
     "diagnose --since": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "gpu health --window": ("bogus", ["--prometheus", "http://127.0.0.1:9"]),
     "rules rule_id": "NOPE999",
