@@ -368,3 +368,9 @@ def numbered(text: str, origin: list[int] | None = None) -> Iterator[tuple[int, 
         lines.pop()
     for i, line in enumerate(lines):
         yield (origin[i] if origin is not None and i < len(origin) else i + 1), line.rstrip("\r")
+
+
+def lines_not_read(path: str, skipped: list[int], what: str) -> str:
+    """The warning a reader gives for the lines of a paste it skipped: ``PATH: line(s) 3, 7 not read
+    (not WHAT)``, at most the first six numbers."""
+    return f"{path}: line(s) {', '.join(map(str, skipped[:6]))} not read (not {what})"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import numbered
+from clusterdoctor.observe.paste import lines_not_read, numbered
 
 __all__ = ["GemmResult", "load_ubergemm", "parse_ubergemm", "sniff_ubergemm"]
 
@@ -78,5 +78,5 @@ def load_ubergemm(path: str | Path) -> dict[str, Any]:
         "described_as": f"ubergemm output ({len(res)} GPU result(s))",
     }
     if skipped:
-        out["warnings"] = [f"{p}: line(s) {', '.join(map(str, skipped[:6]))} not read (not ubergemm output)"]
+        out["warnings"] = [lines_not_read(p, skipped, "ubergemm output")]
     return out

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import numbered
+from clusterdoctor.observe.paste import lines_not_read, numbered
 
 __all__ = ["FiInfoFailure", "FiProvider", "load_fi_info", "parse_fi_info", "sniff_fi_info"]
 
@@ -131,8 +131,6 @@ def load_fi_info(path: str | Path) -> dict[str, Any]:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     fail = _failure(lines) if len(lines) <= 3 else None
     if fail:
-        from clusterdoctor.observe.paste import numbered
-
         command, idx = fail
         target = lines[idx]
         lineno = next((n for n, ln in numbered(text, input_origin()) if ln == target), 1)
@@ -150,5 +148,5 @@ def load_fi_info(path: str | Path) -> dict[str, Any]:
         "described_as": f"fi_info output ({len(blocks)} block(s): {', '.join(names[:4])})",
     }
     if skipped:
-        out["warnings"] = [f"{p}: line(s) {', '.join(map(str, skipped[:6]))} not read (not fi_info output)"]
+        out["warnings"] = [lines_not_read(p, skipped, "fi_info output")]
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import numbered
+from clusterdoctor.observe.paste import lines_not_read, numbered
 
 __all__ = ["IbDevNodes", "load_ib_devnodes", "parse_ib_devnodes", "sniff_ib_devnodes"]
 
@@ -108,7 +108,5 @@ def load_ib_devnodes(path: str | Path) -> dict[str, Any]:
         "described_as": "ls of /sys/class/infiniband and /dev/infiniband",
     }
     if res.skipped:
-        out["warnings"] = [
-            f"{p}: line(s) {', '.join(map(str, res.skipped[:6]))} not read (not an ls listing)"
-        ]
+        out["warnings"] = [lines_not_read(p, res.skipped, "an ls listing")]
     return out

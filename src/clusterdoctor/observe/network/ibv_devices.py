@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import numbered
+from clusterdoctor.observe.paste import lines_not_read, numbered
 
 __all__ = ["RdmaDevice", "load_ibv_devices", "parse_ibv_devices", "sniff_ibv_devices"]
 
@@ -84,7 +84,5 @@ def load_ibv_devices(path: str | Path) -> dict[str, Any]:
         else "ibv_devices output (no device listed)",
     }
     if skipped:
-        out["warnings"] = [
-            f"{p}: line(s) {', '.join(map(str, skipped[:6]))} not read (not ibv_devices output)"
-        ]
+        out["warnings"] = [lines_not_read(p, skipped, "ibv_devices output")]
     return out

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import numbered
+from clusterdoctor.observe.paste import lines_not_read, numbered
 
 __all__ = ["MadNode", "load_umad_map", "parse_umad_map", "sniff_umad_map"]
 
@@ -93,7 +93,5 @@ def load_umad_map(path: str | Path) -> dict[str, Any]:
         ),
     }
     if skipped:
-        out["warnings"] = [
-            f"{p}: line(s) {', '.join(map(str, skipped[:6]))} not read (not the infiniband_mad map)"
-        ]
+        out["warnings"] = [lines_not_read(p, skipped, "the infiniband_mad map")]
     return out
