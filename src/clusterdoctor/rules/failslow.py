@@ -184,9 +184,7 @@ def _unit(table: Any) -> str:
 def _common_evidence(ep: Any, table: Any, source: str) -> list[Evidence]:
     u = _unit(table)
     what = f"change point in {'step' if u == 'step' else 'sampled step'} time"
-    if (getattr(ep, "detail", None) or {}).get(
-        "onset_from_last_to_be_ready"
-    ):  # a gradual onset (analyze.failslow._onset_of_last)
+    if ep.detail.get("onset_from_last_to_be_ready"):  # a gradual onset (analyze.failslow._onset_of_last)
         what = (
             f"it began to be the last rank ready; its lateness from step {ep.detail['lateness_onset_step']}"
         )
