@@ -159,6 +159,28 @@ def test_walk_skips_noise_and_does_not_follow_symlinked_folders(tmp_path):
         diagnosis.load_sources(diagnosis.new_observations(lambda: 0.0), [tmp_path / "a" / "loop"])
 
 
+def test_a_folders_own_documentation_is_not_read_as_its_log(tmp_path):
+    """A folder of real ACS listings with the SOURCES.md that quotes the threads' error lines (real:
+    tests/data/pcie_acs): the quotes made 'illegal memory access' (TORCH102) the top finding. Its
+    documentation is skipped by name and said in a warning; named on the command line it is read."""
+    shutil.copytree(TEST_DATA / "pcie_acs", tmp_path / "acs")
+    (tmp_path / "acs" / "README").write_text("notes on these captures\n")
+    walk = walk_sources(tmp_path / "acs")
+    assert {p.name for p, why in walk.skipped if why == "documentation"} == {"SOURCES.md", "README"}
+    assert all(p.suffix == ".txt" for p in walk.sources) and len(walk.sources) == 6
+    r = run_cli("diagnose", str(tmp_path / "acs"), "--format", "json")
+    doc = json.loads(r.out)
+    assert doc["findings"][0]["rule"] == "COMM022", [f["rule"] for f in doc["findings"]]
+    assert any("documentation file(s): README, SOURCES.md" in w for w in doc["warnings"]), doc["warnings"]
+    assert [noise_reason(n) for n in ("SOURCES.md", "readme.rst", "LICENSE", "readme.log", "notes.md")] == [
+        "documentation",
+        "documentation",
+        "documentation",
+        None,
+        None,
+    ]
+
+
 def test_a_folder_past_the_file_limit_names_what_it_left(tmp_path):
     for i in range(5):
         (tmp_path / f"f{i}.txt").write_text("x")

@@ -10,8 +10,11 @@ A directory (an incident folder) is walked recursively by :func:`walk_sources`: 
 candidate, and a sysfs tree inside it (a folder holding ``sys/devices/system``) is one source. Three
 kinds of names are skipped as noise, and listed in one warning: hidden files and folders (a name
 starting with ``.``: ``.DS_Store``, ``.git``), editor backups and swap files (``name~``, ``#name#``,
-``.name.swp``, ``*.swp``, ``*.swo``), folders reached through a symbolic link (never followed, so no
-loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest. A folder that cannot be listed (no
+``.name.swp``, ``*.swp``, ``*.swo``), a folder's own documentation (``README.md``, ``SOURCES.md``,
+``LICENSE`` ...: :data:`_DOC_STEMS` with a text or Markdown suffix, whose quotes of error
+lines would be read as the incident's log), folders reached through a symbolic link (never followed,
+so no loops) and, beyond :data:`MAX_FOLDER_FILES` files, the rest. A documentation file given by its
+own path is read as usual. A folder that cannot be listed (no
 permission) is named in a warning too, never dropped silently.
 """
 
@@ -218,6 +221,9 @@ def _is_sysfs_dir(p: Path) -> bool:
 # A folder holding more files than this is read up to here; the rest are named in a warning.
 MAX_FOLDER_FILES = 20000
 _BACKUP_SUFFIXES = ("~", ".swp", ".swo", ".swx")
+# a folder's documentation, by name: a stem of these with no suffix or one of _DOC_SUFFIXES
+_DOC_STEMS = frozenset({"readme", "sources", "license", "licence", "notice", "changelog", "contributing"})
+_DOC_SUFFIXES = ("", ".md", ".markdown", ".rst", ".txt")
 _UNREADABLE = "unreadable folder(s)"
 
 
@@ -227,6 +233,9 @@ def noise_reason(name: str) -> str | None:
         return "hidden"
     if name.endswith(_BACKUP_SUFFIXES) or (name.startswith("#") and name.endswith("#")):
         return "editor backup"
+    stem, dot, suffix = name.partition(".")
+    if stem.lower() in _DOC_STEMS and (dot + suffix).lower() in _DOC_SUFFIXES:
+        return "documentation"
     return None
 
 
