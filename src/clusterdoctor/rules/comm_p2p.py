@@ -11,6 +11,7 @@ same path, hangs or crawls (NVIDIA's NCCL troubleshooting guide, "PCI Access Con
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
@@ -99,6 +100,16 @@ def _acs_ports(obs: Observations) -> list:
     return ports
 
 
+def _lines_by_file(ports: list) -> str:
+    """``2, 3, 4`` from one file; ``a.txt:2, b.txt:2, 3`` from several (line numbers repeat across files)."""
+    by: dict[str, list[str]] = {}
+    for p in ports:
+        by.setdefault(str(p.source or ""), []).append(str(p.line))
+    if len(by) == 1:
+        return ", ".join(next(iter(by.values())))
+    return ", ".join(f"{Path(src).name}:{', '.join(lines)}" for src, lines in by.items())
+
+
 @rule(
     id="COMM022",
     name="pcie-acs-redirects-peer-traffic",
@@ -153,7 +164,7 @@ def pcie_acs_redirect(obs: Observations) -> Iterator[Finding]:
             else []
         ),
         # the bridges by address; a bare `grep ACSCtl` names none, so its lines stand for them
-        subject=", ".join(named[:4]) if named else "ACSCtl line(s) " + ", ".join(str(p.line) for p in on[:6]),
+        subject=", ".join(named[:4]) if named else "ACSCtl line(s) " + _lines_by_file(on[:6]),
         confidence=0.7,
     )
     f.action = Action.CONFIGURE

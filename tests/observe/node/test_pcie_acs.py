@@ -47,6 +47,16 @@ def test_acs_off_is_read_and_quiet(name: str) -> None:
     assert not [f for f in d.findings if f.severity >= Severity.WARNING]
 
 
+def test_subject_names_lines_per_file_when_several_listings() -> None:
+    # two real `grep ACSCtl` pastes: both have an ACSCtl line 2, so bare numbers would repeat
+    one = _diagnose(DATA / "nccl_523_acsctl_prompt.txt").findings[0]
+    assert one.subject == "ACSCtl line(s) 2, 3, 4, 10, 11, 12"
+    both = _diagnose(DATA / "heymeco_6_plx_midblock.txt", DATA / "nccl_523_acsctl_prompt.txt").findings[0]
+    assert both.subject == (
+        "ACSCtl line(s) heymeco_6_plx_midblock.txt:2, nccl_523_acsctl_prompt.txt:2, 3, 4, 10, 11"
+    )
+
+
 def test_ports_read_from_each_shape() -> None:
     tabs = parse_acs((DATA / "nccl_629_acsctl_tabs.txt").read_text())
     assert [p.line for p in tabs if p.enabled()] == [4, 10, 11, 13]
