@@ -116,3 +116,32 @@ def test_periodic_without_candidates_says_so():
     (f,) = etcd_log.periodic_degradation.fn(obs)
     assert "No periodic job was given" in f.summary
     assert f.subject.startswith("recurring degradation: ")  # what recurs, when no job matches
+
+
+def test_a_stall_whose_onset_comes_after_the_loss_is_not_the_first_stage():
+    # constructed events in the shape a CI capture had: the stalled leader, run again, logged a late
+    # heartbeat only 0.1 s late, 1.4 s after its followers had lost it. Its onset does not show the
+    # stall came first (the timestamps agree to better than capnslog's 1 s), so no chain is claimed
+    from clusterdoctor.model import Event
+
+    t0 = 1796316877.64
+
+    def evs(exceeded: float) -> list:
+        return [
+            Event(t0, "etcd.election", "starting a new election", attrs=(("term", "4"),)),
+            Event(t0, "etcd.lost_leader", "lost leader", attrs=(("term", "4"),)),
+            Event(
+                t0 + 1.4,
+                "etcd.heartbeat_slow",
+                "leader failed to send out heartbeat on time",
+                attrs=(("exceeded_s", str(exceeded)),),
+            ),
+        ]
+
+    obs = Observations()
+    obs.put("events", evs(0.1))
+    assert run(etcd_log.control_plane_cascade, obs) == []
+    obs = Observations()
+    obs.put("events", evs(2.3))  # the onset 0.9 s before the loss: the stall is first
+    (chain,) = run(etcd_log.control_plane_cascade, obs)
+    assert chain.subject.startswith("etcd-stall")

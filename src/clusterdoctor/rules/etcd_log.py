@@ -47,6 +47,7 @@ LEADER_CHANGES_PAGING = Threshold(
     "(etcd-io/etcd contrib/mixin/alerts/alerts.libsonnet)",
     "leader changes within 15 minutes at which the etcd mixin pages",
 )
+STAMP_RESOLUTION_S = 1.0  # capnslog's time stamps have whole seconds (etcd 3.4 and older)
 CHAIN_WINDOW = Threshold(
     "chain_window",
     600,
@@ -394,7 +395,11 @@ def control_plane_cascade(obs: Observations) -> Iterator[Finding]:
     aligned, shifts = _align(obs, evs, skews)
     d = _directory(obs)
     aligned = aligned + _member_down_events(obs, d)
-    chain = build_chain(aligned, window_s=float(CHAIN_WINDOW.value))
+    # times are corrected for clock skew above (or the order is flagged by _unordered_links), so a
+    # later stage may start before the previous one by no more than the timestamps' resolution:
+    # capnslog stamps to the second. A stalled leader that logs its late heartbeat only 1.4 s after
+    # its followers lost it, with a short exceeded-duration, does not show the stall came first.
+    chain = build_chain(aligned, window_s=float(CHAIN_WINDOW.value), skew_s=STAMP_RESOLUTION_S)
     for lk in [*chain.links, *chain.unlinked]:
         lk.extra = sum(x.count for x in _dropped(obs, *lk.stage.kinds) if _dropped_in_stage(x))
     timed = [lk for lk in chain.links if lk.first is not None]
