@@ -212,3 +212,28 @@ def test_wrapped_command_is_the_same_command(words, width):
 def test_wrap_never_exceeds_unless_one_long_word(text, width):
     for ln in wrap(text, width, first="   - "):
         assert len(ln) <= width or len(ln.split()) <= 2
+
+
+def test_watch_text_keeps_hyphenated_words_and_paths_whole() -> None:
+    from clusterdoctor.report.watch_text import render_watch_text
+
+    path = "/var/log/train/probe-rank-00003-of-00016.jsonl"
+    report = {
+        "source": path,
+        "jobs": [],
+        "findings": [
+            {
+                "severity": "warning",
+                "rule": "FS001",
+                "title": "fail-slow straggler",
+                "confidence": 0.9,
+                "summary": "rank 3 is the data-loader-bound straggler of the fail-slow job " * 3,
+                "evidence": [{"description": f"probe file {path}"}],
+            }
+        ],
+    }
+    for width in (40, 57, 80):
+        text = render_watch_text(report, width=width)
+        words = text.split()
+        assert path in words and "data-loader-bound" in words and "fail-slow" in words
+        assert not any(ln.rstrip().endswith("-") for ln in text.splitlines())

@@ -31,6 +31,8 @@ def render_watch_text(report: dict[str, Any], width: int | None = None) -> str:
                 w,
                 initial_indent=indent,
                 subsequent_indent=sub if sub is not None else indent + "  ",
+                break_long_words=False,  # a path or rank list stays whole, as in report.text.wrap
+                break_on_hyphens=False,  # "fail-slow", "data-loader" are not split at the hyphen
             )
             or [indent]
         )
