@@ -68,6 +68,18 @@ def test_list_with_command_line_and_an_unreachable_gpu():
     assert not rep.warnings
 
 
+def test_list_bare_command_and_a_last_line_cut_before_its_parenthesis():
+    """TheTumultuousUnicornOfDarkness/CPU-X#115 (control ok-gpu-603): 'nvidia-smi -L' with no prompt,
+    the UUID line pasted without its closing parenthesis."""
+    text = (DATA / "incidents" / "ok-gpu-603" / "paste.txt").read_bytes()
+    assert sniff_nvidia_smi_list(text)
+    rep = parse_nvidia_smi_list(text, "p")
+    assert [(g.index, g.model) for g in rep.gpus] == [(0, "GeForce GTX 1660 Ti")]
+    assert rep.gpus[0].uuid == "GPU-e18afb8d-1627-f8ff-2ba3-c05c5a8e9e67"
+    # a UUID cut short is not a GPU line: the parenthesis may be missing only after a whole UUID
+    assert not sniff_nvidia_smi_list(b"GPU 0: GeForce GTX 1660 Ti (UUID: GPU-e18afb8d-1627\n")
+
+
 def test_list_needs_at_least_one_gpu_line():
     only_err = b"Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error\n"
     assert not sniff_nvidia_smi_list(only_err)  # the message catalogue reads that line (NVML103)

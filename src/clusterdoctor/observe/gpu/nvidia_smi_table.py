@@ -64,7 +64,11 @@ _POWER = re.compile(r"(?<!\S)(?P<use>\S{1,64})\s*/\s*(?P<cap>\S{1,64}+)\s*+$")  
 _PROC = re.compile(
     r"^\s*(?P<gpu>\d{1,3})\s+(?:\S+\s+\S+\s+)?(?P<pid>\d{1,10})\s+[CGM+]{1,3}\s+(?P<name>\S.*?)\s+\S+MiB\s*$"
 )
-_LIST = re.compile(r"^GPU (?P<idx>\d{1,3}): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9A-Fa-f-]{8,64})\)\s*$")
+# a paste may lose the closing parenthesis of its last line (CPU-X#115): a whole 8-4-4-4-12 UUID
+# without it is still the line
+_LIST = re.compile(
+    r"^GPU (?P<idx>\d{1,3}): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9A-Fa-f-]{8,64})(?:\)|(?<=-[0-9A-Fa-f]{12}))\s*$"
+)
 _MIG_LIST = re.compile(r"^\s+MIG \S+\s+Device\s+\d+: \(UUID: MIG-")
 # what -L prints for a GPU NVML cannot open, in place of its line ("Unable to determine the device
 # handle for gpu 0000:18:00.0: Unknown Error"): the GPU is named by its bus id (NVML103 judges the text)
@@ -73,9 +77,10 @@ _LIST_ERR = re.compile(
     r"[0-9A-Fa-f]{2}\.[0-7]): (?P<err>\S.{0,100})$"
 )
 # the command the user ran, pasted as its first line ("$ nvidia-smi -L", "root@node:~# nvidia-smi --list-gpus"),
-# behind a label the user put before the prompt ("(host) # nvidia-smi -L", NVIDIA/nvidia-container-toolkit#1227)
+# behind a label the user put before the prompt ("(host) # nvidia-smi -L", NVIDIA/nvidia-container-toolkit#1227),
+# or the bare command without a prompt (CPU-X#115)
 _LIST_PROMPT = re.compile(
-    r"^(?:\([^()\n]{1,40}\)\s{0,4})?\S{0,80}?[$#>]\s{0,4}nvidia-smi\s{1,4}(?:-L|--list-gpus)\s*$"
+    r"^(?:(?:\([^()\n]{1,40}\)\s{0,4})?\S{0,80}?[$#>]\s{0,4})?nvidia-smi\s{1,4}(?:-L|--list-gpus)\s*$"
 )
 
 
