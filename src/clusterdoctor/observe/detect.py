@@ -83,6 +83,8 @@ LOADERS: list[Loader] = [
     Loader("ubergemm output", "clusterdoctor.observe.gpu.ubergemm", "sniff_ubergemm", "load_ubergemm"),
     Loader("GPU health", "clusterdoctor.observe.gpu.load", "sniff_gpu", "load_gpu_observations"),
     Loader("crictl info", "clusterdoctor.observe.control.crictl", "sniff_crictl_info", "load_crictl_info"),
+    # /livez, /readyz, /healthz ?verbose answers of Kubernetes components and etcd
+    Loader("health checks", "clusterdoctor.observe.control.healthz", "sniff_healthz", "load_healthz"),
     Loader(
         "etcdctl output",
         "clusterdoctor.observe.control.etcd",

@@ -50,3 +50,64 @@ def component_unhealthy(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.RESTART_SERVICE
         yield f
+
+
+register_input("health_checks", "no verbose health answer (curl/kubectl get --raw '/readyz?verbose')")
+
+# what a failed check of each component says about the cause (the check names of k8s.io/apiserver
+# and etcd's server/etcdserver/api/etcdhttp/health.go)
+_CHECK_CAUSES = {
+    ("kube-apiserver", "etcd"): ("apiserver.etcd-backend",),
+    ("kube-apiserver", "etcd-readiness"): ("apiserver.etcd-backend",),
+    ("etcd", "linearizable_read"): ("etcd.member-down",),  # no leader or no quorum to read through
+}
+
+
+@rule(
+    id="CP005",
+    name="health-check-failed",
+    layer="control-plane",
+    title="A component's verbose health answer has a failed check",
+    requires=("health_checks",),
+    severity=Severity.CRITICAL,
+)
+def health_check_failed(obs: Observations) -> Iterator[Finding]:
+    """``/livez``, ``/readyz`` or ``/healthz`` with ``?verbose`` lists a ``[-]<check> failed`` line.
+
+    **Symptom**: `kubectl get --raw='/readyz?verbose'` ends in `readyz check failed`; the kubelet
+    restarts a static pod whose liveness probe fails; load balancers take an apiserver out.
+    **Why**: each line is one check of the component itself; the failed one says where to look. For
+    kube-apiserver, `[-]etcd failed` means it cannot reach or use its etcd (endpoints, TLS, a member
+    without quorum); for etcd, `[-]linearizable_read failed` means a read through raft did not complete
+    (no leader, no quorum), `[-]data_corruption failed` a CORRUPT alarm, `[-]non_learner failed` a
+    learner member. The reason is withheld unless the caller may see it.
+    **Fix**: follow the failed check: for etcd behind the apiserver, `etcdctl endpoint health` /
+    `endpoint status` on the endpoints the apiserver uses (`--etcd-servers`) and its certificates; for
+    etcd itself, its log around the answer (leader changes, slow disk, alarms: `etcdctl alarm list`).
+    **Verify**: the same `?verbose` query lists every check `[+]... ok` and ends in `ok`.
+    """
+    checks = [c for c in obs.get("health_checks") or [] if not c.ok]
+    by_answer: dict[tuple[str, str, str], list] = {}
+    for c in checks:
+        by_answer.setdefault((c.source, c.component, c.endpoint), []).append(c)
+    for (src, comp, ep), failed in by_answer.items():
+        names = list(dict.fromkeys(c.name for c in failed))
+        who = comp or "the component"
+        causes = tuple(dict.fromkeys(x for n in names for x in _CHECK_CAUSES.get((comp, n), ())))
+        f = health_check_failed.finding(
+            f"{who} fails {len(names)} check(s) of its {'/' + ep if ep else 'health'} answer: "
+            + ", ".join(names[:6])
+            + (" …" if len(names) > 6 else "")
+            + ".",
+            evidence=[
+                Evidence(
+                    f"line {c.line}: [-]{c.name} failed", value=c.reason or "no reason shown", source=src
+                )
+                for c in failed[:6]
+            ],
+            subject=f"{comp + ' ' if comp else ''}{names[0]}",
+            confidence=0.8 if causes else 0.6,
+            causes=causes,
+        )
+        f.action = Action.RESTART_SERVICE
+        yield f
