@@ -75,6 +75,15 @@ class Proc:
                 self.popen.wait(5)
 
 
+def prom_query(port: int, q: str) -> list[dict]:
+    """The result vector of an instant PromQL query to the Prometheus on 127.0.0.1:``port``."""
+    import urllib.parse
+
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())["data"]["result"]
+
+
 def start(name: str, args: list[str], tmp: Path) -> Proc:
     log = tmp / f"{name}.log"
     fh = log.open("wb")

@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.live.conftest import NODE_EXPORTER, PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import (
+    NODE_EXPORTER,
+    PROMETHEUS,
+    Services,
+    free_ports,
+    need,
+    prom_query,
+    start,
+    wait_http,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.serial]
 
@@ -28,10 +37,7 @@ XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off
 WINDOW_S = 20
 
 
-def _query(port: int, q: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
+_query = prom_query  # tests/live/conftest.py
 
 
 def _alerts(port: int, name: str) -> list[dict]:

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.live.conftest import PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import PROMETHEUS, Services, free_ports, need, prom_query, start, wait_http
 from tests.serve.tls_certs import make_pki
 
 pytestmark = [pytest.mark.live]
@@ -25,10 +25,7 @@ def _targets(port: int) -> dict[str, dict]:
         return {t["labels"]["job"]: t for t in json.loads(r.read())["data"]["activeTargets"]}
 
 
-def _query(port: int, q: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
+_query = prom_query  # tests/live/conftest.py
 
 
 def test_prometheus_scrapes_the_agent_over_tls_with_a_client_certificate(tmp_path):

@@ -13,8 +13,6 @@ import json
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
@@ -25,6 +23,7 @@ from tests.live.conftest import (
     Services,
     free_ports,
     need,
+    prom_query,
     start,
     start_prometheus,
     wait_http,
@@ -35,10 +34,7 @@ pytestmark = [pytest.mark.live]
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
 
 
-def _query(port: int, q: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
+_query = prom_query  # tests/live/conftest.py
 
 
 def test_diagnose_prometheus_reads_agents_and_node_exporter(tmp_path):

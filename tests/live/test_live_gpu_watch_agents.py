@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.live.conftest import PROMETHEUS, Services, free_ports, need, start, wait_http
+from tests.live.conftest import PROMETHEUS, Services, free_ports, need, prom_query, start, wait_http
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(600)]
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -42,10 +42,7 @@ while True:
 """
 
 
-def _query(port: int, q: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
+_query = prom_query  # tests/live/conftest.py
 
 
 def _wait(port: int, services: Services, present: tuple[str, ...] = (), absent: tuple[str, ...] = ()) -> None:

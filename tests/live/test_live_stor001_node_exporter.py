@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
@@ -23,6 +21,7 @@ from tests.live.conftest import (
     Services,
     free_ports,
     need,
+    prom_query,
     start,
     start_prometheus,
     wait_http,
@@ -33,10 +32,7 @@ MOUNT = "mount -t tmpfs -o size=1m tmpfs /dev/shm"
 INCLUDE_DEV = "--collector.filesystem.mount-points-exclude=^/(proc|sys|mnt)($|/)"
 
 
-def _query(port: int, q: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())["data"]["result"]
+_query = prom_query  # tests/live/conftest.py
 
 
 def test_full_dev_shm_of_one_node_through_prometheus(tmp_path):
