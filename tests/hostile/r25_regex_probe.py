@@ -256,6 +256,12 @@ def probe(where: str, rx: re.Pattern[Any]) -> dict[str, Any]:
     t_small = _time(rx, line(rx, all_shapes[i], BIG // 4), how, CAP)
     t_big = _time(rx, line(rx, all_shapes[i], BIG), how, CAP)
     ok = t_big < CAP and (t_big < FLOOR or t_big < GROWTH * max(t_small, 1e-4))
+    if not ok and t_big < CAP:
+        # a busy machine can stretch one of the two timings (CI once saw 9.5x for a linear pattern):
+        # time both again, smaller first, and judge the fastest of each
+        t_small = min(t_small, _time(rx, line(rx, all_shapes[i], BIG // 4), how, CAP))
+        t_big = min(t_big, _time(rx, line(rx, all_shapes[i], BIG), how, CAP))
+        ok = t_big < FLOOR or t_big < GROWTH * max(t_small, 1e-4)
     return {**res, "line": label, "screen_s": round(t_screen, 4), "n_s": round(t_small, 4),
             "4n_s": round(t_big, 4), "ok": ok}  # fmt: skip
 

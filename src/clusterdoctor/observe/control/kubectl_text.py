@@ -194,7 +194,7 @@ _DESCRIBE_ROW = re.compile(
 
 # --- describe ------------------------------------------------------------------------------------
 _KEY = re.compile(r"^(?P<key>[A-Z][A-Za-z\- ]{0,40}?):(?:[ \t]+(?P<value>.*))?$")
-_SUB = re.compile(r"^(?P<indent>[ \t]+)(?P<key>[\w.\-/ ]{1,80}?):(?:[ \t]+(?P<value>.*))?$")
+_SUB = re.compile(r"^(?P<indent>[ \t]++)(?P<key>[\w.\-/ ]{1,80}?):(?:[ \t]+(?P<value>.*))?$")
 _POD_KEYS = {"Namespace", "Priority", "Node", "Start Time", "Status", "IP", "IPs", "Controlled By", "Containers",
              "QoS Class", "Node-Selectors", "Tolerations", "Volumes", "Init Containers", "Service Account",
              "Priority Class Name", "Reason", "Message"}  # fmt: skip
