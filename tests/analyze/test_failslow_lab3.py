@@ -28,36 +28,24 @@ def _alarms(res):
     "folder", ["two-quota-rank1-rank3", "two-quota-rank3-rank1", "two-quota-rank3-rank1-loaded"]
 )
 def test_two_ranks_frozen_inside_the_collectives_are_both_named(folder):
-    # ranks 1 and 3 throttled at once (a CPU quota: late to the collectives and stalled inside them);
-    # each is named, either as a straggler the others waited for (what the two explain together) or
-    # by its own stalls (before: a whole-job slowdown, or a collective one, no rank)
+    # ranks 1 and 3 throttled at once: neither is reliably the last to be ready, every rank's wait
+    # grew; their own stalls name both (before: a whole-job slowdown, or a collective one, no rank)
     res = detect(_table(folder))
     al = _alarms(res)
     assert {(e.kind, e.rank) for e in al} == {("compute", 1), ("compute", 3)}
-    for rank in (1, 3):
-        first = min((e for e in al if e.rank == rank), key=lambda e: e.onset_step)
-        # injected at step ~30; named as a straggler, rank 1 of two-quota-rank1-rank3 starts at 47
-        # (its lateness passed the bar late; by its stalls it was within 40): a known onset error
-        assert 26 <= first.onset_step <= 48
     for e in al:
-        if e.detail.get("frozen_in_collective"):
-            assert "froze at the same time" in e.why
-            assert sorted(e.detail["frozen_together"] + [e.rank]) == [1, 3]
-        else:  # late itself: several times what the ranks that were not late made the others wait
-            assert e.detail["lateness_s"] >= 3 * e.detail["peer_lateness_s"]
-            assert e.detail["also_late"] == [4 - e.rank] or e.detail["also_late"] == [e.rank]
+        assert e.detail["frozen_in_collective"] and 26 <= e.onset_step <= 40
+        assert "froze at the same time" in e.why
+    assert sorted(al[0].detail["frozen_together"] + [al[0].rank]) == [1, 3]
 
 
 def test_rank_frozen_beside_a_late_rank_is_named_too():
-    # rank 0 late to the collectives; rank 2 (the same quota) late too, by 9.9 ms a step against
-    # 1.6 ms for the ranks that were not, in 79% of the steps: named as a straggler late together with
-    # rank 0 (the two explain the job's growth together; before: by its stall beside rank 0)
+    # rank 0 late to the collectives (its lateness), rank 2 frozen inside them (its stall only)
     res = detect(_table("two-quota-rank0-rank2"))
     al = _alarms(res)
     assert {(e.kind, e.rank) for e in al} == {("compute", 0), ("compute", 2)}
     (beside,) = [e for e in al if e.rank == 2]
-    assert beside.detail["also_late"] == [0] and "ranks 0 were late at the same time" in beside.why
-    assert beside.detail["lateness_s"] >= 3 * beside.detail["peer_lateness_s"]
+    assert beside.detail["beside_straggler"] == 0 and "rank 0 was late" in beside.why
 
 
 def test_a_second_rank_is_not_named_without_its_own_stall():

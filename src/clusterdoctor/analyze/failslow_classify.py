@@ -119,13 +119,7 @@ def straggler_episode(
     need = EXPLAINS_ALWAYS_LAST if last_share >= ALWAYS_LAST else EXPLAINS
     if explains is not None:
         need = explains
-    explained = d_late
-    if together:
-        # several stragglers at once: the job waits for the latest of them each step, so what they
-        # explain is judged together (each alone may explain under half the growth)
-        lates = [_late_vs_healthy(tb, j, P, sig.late[j, P], ref) for j in [row, *together]]
-        explained = max(d_late, float(np.median(np.max(np.vstack(lates), axis=0))))
-    if explained < need * (Wp - W0):
+    if d_late < need * (Wp - W0):
         return None  # the job slowed far more than the others waited for it: a job-wide cause
     # how much slower the job is than it would be without waiting for this rank (a rank slow from step
     # 1 has no faster past: the job's own baseline already holds its lateness)
