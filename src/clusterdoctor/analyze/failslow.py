@@ -174,9 +174,10 @@ def detect(
     k_late = max(p.late_k, p.noise_z * sig.sigma_late / W0 / n)
     k_job = max(p.k, p.noise_z * sig.sigma_W / W0 / n)
     y = np.clip(sig.late / W0, -p.clip, p.clip)
-    episodes = _stragglers(table, sig, y, first, k_late, p) if R > 2 else []
+    episodes, together = _stragglers(table, sig, y, first, k_late, p) if R > 2 else ([], [])
     episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
+    episodes += _named_together(together, episodes)
     episodes += _born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
@@ -194,13 +195,18 @@ def detect(
     return FailSlowResult(episodes, silent, W0, R, S, table.unit, warns, job_silent)
 
 
-def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float, p: Params) -> list[Episode]:
-    """Pass 1: every rank's own lateness episodes (each rank followed on its own)."""
+def _stragglers(
+    tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float, p: Params
+) -> tuple[list[Episode], list[Episode]]:
+    """Pass 1: every rank's own lateness episodes (each rank followed on its own); and those that
+    explain the job's growth only together with the ranks late at the same time (kept for
+    :func:`_named_together`, after the other passes)."""
     S = y.shape[1]
     out: list[Episode] = []
+    later: list[Episode] = []
     cand = _rows_alarming(y, first, k, p.late_h)
     if not len(cand):
-        return out
+        return out, later
     rest = np.ones(y.shape[0], dtype=bool)
     rest[cand] = False
     rest_top = sig.late[rest].max(axis=0) if rest.any() else None
@@ -218,6 +224,12 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
             if onset <= first + 1 and first > 0 and float(np.median(x[:first])) > k:
                 onset = 0  # late from step 1 (more work than its peers): the warm-up steps show it too
             ep = straggler_episode(tb, sig, int(row), onset, alarm, end, p, cand, rest_top, ref)
+            dest = out
+            if ep is None:
+                ep = straggler_episode(
+                    tb, sig, int(row), onset, alarm, end, p, cand, rest_top, ref, together_explain=True
+                )
+                dest = later
             if ep is not None:
                 # an alarm needs min_steps of evidence: it is raised once the episode has lasted that long
                 need = min(S - 1, ep.onset_col + p.min_steps - 1)
@@ -230,10 +242,30 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
                     ep.detail["onset_from_last_to_be_ready"] = True
                     ep.detail["lateness_onset_step"] = ep.onset_step
                     ep.onset_col, ep.onset_step, ep.onset_t = early, step_at(tb, early), time_at(sig, early)
-                out.append(ep)
+                dest.append(ep)
             if end is None:
                 break
             col = max(end, alarm + 1)
+    return out, later
+
+
+def _named_together(later: list[Episode], done: list[Episode]) -> list[Episode]:
+    """The straggler episodes that explain the job's growth only together with the other ranks late
+    at the same time (several stragglers, each the last in some of the steps: tests/data/failslow/
+    two-quota-*-b4), for the ranks that no other pass named over the same steps: a rank already
+    named (frozen inside the collectives, beside a straggler) keeps that episode and its onset, and a
+    slowdown of every rank's own work together (a job-wide quota: tests/data/failslow/jobwide-quota,
+    where two ranks happen to be the latest in turn) is the job's."""
+    out: list[Episode] = []
+    for e in later:
+        stop = e.end_col if e.end_col is not None else 1 << 62
+        if not any(
+            (d.rank == e.rank or (d.rank is None and d.kind == "job"))
+            and d.onset_col < stop
+            and (d.end_col is None or d.end_col > e.onset_col)
+            for d in done + out
+        ):
+            out.append(e)
     return out
 
 
