@@ -304,7 +304,8 @@ def _born_slow(
     run settled, ``blen`` steps past the warm-up: not only while the run settled) and
     ``p.born_early_lateness`` over those first ``blen`` (slow from the start, not since some later step) and it was
     the last to be ready in ``p.born_last_share`` of the settled steps or more (among N similar ranks each
-    is last in about 1/N of them); then judged as any straggler
+    is last in about 1/N of them), late in most steps alike (its 90th percentile within
+    ``p.born_max_spread`` times its median: not bursts from a later step); then judged as any straggler
     (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
     peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
     R, S = sig.late.shape
@@ -336,6 +337,8 @@ def _born_slow(
         row = int(row)
         if tb.ranks[row] in named:
             continue
+        if float(np.percentile(sig.late[row, C], 90)) > p.born_max_spread * med[row]:
+            continue  # late in bursts, not in most steps alike: not more work from step 1
         alarm = min(S - 1, first + p.min_steps - 1)
         ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
         if ep is None:
