@@ -106,3 +106,16 @@ def test_the_spread_bar_is_what_keeps_the_bursts_from_step_1():
     tb = _table("periodic-quota-rank3-b4-loaded")
     al = _alarms(detect(tb, dataclasses.replace(DEFAULTS, born_max_spread=1e9)))
     assert any(e.rank == 3 and e.onset_step == 1 for e in al)
+
+
+def test_a_rank_slow_only_while_the_run_settles_is_not_born_slow_when_another_episode_cuts_it_short():
+    # the same clean run under the knobs the LOFO fold without "gradual" chose (job_min_factor 1.5,
+    # min_lateness 0.15): an info communication episode from step 20 left no settled steps before
+    # it, so the born-slow pass read rank 1's unsettled first steps and named it from step 1 (the one
+    # LOFO clean alarm of batch 4); on the run's settled steps rank 1 is late ~0.1 of a step
+    tb = _table("clean-loaded-rank1-slow-start")
+    fold = dataclasses.replace(DEFAULTS, min_lateness=0.15, job_min_factor=1.5)
+    assert _alarms(detect(tb, fold)) == []
+    # with the bar below its settled lateness the pass names it again (the bar is what decides)
+    low = dataclasses.replace(fold, born_min_lateness=0.09, born_max_spread=1e9)
+    assert [e.rank for e in _alarms(detect(tb, low)) if e.detail.get("born_slow")] == [1]

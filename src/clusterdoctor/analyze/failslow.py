@@ -339,6 +339,12 @@ def _born_slow(
             continue
         if float(np.percentile(sig.late[row, C], 90)) > p.born_max_spread * med[row]:
             continue  # late in bursts, not in most steps alike: not more work from step 1
+        if settled == first and S - first - blen >= p.min_steps:
+            # another episode began before the run settled, so the evidence above is the unsettled
+            # steps': a rank with more work is as late on the settled steps of the whole run (the
+            # clean-loaded-rank1-slow-start run under a fold's knobs: an info episode from step 20)
+            if float(np.median(sig.late[row, first + blen :])) < p.born_min_lateness * sig.W0:
+                continue
         alarm = min(S - 1, first + p.min_steps - 1)
         ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
         if ep is None:
