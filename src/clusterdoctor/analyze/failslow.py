@@ -174,9 +174,10 @@ def detect(
     k_late = max(p.late_k, p.noise_z * sig.sigma_late / W0 / n)
     k_job = max(p.k, p.noise_z * sig.sigma_W / W0 / n)
     y = np.clip(sig.late / W0, -p.clip, p.clip)
-    episodes = _stragglers(table, sig, y, first, k_late, p) if R > 2 else []
+    episodes, together = _stragglers(table, sig, y, first, k_late, p) if R > 2 else ([], [])
     episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
+    episodes += _named_together(together, episodes)
     episodes += _born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
@@ -194,13 +195,18 @@ def detect(
     return FailSlowResult(episodes, silent, W0, R, S, table.unit, warns, job_silent)
 
 
-def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float, p: Params) -> list[Episode]:
-    """Pass 1: every rank's own lateness episodes (each rank followed on its own)."""
+def _stragglers(
+    tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float, p: Params
+) -> tuple[list[Episode], list[Episode]]:
+    """Pass 1: every rank's own lateness episodes (each rank followed on its own); and those that
+    explain the job's growth only together with the ranks late at the same time (kept for
+    :func:`_named_together`, after the other passes)."""
     S = y.shape[1]
     out: list[Episode] = []
+    later: list[Episode] = []
     cand = _rows_alarming(y, first, k, p.late_h)
     if not len(cand):
-        return out
+        return out, later
     rest = np.ones(y.shape[0], dtype=bool)
     rest[cand] = False
     rest_top = sig.late[rest].max(axis=0) if rest.any() else None
@@ -218,6 +224,12 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
             if onset <= first + 1 and first > 0 and float(np.median(x[:first])) > k:
                 onset = 0  # late from step 1 (more work than its peers): the warm-up steps show it too
             ep = straggler_episode(tb, sig, int(row), onset, alarm, end, p, cand, rest_top, ref)
+            dest = out
+            if ep is None:
+                ep = straggler_episode(
+                    tb, sig, int(row), onset, alarm, end, p, cand, rest_top, ref, together_explain=True
+                )
+                dest = later
             if ep is not None:
                 # an alarm needs min_steps of evidence: it is raised once the episode has lasted that long
                 need = min(S - 1, ep.onset_col + p.min_steps - 1)
@@ -230,10 +242,30 @@ def _stragglers(tb: StepTable, sig: Signals, y: np.ndarray, first: int, k: float
                     ep.detail["onset_from_last_to_be_ready"] = True
                     ep.detail["lateness_onset_step"] = ep.onset_step
                     ep.onset_col, ep.onset_step, ep.onset_t = early, step_at(tb, early), time_at(sig, early)
-                out.append(ep)
+                dest.append(ep)
             if end is None:
                 break
             col = max(end, alarm + 1)
+    return out, later
+
+
+def _named_together(later: list[Episode], done: list[Episode]) -> list[Episode]:
+    """The straggler episodes that explain the job's growth only together with the other ranks late
+    at the same time (several stragglers, each the last in some of the steps: tests/data/failslow/
+    two-quota-*-b4), for the ranks that no other pass named over the same steps: a rank already
+    named (frozen inside the collectives, beside a straggler) keeps that episode and its onset, and a
+    slowdown of every rank's own work together (a job-wide quota: tests/data/failslow/jobwide-quota,
+    where two ranks happen to be the latest in turn) is the job's."""
+    out: list[Episode] = []
+    for e in later:
+        stop = e.end_col if e.end_col is not None else 1 << 62
+        if not any(
+            (d.rank == e.rank or (d.rank is None and d.kind == "job"))
+            and d.onset_col < stop
+            and (d.end_col is None or d.end_col > e.onset_col)
+            for d in done + out
+        ):
+            out.append(e)
     return out
 
 
@@ -272,7 +304,8 @@ def _born_slow(
     run settled, ``blen`` steps past the warm-up: not only while the run settled) and
     ``p.born_early_lateness`` over those first ``blen`` (slow from the start, not since some later step) and it was
     the last to be ready in ``p.born_last_share`` of the settled steps or more (among N similar ranks each
-    is last in about 1/N of them); then judged as any straggler
+    is last in about 1/N of them), late in most steps alike (its 90th percentile within
+    ``p.born_max_spread`` times its median: not bursts from a later step); then judged as any straggler
     (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
     peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
     R, S = sig.late.shape
@@ -304,6 +337,14 @@ def _born_slow(
         row = int(row)
         if tb.ranks[row] in named:
             continue
+        if float(np.percentile(sig.late[row, C], 90)) > p.born_max_spread * med[row]:
+            continue  # late in bursts, not in most steps alike: not more work from step 1
+        if settled == first and S - first - blen >= p.min_steps:
+            # another episode began before the run settled, so the evidence above is the unsettled
+            # steps': a rank with more work is as late on the settled steps of the whole run (the
+            # clean-loaded-rank1-slow-start run under a fold's knobs: an info episode from step 20)
+            if float(np.median(sig.late[row, first + blen :])) < p.born_min_lateness * sig.W0:
+                continue
         alarm = min(S - 1, first + p.min_steps - 1)
         ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
         if ep is None:

@@ -67,6 +67,7 @@ def straggler_episode(
     rest_top: np.ndarray | None = None,
     ref: tuple | None = None,
     explains: float | None = None,
+    together_explain: bool = False,
 ) -> Episode | None:
     """Rank ``row`` late from ``onset`` (CUSUM alarm at ``alarm``, back to normal at ``end``): a
     straggler episode, or None when it is not a rank the others waited for (every rank late together,
@@ -75,7 +76,9 @@ def straggler_episode(
     with it; default every row); ``rest_top``: per column, the largest lateness of the other rows;
     ``ref``: the healthy peers' medians (:func:`healthy_reference`); ``explains``: the share of the
     job's step growth its lateness must explain (default: :data:`EXPLAINS`, or
-    :data:`EXPLAINS_ALWAYS_LAST` for a rank last in nearly every step)."""
+    :data:`EXPLAINS_ALWAYS_LAST` for a rank last in nearly every step); ``together_explain``: that
+    share explained by its lateness and that of the ranks late at the same time together (two
+    stragglers taking turns to be the last each make the others wait in only some of the steps)."""
     S = len(sig.W)
     stop = end if end is not None else S
     stop = max(stop, min(S, onset + 1))
@@ -119,7 +122,18 @@ def straggler_episode(
     need = EXPLAINS_ALWAYS_LAST if last_share >= ALWAYS_LAST else EXPLAINS
     if explains is not None:
         need = explains
-    if d_late < need * (Wp - W0):
+    d_together, with_me = d_late, []
+    if together_explain and d_late < need * (Wp - W0):
+        # the other ranks that alarmed and made the healthy ones wait a straggler's bar or more over the
+        # same steps (measured against the healthy peers, as this rank is)
+        # (cheap test first: half the bar against the median rank; more than MAX_TOGETHER: the job's)
+        near = [int(cand[i]) for i in range(len(cand)) if i != me and med[i] >= 0.5 * p.min_lateness * W0]
+        for i in near if len(near) < MAX_TOGETHER else []:
+            li = float(np.median(_late_vs_healthy(tb, i, P, sig.late[i, P], ref)))
+            if li >= p.min_lateness * W0:
+                d_together += li
+                with_me.append(tb.ranks[i])
+    if d_together < need * (Wp - W0):
         return None  # the job slowed far more than the others waited for it: a job-wide cause
     # how much slower the job is than it would be without waiting for this rank (a rank slow from step
     # 1 has no faster past: the job's own baseline already holds its lateness)
@@ -175,6 +189,13 @@ def straggler_episode(
     }
     if io_r > 0:
         detail["io_bytes_per_step"] = round(io_r)
+    if d_late < need * (Wp - W0):
+        detail["explained_together_s"] = round(d_together, 6)
+        detail["explained_with"] = with_me[:8]
+        why += (
+            f"; it explains {d_late / max(Wp - W0, 1e-12):.0%} of the job's step growth, with rank(s) "
+            f"{', '.join(map(str, with_me[:8]))} late over the same steps {d_together / max(Wp - W0, 1e-12):.0%}"
+        )
     return Episode(
         kind=kind,
         rank=tb.ranks[row],

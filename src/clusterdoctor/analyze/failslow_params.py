@@ -278,6 +278,17 @@ BORN_LAST_SHARE = Threshold(
     "similar ranks each is last in about 1/N of the steps, so a majority is never chance",
     "share of the run's steps in which a rank slow from step 1 must be the last to be ready",
 )
+BORN_MAX_SPREAD = Threshold(
+    "failslow_born_max_spread",
+    4.0,
+    "x median lateness",
+    "clusterdoctor default, measured (bench/failslow.py, batches 3-4): a rank with more work than its peers "
+    "is late in most steps alike, its 90th-percentile lateness 1.55-2.34x its median over the settled "
+    "steps (the 14 imbalance runs named slow from step 1); a rank late in bursts from a later step is not "
+    "slow from step 1 (b4-l-f31-periodic: a CPU quota 1 s on / 1 s off from step 29 on a rank a little "
+    "late before it, 6.7x); 4, about the geometric middle of 2.34 and 6.7",
+    "the most a born-slow rank's 90th-percentile lateness may be, as a multiple of its median",
+)
 
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
@@ -310,6 +321,7 @@ THRESHOLDS = (
     BORN_MIN_LATENESS,
     BORN_EARLY_LATENESS,
     BORN_LAST_SHARE,
+    BORN_MAX_SPREAD,
 )
 
 
@@ -351,6 +363,7 @@ class Params:
     born_min_lateness: float = float(BORN_MIN_LATENESS.value)
     born_early_lateness: float = float(BORN_EARLY_LATENESS.value)
     born_last_share: float = float(BORN_LAST_SHARE.value)
+    born_max_spread: float = float(BORN_MAX_SPREAD.value)
 
     def replace(self, **kw: float) -> Params:
         """A copy with some knobs changed (the bench's threshold search)."""
