@@ -16,7 +16,7 @@ Timed, as whole processes, paired (order alternating per round), median of the r
   query, the server time and the metric names) with urllib and ``json.loads`` on each.
 Peak RSS of each process from ``os.wait4``. Needs /usr/bin/prometheus and /usr/bin/promtool.
 
-Usage: .venv/bin/python bench/gpu_fleet_scale.py [GPUS] [ROUNDS]   (default 10000 5)
+Usage: .venv/bin/python bench/gpu_fleet_scale.py [GPUS] [ROUNDS]   (default 10000 5)\n(PROFILE=FILE: also one profiled run of ours, its top functions printed)
 """
 
 from __future__ import annotations
@@ -180,6 +180,16 @@ def main() -> int:
                 f"report: {len(doc.get('gpus', [])):,} GPUs, {len(doc.get('findings', []))} findings, "
                 f"{out.stat().st_size / 1e6:.1f} MB JSON; {len(exprs)} queries + time + names"
             )
+            prof = os.environ.get("PROFILE")  # a path: one more run of ours under cProfile, top 25 printed
+            if prof:
+                subprocess.run(
+                    [sys.executable, "-m", "cProfile", "-o", prof, "-m", "clusterdoctor.cli.main", *ours[1:]],
+                    capture_output=True,
+                )
+                import pstats
+
+                pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+                pstats.Stats(prof).sort_stats("tottime").print_stats(20)
             rows = []
             for r in range(rounds):
                 pair = [("ours", ours), ("anchor", anchor)]
