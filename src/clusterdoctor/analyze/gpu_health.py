@@ -491,11 +491,18 @@ def health_grid(fleet: GpuFleet, findings: list[Any]) -> list[dict[str, Any]]:
     A finding counts for a GPU when its subject is the GPU's label, or the GPU's node (node-wide
     findings such as the same throttle reason on every GPU)."""
     rows = []
+    by_subject: dict[Any, list[tuple[int, Any]]] = {}  # 10,000 GPUs x checks: no scan of every finding
+    for i, f in enumerate(findings):
+        by_subject.setdefault(f.subject, []).append((i, f))
     for g in fleet.gpus:
+        label = g.label()
         node_label = g.node or "the node the files describe"
+        mine = by_subject.get(label, [])
+        if node_label != label:
+            mine = sorted(mine + by_subject.get(node_label, []), key=lambda x: x[0])  # findings' order
         checks = {}
         for cid, _title, rules in GPU_CHECKS:
-            hits = [f for f in findings if f.rule in rules and f.subject in (g.label(), node_label)]
+            hits = [f for _, f in mine if f.rule in rules]
             if hits:
                 worst = max(hits, key=lambda f: (int(f.severity), f.score))
                 checks[cid] = {
@@ -508,7 +515,7 @@ def health_grid(fleet: GpuFleet, findings: list[Any]) -> list[dict[str, Any]]:
                 checks[cid] = {"status": status, "detail": why}
         rows.append(
             {
-                "gpu": g.label(),
+                "gpu": label,
                 "node": g.node,
                 "index": g.index,
                 "bus_id": g.bus_id,

@@ -131,6 +131,24 @@ class PromClient:
 
     # -- transport -----------------------------------------------------------------------------
     def _call(self, path: str, params: list[tuple[str, str]], post: bool = True) -> Any:
+        where = f"{self.url}{path}"
+        raw = self._fetch(path, params, post)
+        try:
+            doc = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            raise CollectError(f"{where}: answer is not JSON (not a Prometheus API?)") from None
+        if not isinstance(doc, dict) or "status" not in doc:
+            raise CollectError(f"{where}: answer is not a Prometheus API response")
+        if doc["status"] != "success":
+            msg = f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"
+            if doc.get("errorType") == "bad_data":
+                raise InputError(f"Prometheus rejected the query: {msg}", where)
+            raise CollectError(f"{where}: {msg}")
+        return doc.get("data")
+
+    def _fetch(self, path: str, params: list[tuple[str, str]], post: bool = True) -> bytes:
+        """The answer's bytes (a 2xx status); an error status is an InputError (the query
+        rejected) or a CollectError, one line."""
         from clusterdoctor.observe.http_client import request
 
         query = urllib.parse.urlencode(params)
@@ -158,18 +176,7 @@ class PromClient:
                 raise InputError(f"Prometheus rejected the query: {err}", where)
             detail = err or raw[:200].decode("utf-8", "replace").strip().replace("\n", " ")
             raise CollectError(f"{where}: HTTP {resp.status} {detail}".rstrip())
-        try:
-            doc = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise CollectError(f"{where}: answer is not JSON (not a Prometheus API?)") from None
-        if not isinstance(doc, dict) or "status" not in doc:
-            raise CollectError(f"{where}: answer is not a Prometheus API response")
-        if doc["status"] != "success":
-            msg = f"{doc.get('errorType', 'error')}: {doc.get('error', '?')}"
-            if doc.get("errorType") == "bad_data":
-                raise InputError(f"Prometheus rejected the query: {msg}", where)
-            raise CollectError(f"{where}: {msg}")
-        return doc.get("data")
+        return raw
 
     # -- API -----------------------------------------------------------------------------------
     def query(self, expr: str, at: float | None = None) -> list[Series]:
@@ -178,6 +185,14 @@ class PromClient:
         if at is not None:
             params.append(("time", f"{at:.3f}"))
         return _to_series(self._call("/api/v1/query", params), f"{self.url} query {expr!r}")
+
+    def query_raw(self, expr: str, at: float | None = None) -> bytes:
+        """Instant query; the answer's JSON bytes undecoded, for a caller with its own typed
+        decoder (a 10,000-GPU answer: ``observe/gpu/dcgm_fleet.decode_answer``)."""
+        params = [("query", expr)]
+        if at is not None:
+            params.append(("time", f"{at:.3f}"))
+        return self._fetch("/api/v1/query", params)
 
     def server_time(self) -> float:
         """The server's own clock (PromQL ``time()``): windows ending "now" end at the server's now,

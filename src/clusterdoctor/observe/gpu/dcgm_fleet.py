@@ -332,16 +332,20 @@ def collect_fleet(
         res.errors.append(f"exported fields: {e}")
     w = f"{int(window_s)}s"
     answers = []
+    raw_query = getattr(c, "query_raw", None)  # PromClient: the answer's bytes, msgspec-decoded here
     for q in FLEET_QUERIES:
         expr = q.expr.replace("{w}", w)
         if progress:
             progress(f"{q.rule}: {expr}")
         try:
-            out = c.query(expr, at=end)
+            if raw_query is not None:
+                rows = decode_answer(raw_query(expr, at=end), f"{c.url} query {expr!r}")
+            else:
+                rows = series_rows(c.query(expr, at=end))
         except (CollectError, InputError) as e:
             res.errors.append(f"{q.rule} {expr}: {e}")
             continue
-        res.queries.append((q.rule, expr, len(out)))
-        answers.append((q, series_rows(out)))
+        res.queries.append((q.rule, expr, len(rows)))
+        answers.append((q, rows))
     res.reports = fleet_reports(answers, exported, end, window_s, f"prometheus {c.url}")
     return res
