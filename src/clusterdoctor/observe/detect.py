@@ -502,7 +502,7 @@ _KIND_LABELS = {
     "train_log": "training progress log",
     "py_traceback": "Python traceback",
     "python_packages": "pip package listing",
-    "p2p_test": "p2pBandwidthLatencyTest output",
+    "p2p_test": "GPU peer access (p2pBandwidthLatencyTest or nvidia-smi topo -p2p)",
     "launcher_log": "launcher console (torchrun, srun, DeepSpeed)",
     "torch_env": "PyTorch environment report (collect_env)",
     "net_ifaces": "network interfaces (ip addr / ifconfig)",

@@ -16,7 +16,7 @@ from pathlib import Path
 from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
-register_input("p2p_test", "no p2pBandwidthLatencyTest output")
+register_input("p2p_test", "no p2pBandwidthLatencyTest output nor `nvidia-smi topo -p2p rw`")
 
 P2P_SLOWER = Threshold(
     "p2p_enabled_vs_disabled_ratio",
@@ -88,6 +88,54 @@ def p2p_slower_than_host(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+@rule(
+    id="COMM025",
+    name="gpu-pairs-without-peer-access",
+    layer="comm",
+    title="GPU pairs without peer-to-peer access (NCCL copies between them through host memory)",
+    requires=("p2p_test",),
+    severity=Severity.INFO,
+    causes=("nccl.p2p-unsupported",),
+)
+def gpu_pairs_without_peer_access(obs: Observations) -> Iterator[Finding]:
+    """GPU pairs that the driver or the CUDA sample says cannot access each other's memory.
+
+    **Symptom**: ``nvidia-smi topo -p2p r`` (or ``w``) shows ``CNS``/``GNS``/``TNS``/``NS``/``DR`` instead
+    of ``OK`` for a pair; p2pBandwidthLatencyTest prints ``Device=0 CANNOT Access Peer Device=1``.
+    **Why**: by design on many systems (consumer GPUs, GPUs under different root complexes, some
+    virtual machines), or disabled (a registry key, ACS/IOMMU); NCCL then moves data between those GPUs
+    through host shared memory (SHM) instead of P2P, which is slower but correct. It is a fault only
+    when something assumes peer access (a custom all-reduce kernel, NCCL_P2P_LEVEL forcing it).
+    **Fix**: nothing when expected; for a program that needs peer access disable that feature (e.g.
+    vLLM/SGLang custom all-reduce) or set NCCL_P2P_DISABLE=1 where a forced P2P path hangs.
+    **Verify**: `nvidia-smi topo -p2p r` and `nvidia-smi topo -m`
+    """
+    for t in obs.get("p2p_test") or []:
+        pairs = sorted({tuple(sorted(ab)) for ab, ok in t.can_access.items() if not ok})
+        if not pairs:
+            continue
+        why = sorted({t.statuses[ab] for ab in t.statuses if t.statuses[ab] != "OK"})
+        label = ", ".join(f"{a}-{b}" for a, b in pairs[:8]) + (" …" if len(pairs) > 8 else "")
+        said = "; ".join(f"{c} = {t.meaning(c)}" for c in why)
+        yield gpu_pairs_without_peer_access.finding(
+            f"{len(pairs)} GPU pair(s) without peer access (GPU pairs {label}"
+            + (f"; {said}" if said else "")
+            + "): NCCL uses host memory between them; expected on consumer GPUs and across root complexes.",
+            evidence=[
+                Evidence(
+                    f"GPU {a} -> GPU {b} peer access",
+                    t.statuses.get((a, b), "CANNOT"),
+                    "OK",
+                    source=t.path,
+                )
+                for a, b in pairs[:6]
+            ],
+            severity=Severity.INFO,
+            subject="GPUs " + ", ".join(sorted({str(x) for p in pairs for x in p}, key=int)),
+            confidence=0.6,
+        )
 
 
 register_input("pcie_acs", "no PCIe ACS setting (`sudo lspci -vvv | grep ACSCtl`, or lspci -vvv)")

@@ -76,3 +76,51 @@ def test_any_line_mix_is_read_or_refused(lines: list[str]) -> None:
     except InputError:
         return
     assert all(isinstance(v, float) for m in t.matrices.values() for v in m.values())
+
+
+# `nvidia-smi topo -p2p rw` on two RTX 3090s, as pasted in github.com/noonghunna/club-3090/issues/1229
+# (corpus case ok-gpu-602, paste-2.txt)
+SMI_P2P = (
+    " \tGPU0\tGPU1\t\n"
+    " GPU0\tX\tGNS\t\n"
+    " GPU1\tGNS\tX\t\n"
+    "\n"
+    "Legend:\n"
+    "\n"
+    "  X    = Self\n"
+    "  OK   = Status Ok\n"
+    "  CNS  = Chipset not supported\n"
+    "  GNS  = GPU not supported\n"
+)
+
+
+def test_nvidia_smi_topo_p2p_matrix_is_read_as_peer_access():
+    from clusterdoctor.observe.comm.p2p_test import parse_p2p_test, sniff_p2p_test
+    from clusterdoctor.observe.node.nvidia_smi import sniff_nvidia_smi_topo
+
+    assert sniff_p2p_test(SMI_P2P.encode())
+    assert not sniff_nvidia_smi_topo(SMI_P2P.encode())  # the topo -m reader leaves it alone
+    t = parse_p2p_test(SMI_P2P, "p2p.txt")
+    assert t.can_access == {(0, 1): False, (1, 0): False}
+    assert t.statuses == {(0, 1): "GNS", (1, 0): "GNS"}
+    assert t.meaning("GNS") == "GPU not supported" and not t.warnings
+
+
+def test_topo_m_with_one_gpu_is_still_topo_m():
+    from clusterdoctor.observe.node.nvidia_smi import sniff_nvidia_smi_topo
+
+    one = "\tGPU0\tCPU Affinity\tNUMA Affinity\n GPU0\t X \t0-63\t0\n"
+    assert sniff_nvidia_smi_topo(one.encode())
+
+
+def test_pairs_without_peer_access_are_info_not_a_fault(tmp_path):
+    from clusterdoctor import diagnosis
+    from clusterdoctor.model import Severity
+
+    p = tmp_path / "p2p.txt"
+    p.write_text("$ nvidia-smi topo -p2p rw\n" + SMI_P2P)
+    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
+    f = diagnosis.run(obs, diagnosis.load_sources(obs, [str(p)])).findings
+    assert [x.rule for x in f] == ["COMM025"]
+    assert f[0].severity == Severity.INFO and f[0].subject == "GPUs 0, 1"
+    assert "GNS = GPU not supported" in f[0].summary

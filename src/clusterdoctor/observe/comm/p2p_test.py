@@ -8,6 +8,11 @@ header of device indices and one row per device: ``P2P Connectivity Matrix``, ``
 P2P=Disabled Bandwidth Matrix (GB/s)``, ``Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)``,
 the ``Bidirectional`` pair, and the latency matrices in us (whose ``CPU`` rows are the host's side).
 Pastes are often cut inside a matrix: a matrix is kept with the rows it has.
+
+``nvidia-smi topo -p2p <r|w|n|a|p>`` answers the same question from the driver: a ``GPU0 GPU1 ...``
+header and one row per GPU whose cells are ``X`` (self), ``OK`` or why not (``CNS`` chipset, ``GNS``
+GPU, ``TNS`` topology not supported, ``NS`` not supported, ``DR`` disabled by regkey, ``U`` unknown),
+then its legend. Its cells become the pairs' peer access (``OK`` or not) and ``statuses``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,18 @@ _TITLE = re.compile(
 _HEADER = re.compile(r"^(?:D\\D|GPU)(?:\s+\d{1,4}){1,1024}\s*$")
 _CPU_HEADER = re.compile(r"^CPU(?:\s+\d{1,4}){1,1024}\s*$")
 _ROW = re.compile(r"^(?P<i>\d{1,4})(?P<vals>(?:\s+-?\d{1,9}(?:\.\d{1,6})?){1,1024})\s*$")
+# nvidia-smi topo -p2p: the legend's codes, its header and its rows
+P2P_STATUS = {
+    "OK": "Status Ok",
+    "CNS": "Chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "Topology not supported",
+    "NS": "Not supported",
+    "DR": "Disabled by regkey",
+    "U": "Unknown",
+}
+_SMI_HEADER = re.compile(r"^GPU0(?:\s+GPU\d{1,4}){0,1023}\s*$")
+_SMI_ROW = re.compile(r"^GPU(?P<i>\d{1,4})(?P<vals>(?:\s+(?:X|OK|CNS|GNS|TNS|NS|DR|U)){1,1024})\s*$")
 
 
 @dataclass
@@ -44,6 +61,13 @@ class P2PTest:
     # -> (row device, column device) -> value
     matrices: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # nvidia-smi topo -p2p: (row GPU, column GPU) -> its cell (OK, CNS, GNS, ...)
+    statuses: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    @staticmethod
+    def meaning(status: str) -> str:
+        """What an nvidia-smi topo -p2p cell means (its legend), or the cell itself."""
+        return P2P_STATUS.get(status, status)
 
     def bandwidth(self, state: str, direction: str = "uni") -> dict[tuple[int, int], float]:
         return self.matrices.get(f"{direction}-{state}-Bandwidth", {})
@@ -64,9 +88,20 @@ def parse_p2p_test(text: str, path: str = "<p2pBandwidthLatencyTest>") -> P2PTes
     out = P2PTest(path)
     cur: str | None = None
     cols: list[int] = []
+    smi_cols: list[int] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or len(line) > 16384:
+            continue
+        if _SMI_HEADER.match(line):
+            smi_cols = [int(x[3:]) for x in line.split()]
+            continue
+        if smi_cols and (r := _SMI_ROW.match(line)):
+            a = int(r.group("i"))
+            for b, v in zip(smi_cols, r.group("vals").split(), strict=False):
+                if v != "X" and a != b:
+                    out.statuses[(a, b)] = v
+                    out.can_access[(a, b)] = v == "OK"
             continue
         if m := _DEVICE.match(line):
             if len(out.devices) < MAX_DEVICES:
@@ -95,7 +130,13 @@ def parse_p2p_test(text: str, path: str = "<p2pBandwidthLatencyTest>") -> P2PTes
         cur, cols = None, []  # a line that is not the matrix ends it (the NOTE, the next section)
     out.matrices = {k: v for k, v in out.matrices.items() if v}
     if not out.devices and not out.can_access and not out.matrices:
-        raise InputError("no p2pBandwidthLatencyTest devices, peer-access lines or matrices", path)
+        raise InputError(
+            "no p2pBandwidthLatencyTest devices, peer-access lines or matrices, nor an nvidia-smi topo -p2p "
+            "matrix",
+            path,
+        )
+    if out.statuses and not out.matrices and not out.devices:
+        return out  # nvidia-smi topo -p2p says which pairs can, not how fast: nothing missing
     for name in ("uni-Enabled-Bandwidth", "uni-Disabled-Bandwidth"):
         if name not in out.matrices:
             out.warnings.append(
@@ -108,7 +149,8 @@ def parse_p2p_test(text: str, path: str = "<p2pBandwidthLatencyTest>") -> P2PTes
 
 _SNIFF = re.compile(
     rb"\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]|^Device=\d{1,4} (?:CAN|CANNOT) Access Peer Device=\d"
-    rb"|^P2P Connectivity Matrix|^(?:Unidirectional |Bidirectional )P2P=(?:Enabled|Disabled) Bandwidth",
+    rb"|^P2P Connectivity Matrix|^(?:Unidirectional |Bidirectional )P2P=(?:Enabled|Disabled) Bandwidth"
+    rb"|^[ \t]*GPU0[ \t]+X(?:[ \t]+(?:X|OK|CNS|GNS|TNS|NS|DR|U)){1,1024}[ \t]*\r?$",
     re.M,
 )
 
