@@ -44,7 +44,8 @@ _ERROR_CLASSES: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         (
             "connection refused", "deadline exceeded", "unreachable", "no route to host", "i/o timeout",
-            "unhealthy result", "failed to connect", "connection reset", "EOF",
+            "unhealthy result", "failed to connect", "connection reset", "EOF", "timed out when dialing",
+            "dial tcp",
         ),
         "etcd.member-down",
     ),

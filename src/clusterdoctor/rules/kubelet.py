@@ -716,12 +716,23 @@ _SYSLOG_HOST = re.compile(
 )
 
 
+# the image an image-pull message is about: kubelet's 'Failed to pull image "x"', containerd's 'failed to
+# pull and unpack image "x"', crictl's 'pulling image "x"' (quotes escaped inside structured logs)
+_IMAGE = re.compile(
+    r'(?:[Pp]ull(?:ing)?(?: and unpack)? image|[Bb]ack-off pulling image) \\?"([^"\\\s]{1,300})\\?"'
+)
+
+
 def node_agent_subject(obs: Observations, m: Message, hits: list[Any], subject: str | None) -> str | None:
     """The subject of a kubelet/container-runtime message: the memcg OOM's process (above), else the one
     node whose journald/syslog prefix printed the lines, when those that have a prefix agree."""
     subject = oom_process_subject(obs, m, hits, subject)
     if subject is not None:
         return subject
+    if any(c.startswith("image.") for c in m.causes):
+        images = {mm.group(1) for h in hits if (mm := _IMAGE.search(h.text))}
+        if len(images) == 1:
+            return f"image {images.pop()}"
     hosts = {mm.group("host") for h in hits if (mm := _SYSLOG_HOST.match(h.text))}
     return hosts.pop() if len(hosts) == 1 else None
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity, Threshold
+from clusterdoctor.rules import storage_subject  # noqa: F401  (registers the storage subject resolver)
 from clusterdoctor.rules.registry import Observations, register_input, rule
 
 register_input("fs_usage", "no df output")

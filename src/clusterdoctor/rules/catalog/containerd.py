@@ -230,4 +230,45 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/nestybox/sysbox/issues/893",
         causes=("kubelet.config",),
     ),
+    Message(
+        code="CTRD108",
+        name="registry-tls-unknown-authority",
+        title="the runtime does not trust the image registry's certificate (x509: unknown authority)",
+        # a registry API request (/v2/...) that failed its TLS check: containerd's resolver ("failed to do
+        # request: Head https://<registry>/v2/...: x509: ..."), docker's and cri-o's the same way
+        pattern=(
+            r"https?://(?P<registry>[\w.\-]{1,253}(?::\d{1,5})?)/v2/\S{0,600}: x509: certificate signed by "
+            r"unknown authority"
+        ),
+        trigger="x509: certificate signed by unknown authority",
+        meaning=(
+            "the container runtime's HTTPS request to the registry failed: the registry's certificate is not "
+            "signed by a CA the runtime trusts, so no image can be pulled from it"
+        ),
+        cause=(
+            "a private registry whose CA is not configured for the runtime (containerd's "
+            "config_path/hosts.toml or registry.configs tls ca_file, docker's certs.d, the host's CA bundle), "
+            "or a TLS option this runtime version does not read (containerd before 1.3 ignores "
+            "registry.configs), or a proxy that re-signs TLS"
+        ),
+        fix=(
+            "install the registry's CA where the runtime reads it (/etc/containerd/certs.d/<registry>/ca.crt "
+            "with config_path set, or the system CA bundle) and restart the runtime; upgrade a runtime that "
+            "ignores the setting"
+        ),
+        verify=(
+            "crictl pull <registry>/<image>",
+            "openssl s_client -connect <registry>:443 -showcerts </dev/null",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/containerd/containerd/blob/main/docs/hosts.md",
+        example=(
+            "failed to do request: Head https://registry.xxx.xxxx/v2/core/portal-backend/manifests/1: x509: "
+            "certificate signed by unknown authority"
+        ),
+        example_source="https://github.com/containerd/containerd/issues/3804",
+        causes=("image.registry-tls",),
+        subject="registry {registry}",
+    ),
 )

@@ -136,8 +136,8 @@ MESSAGES: tuple[Message, ...] = (
         code="NVCTK102",
         name="container-cli-driver-not-loaded",
         title="nvidia-container-cli: the NVIDIA driver is not loaded on the host",
-        pattern=r"nvidia-container-cli: initialization error: nvml error: driver not loaded",
-        trigger="nvidia-container-cli: initialization error",
+        pattern=r"nvidia-container-cli(?:\.real)?: initialization error: nvml error: driver not loaded",
+        trigger="initialization error: nvml error: driver not loaded",
         meaning="the runtime hook could not start the GPU container: NVML reports no driver on the host",
         cause="the nvidia kernel module is not loaded on the host (not installed, not built for this kernel, refused by Secure Boot)",
         fix="make nvidia-smi work on the host first (install/rebuild/load the driver), then start the container",
@@ -158,8 +158,11 @@ MESSAGES: tuple[Message, ...] = (
         code="NVCTK103",
         name="container-cli-no-nvml-library",
         title="nvidia-container-cli cannot find the driver's libnvidia-ml on the host",
-        pattern=r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml\.so(?:\.1)?",
-        trigger="nvidia-container-cli: initialization error",
+        # "nvidia-container-cli.real" when the GPU operator's toolkit wraps the binary
+        pattern=(
+            r"nvidia-container-cli(?:\.real)?: initialization error: load library failed: libnvidia-ml\.so(?:\.1)?"
+        ),
+        trigger="initialization error: load library failed: libnvidia-ml",
         meaning="the runtime hook found no NVML library on the host to set the container up",
         cause=(
             "the NVIDIA driver's user-space libraries are not installed on the host (driver missing, or a "
@@ -295,5 +298,46 @@ MESSAGES: tuple[Message, ...] = (
         example="Could not unload NVIDIA driver kernel modules, driver is in use",
         example_source="https://github.com/NVIDIA/gpu-operator/issues/126",
         causes=("gpu.operator-driver",),
+    ),
+    Message(
+        code="GPUOP102",
+        name="driver-container-build-packages-missing",
+        title="The driver container cannot install the packages it builds the driver with (kernel headers, libelf)",
+        # dnf/yum's "No match for argument" family as dnf 4 prints it; the package names are those the
+        # driver container's _install_prerequisites asks for (kernel-headers/-devel/-core of the running
+        # kernel, elfutils-libelf-devel)
+        pattern=(
+            r"Unable to find a match: (?P<pkg>(?:kernel-(?:headers|devel|core)|kernel-rt-devel|elfutils-libelf-devel)"
+            r"[\w.+\-]{0,120})"
+        ),
+        trigger="Unable to find a match: ",
+        meaning=(
+            "dnf found no package of that name in the repositories the container can reach, so the driver "
+            "container cannot compile the NVIDIA kernel module for the node's kernel and stops"
+        ),
+        cause=(
+            "the node's kernel is newer or older than the kernel packages in the reachable repositories, or "
+            "the cluster is not entitled to them (an expired or too old RHEL entitlement/subscription, no "
+            "EUS repositories), or a proxy/mirror blocks them"
+        ),
+        fix=(
+            "give the driver container access to the kernel packages of the node's exact kernel: renew or "
+            "regenerate the cluster's entitlement (or use driver toolkit images / precompiled drivers), or "
+            "point it at a repository that carries them"
+        ),
+        verify=(
+            "uname -r",
+            "kubectl logs -n gpu-operator -l app=nvidia-driver-daemonset -c nvidia-driver-ctr",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/troubleshooting.html",
+        example=(
+            "Error: Unable to find a match: kernel-headers-4.18.0-240.23.2.el8_3.x86_64 "
+            "kernel-devel-4.18.0-240.23.2.el8_3.x86_64"
+        ),
+        example_source="https://github.com/NVIDIA/gpu-operator/issues/234",
+        causes=("gpu.operator-driver",),
+        subject="{pkg}",
     ),
 )

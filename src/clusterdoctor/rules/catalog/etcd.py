@@ -35,7 +35,8 @@ MESSAGES: tuple[Message, ...] = (
         code="ETCD101",
         name="etcd-db-space-exceeded",
         title="etcd refuses writes: its backend database exceeded the space quota",
-        pattern=r"mvcc: database space exceeded",
+        # "mvcc: " as etcd words it; a UI or a user retyping it may drop or misspell the middle word
+        pattern=r"(?:mvcc|etcdserver|\bm\w{0,4}): database space exceeded",
         trigger="database space exceeded",
         meaning="etcd answered a write with 'mvcc: database space exceeded': the cluster is read-only",
         cause=(
@@ -131,7 +132,10 @@ MESSAGES: tuple[Message, ...] = (
         # capnslog: request cluster ID mismatch (got X want Y); streaming request ignored (cluster ID
         # mismatch got X want Y); request sent was ignored (cluster ID mismatch: peer[X]=Y, local=Z);
         # zap: "request cluster ID mismatch", "request sent was ignored due to cluster ID mismatch"
-        pattern=r"cluster ID mismatch",
+        # "got X": the cluster ID of the peer that sent the request (the stray one), "want Y": this one's
+        pattern=(
+            r"cluster ID mismatch(?:[ :(]{1,3}got (?P<got>[0-9a-f]{1,16}) want (?P<want>[0-9a-f]{1,16}))?"
+        ),
         trigger="cluster ID mismatch",
         meaning="an etcd member rejected a peer's request because the peer belongs to another cluster ID",
         cause=(
@@ -152,6 +156,7 @@ MESSAGES: tuple[Message, ...] = (
         example="request cluster ID mismatch (got dfc9373077e01b35 want 3b7efc3170756a6b)",
         example_source="https://github.com/etcd-io/etcd/issues/6181",
         causes=("etcd.member-config",),
+        subject="a peer of cluster {got} (this member's cluster: {want})",
         notes=(f"{_ETCD}/v3.3.0/rafthttp/http.go", f"{_ETCD}/v3.3.0/rafthttp/util.go"),
     ),
     Message(

@@ -622,6 +622,87 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         causes=("k8s.gpu-not-advertised", "gpu.device-plugin"),
         detail="({resource}: requested {req}, available {avail})",
     ),
+    Message(
+        code="KUBELET127",
+        name="kubelet-evicted-local-storage-limit",
+        title="the kubelet evicted a pod for using more local ephemeral storage than its limit",
+        # eviction_manager.go: podEphemeralStorageMessageFmt, containerEphemeralStorageMessageFmt,
+        # emptyDirMessageFmt
+        pattern=(
+            r"Pod ephemeral local storage usage exceeds the total limit of containers (?P<limit>[\w.]{1,20})"
+        ),
+        trigger="ephemeral local storage usage exceeds",
+        triggers=("exceeded its local ephemeral storage limit", "Usage of EmptyDir volume"),
+        variants=(
+            r"Container (?P<container>[\w.\-]{1,253}) exceeded its local ephemeral storage limit "
+            r"\\?\"?(?P<limit2>[\w.]{1,20})",
+            r"Usage of EmptyDir volume \\?\"?(?P<volume>[\w.\-]{1,253})\\?\"? exceeds the limit",
+        ),
+        meaning=(
+            "the pod itself, not the node, crossed a limit: the sum of its containers' writable layers, logs "
+            "and emptyDir volumes passed their ephemeral-storage limits (or an emptyDir its sizeLimit), and "
+            "the kubelet evicted it"
+        ),
+        cause=(
+            "the program writes to the container filesystem or an emptyDir (a checkpoint, a model, a dataset "
+            "cache, logs) instead of a mounted volume, or the limit (set by the pod or injected by a sidecar "
+            "webhook) is smaller than what it writes"
+        ),
+        fix=(
+            "write large outputs to a mounted persistent volume or bucket mount; raise the containers' "
+            "resources.limits.ephemeral-storage (or the emptyDir sizeLimit) to what the job really writes"
+        ),
+        verify=(
+            "kubectl get pod <pod> -o jsonpath='{.status.message}'",
+            "kubectl get pod <pod> -o yaml | grep -B2 -A2 ephemeral-storage",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_K8S}/master/pkg/kubelet/eviction/eviction_manager.go",
+        example=(
+            "Warning  Evicted              109s  kubelet                                Pod ephemeral local "
+            "storage usage exceeds the total limit of containers 5Gi."
+        ),
+        example_source="https://github.com/substratusai/runbooks/issues/92",
+        causes=("kubelet.eviction",),
+        subject="container {container}|emptyDir {volume}",
+        detail="(limit {limit})",
+    ),
+    Message(
+        code="KUBELET128",
+        name="k3s-node-password-rejected",
+        title="the k3s/RKE2 server rejects the agent's join: the node name is registered with another password",
+        pattern=r"Node password rejected, duplicate hostname",
+        trigger="Node password rejected",
+        meaning=(
+            "the k3s (or RKE2) server refused to hand the agent its configuration because the node name it "
+            "joins under already has a node-password secret that does not match /etc/rancher/node/password"
+        ),
+        cause=(
+            "the node was replaced or reinstalled (or deleted with kubectl delete node and recreated) under "
+            "the same hostname while the server kept the old node's password secret, or two hosts share a "
+            "hostname"
+        ),
+        fix=(
+            "delete the old node's password secret on the server (kubectl -n kube-system delete secret "
+            "<node>.node-password.k3s) and restart the agent, or give each node a unique name "
+            "(--with-node-id / --node-name)"
+        ),
+        verify=(
+            "kubectl -n kube-system get secrets | grep node-password",
+            "journalctl -u k3s-agent -n 50",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.k3s.io/architecture#how-agent-node-registration-works",
+        example=(
+            "Waiting to retrieve agent configuration; server is not ready: Node password rejected, duplicate "
+            "hostname or contents of '/etc/rancher/node/password' may not match server node-passwd entry, try "
+            "enabling a unique node name with the --with-node-id flag"
+        ),
+        example_source="https://github.com/vitobotta/hetzner-k3s/issues/390",
+        causes=("node.stale-registration",),
+    ),
 )
 
 # the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py)

@@ -730,4 +730,34 @@ MESSAGES: tuple[Message, ...] = (
             "unable to allocate GPU memory because other processes are already occupying it'",
         ),
     ),
+    Message(
+        code="NCCL127",
+        name="nccl-topology-reverse-path",
+        title="NCCL's topology search fails on this system (no reverse path): a release without support for it",
+        pattern=(
+            r"Failed to find reverse path from remNode (?P<rem>\d{1,4}/[0-9a-fA-F]{1,16}) nlinks \d{1,4} to node "
+            r"(?P<node>\d{1,4}/[0-9a-fA-F]{1,16})"
+        ),
+        trigger="Failed to find reverse path",
+        meaning=(
+            "while building the paths between the GPUs, NICs and CPUs of this machine NCCL found a link "
+            "without its way back, an internal check (ncclInternalError) that stops communicator setup"
+        ),
+        cause=(
+            "the NCCL release does not know this hardware's topology (a release older than the GPU or "
+            "NVSwitch generation, e.g. NCCL before 2.15 on H100), or a topology that the system misreports "
+            "(an unusual PCIe layout, a virtualised topology, a wrong NCCL_TOPO_FILE)"
+        ),
+        fix=(
+            "upgrade NCCL (the container's or the framework's bundled one) to a release that supports the "
+            "GPUs; check NCCL_TOPO_FILE and compare `nvidia-smi topo -m` with what NCCL_DEBUG=INFO prints"
+        ),
+        verify=("python -c 'import torch; print(torch.cuda.nccl.version())'", "nvidia-smi topo -m"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_SRC + "master/src/graph/paths.cc",
+        example="opt-1_3b.0 [stderr] Failed to find reverse path from remNode 0/5f000 nlinks 4 to node 0/cb000",
+        example_source="https://github.com/mila-iqia/milabench/issues/183",
+        causes=("nccl.release-bug", "nccl.topo-file"),
+    ),
 )

@@ -213,7 +213,33 @@ MESSAGES: tuple[Message, ...] = (
         source="https://github.com/torvalds/linux/blob/master/scripts/mod/modpost.c",
         example="ERROR: modpost: GPL-incompatible module nvidia.ko uses GPL-only symbol '__rcu_read_lock'",
         example_source="https://github.com/xanmod/linux/issues/411",
-        causes=("gpu.driver-not-loaded",),
+        # on a host the driver is then not loaded; in the GPU operator's driver container it is that
+        # container's build that fails (the same cause, named where it happens)
+        causes=("gpu.driver-not-loaded", "gpu.operator-driver"),
+    ),
+    Message(
+        code="NVDRV105",
+        name="gdrdrv-gpl-only-symbol",
+        title="gdrcopy's gdrdrv module does not build: it uses a symbol this kernel exports GPL-only",
+        pattern=r"modpost: GPL-incompatible module gdrdrv\.ko uses GPL-only symbol '(?P<sym>[\w.]{1,80})'",
+        trigger="GPL-incompatible module gdrdrv",
+        meaning=(
+            "the kernel build refused to link gdrdrv (the GPUDirect copy driver of gdrcopy), so no gdrdrv "
+            "loads on this kernel and GPUDirect copies (NCCL's GDRCOPY, UCX's gdr_copy) are unavailable"
+        ),
+        cause=(
+            "this gdrcopy release links against a symbol the running kernel exports GPL-only (e.g. cc_mkdec "
+            "on RHEL 9.1 kernels); the release predates that kernel"
+        ),
+        fix="build gdrcopy from a release (or master) that supports this kernel, or boot a kernel it supports",
+        verify=("lsmod | grep gdrdrv", "uname -r", "dkms status"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/scripts/mod/modpost.c",
+        example="ERROR: modpost: GPL-incompatible module gdrdrv.ko uses GPL-only symbol 'cc_mkdec'",
+        example_source="https://github.com/NVIDIA/gdrcopy/issues/254",
+        causes=("nccl.gdr-or-plugin", "rdma.driver-or-module"),
+        subject="gdrdrv",
     ),
     Message(
         code="NVDRV103",

@@ -318,4 +318,37 @@ MESSAGES: tuple[Message, ...] = (
         detail="({total} of {total} node(s): {rule})",
         rank_group="total",
     ),
+    Message(
+        code="SCHED110",
+        name="sched-volcano-queue-overused",
+        title="Volcano holds the job back: its queue's resources are used up (queue overused)",
+        # Volcano's enqueue/allocate actions record this on the PodGroup when the queue's allocated plus
+        # the job's minResources pass the queue's share (proportion/capacity plugins' overused check)
+        pattern=r"resource in cluster is overused",
+        trigger="resource in cluster is overused",
+        meaning=(
+            "Volcano did not enqueue or allocate the pod group because its queue is overused: what the "
+            "queue's running and admitted pod groups hold (their minResources) already reaches the queue's "
+            "deserved share or capability"
+        ),
+        cause=(
+            "the queue is full: other jobs of the queue hold its share, or pod groups whose pods have "
+            "finished or were deleted still count against it (stale PodGroups), or the queue's "
+            "capability/weight is set below what the job needs"
+        ),
+        fix=(
+            "list the queue's pod groups (kubectl get podgroups -A) and delete those of finished jobs; raise "
+            "the queue's capability or weight if the job should fit"
+        ),
+        verify=(
+            "kubectl get podgroups -A -o wide",
+            "kubectl get queue <queue> -o yaml",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://volcano.sh/en/docs/queue_resource_management/",
+        example="Normal   Unschedulable  17s (x13 over 29s)  volcano  resource in cluster is overused",
+        example_source="https://github.com/volcano-sh/volcano/issues/2633",
+        causes=("sched.insufficient-resource",),
+    ),
 )

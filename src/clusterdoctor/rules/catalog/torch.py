@@ -752,4 +752,48 @@ MESSAGES: tuple[Message, ...] = (
             "'CUDA initialization: ...'",
         ),
     ),
+    Message(
+        code="TORCH124",
+        name="torch-store-host-unresolved",
+        title="The rendezvous host (MASTER_ADDR) does not resolve: the TCPStore cannot be reached",
+        pattern=(
+            r"host not found: (?P<err>Name or service not known|Temporary failure in name resolution"
+            r"|No address associated with hostname|nodename nor servname provided, or not known)"
+        ),
+        trigger="host not found: ",
+        triggers=("IPv4 network addresses of (",),
+        variants=(
+            r"The IPv4 network addresses of \((?P<host>[^,()\s]{1,253}), ?\d{1,5}\) cannot be retrieved "
+            r"\(gai error: -?\d{1,4} - (?P<err2>[^)\n]{1,80})\)",
+        ),
+        meaning=(
+            "the env:// rendezvous (or a TCPStore client) looked up MASTER_ADDR and the resolver answered "
+            "that the name does not exist or cannot be resolved now, so the rank cannot connect to the store "
+            "and init_process_group fails"
+        ),
+        cause=(
+            "MASTER_ADDR names a host the rank cannot resolve: a Kubernetes Service or pod name that does not "
+            "exist yet (workers started before the master pod; a headless service without ready endpoints), "
+            "a typo, or a resolver (/etc/hosts, cluster DNS) the container does not use"
+        ),
+        fix=(
+            "start workers only once the master's name resolves and its port answers (an init container "
+            "that waits with `nc -z $MASTER_ADDR $MASTER_PORT`, not only nslookup), or set MASTER_ADDR to a "
+            "name or address every rank resolves"
+        ),
+        verify=("getent hosts $MASTER_ADDR", "nc -zv $MASTER_ADDR $MASTER_PORT"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT + "torch/csrc/distributed/c10d/socket.cpp",
+        example="ValueError: host not found: Name or service not known",
+        example_source="https://github.com/kubeflow/pytorch-operator/issues/125",
+        causes=("torch.rendezvous",),
+        subject="{host}",
+        notes=(
+            "before 1.8 the TCPStore client raised 'host not found: ' + gai_strerror (ValueError); later "
+            "socket.cpp warns 'The IPv4 network addresses of (host, port) cannot be retrieved (gai error: "
+            "N - ...)' while it retries. The IPv6 form of that warning is left out: it is printed on "
+            "healthy hosts without IPv6 and the IPv4 lookup then succeeds",
+        ),
+    ),
 )
