@@ -32,8 +32,10 @@ PLAN = 2  # the plan of issue 20 (13 fault types x 2 load conditions); records o
 # after the FSDP straggler fix (2026-12-02 evening), the first batch whose probe files are in git;
 # batch 4: smaller (3 runs a fault type, 13 clean runs a condition: one per leave-one-out clean group),
 # run 2026-12-03 after the detector was changed looking at batch 3 (born-slow, several frozen ranks,
-# gradual onsets), scored once with the shipped defaults, the detector untouched
-BATCH = 4
+# gradual onsets), scored once with the shipped defaults, the detector untouched; batch 5: the same size,
+# run 2026-12-04 after the detector's last change (two stragglers together, born-slow spread; ba36a85),
+# scored once when `runs` ended, nothing changed after (bench/failslow-batch5.md)
+BATCH = 5
 # each run's probe files, kept so that `report` judges them again with the current detector
 EPISODES = HERE / ".failslow-episodes"
 # ...and the same files xz-compressed in git (one <id>.tar.xz a run, ~6 KB for 70 steps): batches 1-2's
@@ -44,7 +46,7 @@ STEPS = 70
 RUNS_PER_TYPE = 4  # per load condition, the victim rank rotating
 CLEAN_RUNS = 30  # per load condition
 # batches of another size: batch -> (runs per fault type, clean runs), per load condition
-SIZES = {4: (3, 13)}
+SIZES = {4: (3, 13), 5: (3, 13)}
 CONDITIONS = ("quiet", "loaded")
 
 
@@ -800,7 +802,7 @@ def main() -> None:
     ap.add_argument("--quiet-load", type=float, default=2.0, help="runs --cond quiet: wait for this load")
     ap.add_argument("--wait", type=float, default=600.0, help="runs --cond quiet: wait at most this long (s)")
     ap.add_argument("--no-search", action="store_true", help="report: skip the leave-one-out search")
-    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1-4)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1-5)")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument(
         "--stored",
