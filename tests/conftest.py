@@ -101,6 +101,16 @@ def run_cli(
     return CliResult(p.returncode, p.stdout, p.stderr)
 
 
+def diagnose_text(directory: Path, text: str, name: str = "paste.txt") -> list:
+    """The findings of a diagnosis of ``text`` written to ``directory/name`` (in process, fixed clock)."""
+    from clusterdoctor import diagnosis
+
+    p = directory / name
+    p.write_text(text)
+    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
+    return diagnosis.run(obs, diagnosis.load_sources(obs, [str(p)])).findings
+
+
 def cpu_busy_share(seconds: float = 1.0) -> float:
     """The share of this machine's CPU time spent busy over ``seconds`` (from /proc/stat; 0.0 where it
     cannot be read)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterdoctor import diagnosis
+from tests.conftest import diagnose_text
 
 # github.com/NVIDIA/nccl/issues/799 (corpus case rdma-037)
 H = "72bf7b08-26f3-4ebc-8b9d-85df3e4414c0:76786"
@@ -13,11 +13,7 @@ LOG = (
 
 
 def _top(tmp_path, text):
-    p = tmp_path / "nccl.log"
-    p.write_text(text)
-    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
-    refs = diagnosis.load_sources(obs, [str(p)])
-    return diagnosis.run(obs, refs).findings[0]
+    return diagnose_text(tmp_path, text, "nccl.log")[0]
 
 
 def test_the_one_device_in_use_is_the_subject(tmp_path):

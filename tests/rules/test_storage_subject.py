@@ -5,16 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterdoctor import diagnosis
 from clusterdoctor.rules.storage_subject import error_path
+from tests.conftest import diagnose_text
 
 
 def _top(tmp_path, text):
-    p = tmp_path / "paste.txt"
-    p.write_text(text)
-    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
-    refs = diagnosis.load_sources(obs, [str(p)])
-    return diagnosis.run(obs, refs).findings[0]
+    return diagnose_text(tmp_path, text)[0]
 
 
 def test_stale_handle_names_the_mount_not_the_prompt_host(tmp_path):

@@ -114,13 +114,9 @@ def test_topo_m_with_one_gpu_is_still_topo_m():
 
 
 def test_pairs_without_peer_access_are_info_not_a_fault(tmp_path):
-    from clusterdoctor import diagnosis
-    from clusterdoctor.model import Severity
+    from tests.conftest import diagnose_text
 
-    p = tmp_path / "p2p.txt"
-    p.write_text("$ nvidia-smi topo -p2p rw\n" + SMI_P2P)
-    obs = diagnosis.new_observations(lambda: 1_800_000_000.0)
-    f = diagnosis.run(obs, diagnosis.load_sources(obs, [str(p)])).findings
+    f = diagnose_text(tmp_path, "$ nvidia-smi topo -p2p rw\n" + SMI_P2P)
     assert [x.rule for x in f] == ["COMM025"]
     assert f[0].severity == Severity.INFO and f[0].subject == "GPUs 0, 1"
     assert "GNS = GPU not supported" in f[0].summary
