@@ -1,9 +1,13 @@
-"""Control-plane components' own health probes, as ``kubectl get componentstatuses`` prints them.
+"""Control-plane components' own health probes: ``kubectl get componentstatuses`` and the verbose
+``/livez``, ``/readyz``, ``/healthz`` answers.
 
-Input: ``kube_components`` (:mod:`clusterdoctor.observe.control.kubectl_text`). The apiserver probes
+Inputs: ``kube_components`` (:mod:`clusterdoctor.observe.control.kubectl_text`). The apiserver probes
 the scheduler, the controller-manager and each etcd server (their ``/healthz``; deprecated since 1.19
 but still printed); a row ``Unhealthy`` with ``connection refused`` on the component's port says the
-component is not running or not serving there. ``Healthy`` rows are quiet.
+component is not running or not serving there. ``Healthy`` rows are quiet. ``health_checks``
+(:mod:`clusterdoctor.observe.control.healthz`): each ``[-]name failed`` line of a ``?verbose`` answer of
+Kubernetes components or etcd (``kubectl get --raw '/readyz?verbose'`` prints the same), judged by
+CP005; ``[+]`` lines and an answer that passes are quiet.
 """
 
 from __future__ import annotations
