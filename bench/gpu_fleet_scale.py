@@ -24,15 +24,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+from _prometheus import backfill, serving  # bench/_prometheus.py (the script's folder is on sys.path)
 from clusterdoctor.observe.gpu.dcgm_fleet import _EXPORTED_QUERY, FLEET_QUERIES
 
 STEP = 300
@@ -86,12 +85,6 @@ def write_openmetrics(path: Path, n_gpus: int, t0: int) -> tuple[int, int]:
     return series, samples
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 ANCHOR = r"""
 import json, sys, urllib.parse, urllib.request
 url, exprs = sys.argv[1], json.loads(sys.argv[2])
@@ -131,43 +124,13 @@ def main() -> int:
         t = time.perf_counter()
         n_series, n_samples = write_openmetrics(om, n_gpus, t0)
         tsdb = tmp / "tsdb"
-        tsdb.mkdir()
-        subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-            check=True,
-            capture_output=True,
-        )
+        backfill(promtool, om, tsdb)
         om.unlink()
         print(
             f"SYNTHETIC fleet: {n_gpus:,} GPUs, {n_series:,} series, {n_samples:,} samples, "
             f"backfilled in {time.perf_counter() - t:.1f} s"
         )
-        cfg = tmp / "prometheus.yml"
-        cfg.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = (tmp / "prometheus.log").open("wb")
-        p = subprocess.Popen(
-            [
-                prom,
-                f"--config.file={cfg}",
-                f"--storage.tsdb.path={tsdb}",
-                "--storage.tsdb.retention.time=3650d",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/-/ready", timeout=1).read()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.3)
+        with serving(prom, tsdb, tmp, ready_s=120, poll_s=0.3) as url:
             out = tmp / "report.json"
             ours = [cli, "gpu", "health", "--prometheus", url, "--format", "json", "-o", str(out)]
             timed(ours)  # warm-up: Prometheus loads the blocks lazily
@@ -211,14 +174,6 @@ def main() -> int:
             )
             print(f"target <= 3x anchor: {'met' if ratio <= 3 else 'NOT met'}")
             return 0
-        finally:
-            p.terminate()
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            log.close()
 
 
 if __name__ == "__main__":

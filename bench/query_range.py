@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from _prometheus import backfill, serving  # bench/_prometheus.py (the script's folder is on sys.path)
 from clusterdoctor.analyze.metric_window import observations_from_metrics
 from clusterdoctor.observe.control.prom_api import collect_for_rules
 from clusterdoctor.rules.registry import Observations, run_rules
@@ -84,12 +83,6 @@ def write_openmetrics(path: Path, end: int) -> int:
     return series
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def baseline_fetch(url: str, queries: list[str], start: float, end: float, step: float) -> int:
     points = 0
     for q in queries:
@@ -115,39 +108,9 @@ def main() -> int:
         t0 = time.perf_counter()
         n_series = write_openmetrics(om, end)
         tsdb = tmp / "tsdb"
-        tsdb.mkdir()
-        subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-            check=True,
-            capture_output=True,
-        )
+        backfill(promtool, om, tsdb)
         print(f"backfilled {n_series} series x {DAY // STEP} samples in {time.perf_counter() - t0:.1f} s")
-        cfg = tmp / "prometheus.yml"
-        cfg.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = (tmp / "prometheus.log").open("wb")
-        p = subprocess.Popen(
-            [
-                prom,
-                f"--config.file={cfg}",
-                f"--storage.tsdb.path={tsdb}",
-                "--storage.tsdb.retention.time=3650d",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/-/ready", timeout=1).read()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+        with serving(prom, tsdb, tmp) as url:
             res = collect_for_rules(url, DAY, end=end)  # warm-up (Prometheus loads blocks lazily)
             queries = sorted({s.name for lst in res["window"].series.values() for s in lst})
             step = res["step"]
@@ -171,13 +134,6 @@ def main() -> int:
             ok = best_ours < 2.0
             print(f"target < 2 s: {'met' if ok else 'NOT met'}")
             return 0 if ok else 1
-        finally:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-            log.close()
 
 
 if __name__ == "__main__":
