@@ -271,4 +271,38 @@ MESSAGES: tuple[Message, ...] = (
         causes=("image.registry-tls",),
         subject="registry {registry}",
     ),
+    Message(
+        code="CTRD109",
+        name="containerd-config-invalid",
+        title="containerd refuses its configuration file, so it does not start (no container runtime)",
+        # containerd's config loader (services/server/config): "failed to load TOML from <path>: <why>",
+        # e.g. an invalid plugin key URI, a TOML syntax error, an unsupported config version
+        pattern=r"failed to load TOML(?: from (?P<path>/[^\s:]{1,400}))?: (?P<why>[^\n]{1,200})",
+        trigger="failed to load TOML",
+        meaning=(
+            "containerd could not load /etc/containerd/config.toml (or the file named) and exits: the "
+            "node has no container runtime, the kubelet reports the runtime down and pods do not start"
+        ),
+        cause=(
+            "the file is not valid for this containerd: a TOML syntax error, a plugin key in the old short "
+            "form (containerd.runtime.v1.linux) where full URIs (io.containerd.runtime.v1.linux) are "
+            "expected, or a config `version` it does not read (a version 3 file on containerd 1.x)"
+        ),
+        fix=(
+            "fix the file (containerd config default > /etc/containerd/config.toml gives a valid one to "
+            "compare with; use the plugin URIs and version of the containerd installed), then restart "
+            "containerd"
+        ),
+        verify=("containerd config dump", "systemctl status containerd"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md",
+        example=(
+            "failed to load TOML from /etc/containerd/config.toml: invalid plugin key URI "
+            '"containerd.runtime.v1.linux" expect io.containerd.x.vx'
+        ),
+        example_source="https://github.com/sapcc/kubernikus/pull/834",
+        causes=("containerd.config-invalid",),
+        subject="{path}",
+    ),
 )

@@ -514,4 +514,41 @@ MESSAGES: tuple[Message, ...] = (
         causes=("gpu.compute-mode",),
         confidence=0.8,
     ),
+    Message(
+        code="CUDA116",
+        name="cuda-fabric-memory-not-permitted",
+        title="GPU memory for NVLink sharing is refused (cuMemCreate: not permitted): no IMEX channel",
+        # cuMemCreate / cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_FABRIC answer
+        # CUDA_ERROR_NOT_PERMITTED (800) without an IMEX channel; NCCL, mscclpp and NVSHMEM print the call
+        pattern=(
+            r"cuMem(?P<call>Create|ExportToShareableHandle|ImportFromShareableHandle)\b[^\n]{0,300}?"
+            r"(?:operation not permitted|CUDA_ERROR_NOT_PERMITTED)"
+        ),
+        trigger="cuMem",
+        meaning=(
+            "the CUDA driver refused to create (or share) GPU memory with a FABRIC handle, which NVLink "
+            "SHARP buffers and multi-node NVLink need: the process may not use fabric handles"
+        ),
+        cause=(
+            "no IMEX channel is available to the process: the nvidia-caps-imex-channels device was not "
+            "created (/dev/nvidia-caps-imex-channels/channelN), the container was not given it, or the "
+            "IMEX daemon is not running on a multi-node NVLink system"
+        ),
+        fix=(
+            "create an IMEX channel (mknod /dev/nvidia-caps-imex-channels/channel0 c <major> 0, major from "
+            "/proc/devices nvidia-caps-imex-channels) or load the driver with NVreg_CreateImexChannel0=1, "
+            "pass it into the container; start nvidia-imex where nodes share NVLink; or disable NVLS "
+            "(NCCL_NVLS_ENABLE=0)"
+        ),
+        verify=("ls -l /dev/nvidia-caps-imex-channels/", "grep imex /proc/devices"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/imexchannels.html",
+        example=(
+            "mscclpp._mscclpp.CuError: (800, 'Call to cuMemCreate(&memHandle, nbytes, &prop, 0 ) failed./root/"
+            "mscclpp/src/gpu_utils.cc:113 (Cu failure: operation not permitted)')"
+        ),
+        example_source="https://github.com/microsoft/mscclpp/issues/467",
+        causes=("gpu.imex-channel",),
+    ),
 )

@@ -157,9 +157,10 @@ TLS_MESSAGES: tuple[Message, ...] = (
         code="KUBELET111",
         name="x509-certificate-expired-or-not-yet-valid",
         title="a TLS certificate has expired or is not valid yet (the message does not say which)",
-        # Go before 1.15 prints the bare message; with the times it is KUBELET109 or KUBELET110
-        pattern=r"x509: certificate has expired or is not yet valid(?!:? current time)",
-        trigger="x509: certificate has expired or is not yet valid",
+        # Go before 1.15 prints the bare message (pastes cut it after "expired"); with the times it is
+        # KUBELET109 or KUBELET110
+        pattern=r"x509: certificate has expired(?! or is not yet valid:? current time)(?: or is not yet valid)?",
+        trigger="x509: certificate has expired",
         meaning=(
             "a TLS handshake failed on the certificate's validity period: either it expired, or the "
             "verifier's clock is before its start (older Go prints no times to tell)"

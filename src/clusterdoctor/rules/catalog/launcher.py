@@ -177,4 +177,41 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html",
         causes=("torch.host-oom",),
     ),
+    Message(
+        code="LAUNCH107",
+        name="slurm-gres-gpu-count-lower",
+        title="Slurm drained a node: it reports fewer GPUs than slurm.conf/gres.conf configure",
+        # gres.c: "gres/%s count reported lower than configured (%lu < %lu)" as the node's drain reason;
+        # `sinfo -R` cuts its REASON column at 20 characters ("gres/gpu count repor")
+        pattern=(
+            r"gres/(?P<gres>gpu)(?::\w{1,40})? count repor(?:ted lower than configured"
+            r"(?: \((?P<got>\d{1,6}) < (?P<want>\d{1,6})\))?)?"
+            # a `sinfo -R` row: USER, TIMESTAMP, NODELIST after the reason
+            r"(?:\s{1,40}[\w.\-]{1,64}\s{1,40}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s{1,40}(?P<node>[\w.\-\[\],]{1,200}))?"
+        ),
+        trigger="gres/gpu",
+        meaning=(
+            "slurmd registered with fewer GPUs than the configuration gives the node, so slurmctld marked the "
+            "node invalid and drained it: no job gets its GPUs"
+        ),
+        cause=(
+            "slurmd cannot count the GPUs: with AutoDetect=nvml a slurmd built without NVML (no gpu_nvml.so "
+            "plugin in the package or image) finds none; else the NVIDIA driver is not loaded, a GPU fell "
+            "off the bus, or the device files in gres.conf (File=/dev/nvidia[0-3]) do not exist"
+        ),
+        fix=(
+            "on the node: check that the Slurm build has gpu_nvml.so (rpm -ql / the image's plugin dir) and "
+            "rebuild with NVML if not, or list the GPUs in gres.conf without AutoDetect; check nvidia-smi; "
+            "then scontrol update nodename=<node> state=resume"
+        ),
+        verify=("slurmd -G", "ls /usr/lib64/slurm/ | grep gpu_nvml", "nvidia-smi -L"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/SchedMD/slurm/blob/master/src/common/gres.c",
+        example="gres/gpu count repor slurm     2026-04-14T06:39:53 slinky-0",
+        example_source="https://github.com/SlinkyProject/containers/issues/14",
+        causes=("slurm.gres-nvml", "gpu.driver-not-loaded"),
+        subject="node {node}",
+        detail="({got} < {want})",
+    ),
 )

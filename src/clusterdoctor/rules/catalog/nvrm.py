@@ -144,14 +144,21 @@ MESSAGES: tuple[Message, ...] = (
         title="The NVIDIA driver's probe was not called: another driver owns the GPU",
         pattern=r"NVRM: The NVIDIA probe routine was not called for \d{1,4} device\(s\)",
         trigger="The NVIDIA probe routine was not called",
+        # newer drivers name the GPU and the driver that holds it (nv-pci.c)
+        triggers=("is already bound to",),
+        variants=(
+            r"NVRM: GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) is already bound to "
+            r"(?P<drv>[\w\-]{1,40})",
+        ),
         meaning="the nvidia module loaded but never got the GPU: another kernel driver had claimed it",
         cause=(
-            "nouveau (or nvidiafb, rivafb, vfio-pci) was loaded first and bound the GPU, so the nvidia "
-            "driver has no device"
+            "nouveau, nova_core (the in-tree Rust driver of recent kernels, NovaCore), nvidiafb, rivafb or "
+            "vfio-pci was loaded first and bound the GPU, so the nvidia driver has no device"
         ),
         fix=(
-            "blacklist nouveau (and nvidiafb/rivafb), rebuild the initramfs and reboot; on a passthrough host "
-            "check the vfio-pci binding is intended"
+            "blacklist the driver that holds it (nouveau, and nova_core/nova_drm on kernels that build them; "
+            "nvidiafb/rivafb), rebuild the initramfs and reboot; on a passthrough host check the vfio-pci "
+            "binding is intended"
         ),
         verify=("lspci -k -d 10de:", "lsmod | grep -E 'nouveau|nvidia'"),
         severity=Severity.CRITICAL,
@@ -160,6 +167,8 @@ MESSAGES: tuple[Message, ...] = (
         example="[ 9687.215135] NVRM: The NVIDIA probe routine was not called for 1 device(s).",
         example_source="https://github.com/MrMEEE/ironhide/issues/41",
         causes=("gpu.driver-not-loaded",),
+        subject="GPU {pci}",
+        detail="(bound to {drv})",
     ),
     Message(
         code="NVDRV101",

@@ -111,6 +111,13 @@ MESSAGES: tuple[Message, ...] = (
         title="A write failed: no space left on the device",
         pattern=r"\[Errno 28\] No space left on device(?!: '/dev/shm)(?:: '(?P<path>[^'\n]{1,512})')?",
         trigger="No space left on device",
+        # Rust's std::io::Error (safetensors, tokenizers, huggingface hub): "... No space left on device (os
+        # error 28)"; coreutils and shells: "<prog>: error writing '<path>': No space left on device"
+        variants=(
+            r"No space left on device \(os error 28\)",
+            r"(?:error writing|write error|cannot (?:create|write)[^:\n]{0,40}) ?'?(?P<path2>/[^'\n:]{1,512})?'?: "
+            r"No space left on device",
+        ),
         meaning="the filesystem being written to is full (ENOSPC)",
         cause="checkpoints, logs, caches or datasets filled the disk or volume the job writes to",
         fix="free space on that filesystem (old checkpoints, caches such as ~/.cache/huggingface), move the "
