@@ -29,6 +29,7 @@ def test_bare_command_on_the_first_line():
     for cmd, body in (
         ("ulimit -a", "core file size          (blocks, -c) 0\n"),
         ("sudo ibv_devinfo", "hca_id: mlx5_0\n"),
+        ('grep -E "failed: |error: " /var/log/syslog', "May  4 kernel: x\n"),  # ": " inside quotes
     ):
         p = clean(f"{cmd}\n{body}")
         assert p.commands == [cmd] and p.text == body and p.origin == [2]
@@ -38,6 +39,9 @@ def test_a_programs_own_message_is_not_a_command_line():
     for first in (
         "cat: /sys/class/infiniband/mlx5_0/ports/1/state: No such file or directory",
         "dmesg: read kernel buffer failed: Operation not permitted",
+        # gpud's message naming the program (github.com/leptonai/gpud, corpus ok-gpu-703): words and ": "
+        "nvidia-smi GPU GPU 00000000:E1:00.0 failed to determine if it qualifies for RMA: invalid remapping "
+        'failure occurred value: ""',
     ):
         assert clean(first + "\nnext\n").commands == []
     # only the first content line is looked at: output that starts with a program name later stays

@@ -184,12 +184,28 @@ _BARE_CMD = re.compile(
 )
 
 
+# a program's own message ("nvidia-smi GPU ... failed to determine ...: invalid ..."), not arguments: words
+# joined by ": " outside quotes (commands put such text in quotes: grep "failed: ")
+_QUOTED = re.compile(r"'[^'\n]{0,400}'|\"[^\"\n]{0,400}\"")
+_MESSAGE_COLON = re.compile(r"[A-Za-z0-9)\]]: [A-Za-z]")
+
+
+def reads_as_message(line: str) -> bool:
+    """Whether ``line`` holds words joined by ": " outside quotes: a program's message, not arguments."""
+    return _MESSAGE_COLON.search(_QUOTED.sub("", line)) is not None
+
+
+def is_bare_command(line: str) -> bool:
+    """Whether ``line`` is a command typed without a prompt: a known program and its arguments."""
+    return len(line) <= MAX_LINE and _BARE_CMD.match(line) is not None and not reads_as_message(line)
+
+
 def _first_command(lines: list[str]) -> int | None:
     """Index of the paste's first content line when it is a bare command line, else None."""
     for i, line in enumerate(lines[:50]):
         if not line.strip() or _FENCE.match(line):
             continue
-        return i if len(line) <= MAX_LINE and _BARE_CMD.match(line) else None
+        return i if is_bare_command(line) else None
     return None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdoctor.errors import InputError
-from clusterdoctor.observe.paste import KNOWN_PROGRAMS
+from clusterdoctor.observe.paste import KNOWN_PROGRAMS, reads_as_message
 
 __all__ = ["load_unlisted_gpu", "looks_like", "sniff_unlisted_gpu"]
 
@@ -44,7 +44,7 @@ def _command(line: str) -> str | None:
     m = _PROMPT_LINE.match(line)
     if m:
         return m.group("cmd").strip()
-    return line.strip() if _BARE_CMD.match(line) else None
+    return line.strip() if _BARE_CMD.match(line) and not reads_as_message(line) else None
 
 
 def looks_like(text: str) -> str | None:
