@@ -5,11 +5,13 @@ Split from rules/gpu.py (which lists the per-GPU rules); references: reference/g
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 
 from clusterdoctor.model import Evidence, Finding, Severity
 from clusterdoctor.rules.gpu_common import _cost, _extra_ident, _fleet, node_name
+from clusterdoctor.rules.gpu_nvlink import expected_nvlinks
 from clusterdoctor.rules.registry import Observations, rule
 from clusterdoctor.topology.gpu import GpuEvent
 
@@ -101,6 +103,24 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
                 if str(e.attrs.get("health", "")).lower().startswith("fail")
                 else Severity.WARNING
             )
+            if _links_down_only(e) and expected_nvlinks(g.model) is None:
+                # DCGM's NVLink watch flags every link of a GPU that has none connected (a PCIe card
+                # without a bridge: NVIDIA/NVSentinel#1481): by design unless the model says it has links
+                yield dcgm_health.finding(
+                    f"{g.label()}: {e.message[:200]}. Not judged: DCGM reports the NVLinks of a GPU that has "
+                    "none connected (a PCIe card without a bridge) as down; the model here is "
+                    + (f"{g.model}" if g.model else "not known")
+                    + ", so check `nvidia-smi nvlink -s` and the product before acting.",
+                    evidence=[
+                        *_extra_ident(g),
+                        Evidence("dcgmi health", e.message[:300], source=f"{e.source}:{e.line}"),
+                        Evidence("NVLinks expected for the model", "unknown" if not g.model else "none"),
+                    ],
+                    severity=Severity.INFO,
+                    subject=g.label(),
+                    confidence=0.4,
+                )
+                continue
             yield dcgm_health.finding(
                 f"{g.label()}: {e.message[:240]}. " + _cost(g, "DCGM flags this GPU"),
                 evidence=[
@@ -111,3 +131,15 @@ def dcgm_health(obs: Observations) -> Iterator[Finding]:
                 subject=g.label(),
                 confidence=0.8,
             )
+
+
+# "GPU 0's NvLink link 3 is currently down": DCGM_FR_NVLINK_DOWN's message
+_LINK_DOWN = re.compile(r"NvLink link \d{1,2} is currently down")
+
+
+def _links_down_only(e: GpuEvent) -> bool:
+    """Whether a dcgmi health event is an NVLink watch that says only that links are down."""
+    if not str(e.attrs.get("system", "")).upper().startswith("NVLINK"):
+        return False
+    text = e.message.split(" — ", 1)[-1]
+    return bool(_LINK_DOWN.search(text)) and "error" not in text.lower() and "crc" not in text.lower()

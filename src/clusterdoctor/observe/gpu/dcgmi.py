@@ -33,13 +33,20 @@ _RESULT = re.compile(
 _GPU_IN_TEXT = re.compile(r"\bGPU:?\s*(\d+)\b")
 
 
+_OVERALL_ROW = re.compile(r"^\|\s*Overall Health\s*\|\s*(?:Healthy|Warning|Failure|Incompatible)\b", re.M)
+_ENTITY_ROW = re.compile(r"^\|\s*-> ", re.M)
+
+
 def sniff_dcgmi(head: bytes) -> bool:
     text = head[:32768].decode("utf-8", errors="replace")
     if "| Diagnostic" in text and "| Result" in text:
         return True
     if re.search(r"^\s*\d+ GPUs? found\.", text, re.M) and "Device Information" in text:
         return True
-    return "Health Monitor Report" in text and ("|" in text or '"Overall Health"' in text)
+    if "Health Monitor Report" in text and ("|" in text or '"Overall Health"' in text):
+        return True
+    # an excerpt of `dcgmi health -c` from its "Overall Health" row on (the banner left out)
+    return _OVERALL_ROW.search(text) is not None and _ENTITY_ROW.search(text) is not None
 
 
 # the name up to the first spaces followed by "--" (a lazy name over spaces rescanned them: quadratic)
@@ -240,6 +247,7 @@ def _parse_health(lines: list[str], src: str, report: GpuReport) -> None:
     health: str | None = None
     chunks: list[str] = []
     group = "GPU"
+    sys_line = 0  # the line of the current system's row
 
     def flush(lineno: int) -> None:
         nonlocal chunks
@@ -250,7 +258,7 @@ def _parse_health(lines: list[str], src: str, report: GpuReport) -> None:
                     "health",
                     f"dcgmi health {system}: {health}" + (f" — {text}" if text else ""),
                     source=src,
-                    line=lineno,
+                    line=sys_line or lineno,
                     attrs={"system": system, "health": health},
                 )
             )
@@ -279,7 +287,7 @@ def _parse_health(lines: list[str], src: str, report: GpuReport) -> None:
         sm = re.match(r"^->\s*(.+)$", left)
         if sm and cur is not None and sm.group(1) != "Errors":
             flush(lineno)
-            system = sm.group(1).strip()
+            system, sys_line = sm.group(1).strip(), lineno
             health = right.strip().split()[0] if right.strip() else None
             continue
         if not left and system:
@@ -325,7 +333,7 @@ def parse_dcgmi(data: bytes | str, path: str | None = None) -> GpuReport:
     if "Health Monitor Report" in text and '"Overall Health"' in text:
         report = GpuReport("dcgmi health -j", src)
         _parse_health_json(text, src, report)
-    elif "Health Monitor Report" in text:
+    elif "Health Monitor Report" in text or (_OVERALL_ROW.search(text) and _ENTITY_ROW.search(text)):
         report = GpuReport("dcgmi health", src)
         _parse_health(lines, src, report)
     elif re.search(r"GPUs? found\.", text) and "Device Information" in text:
