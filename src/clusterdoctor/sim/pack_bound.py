@@ -12,8 +12,9 @@ relaxation of that packing problem (so its optimum is an upper bound on the exac
   could host it when empty;
 - GPU sharing: each GPU holding sharing pods (one GPU, < 1000 milli) holds a *pattern* — a multiset of
   their milli values summing to at most 1000, maximal (no value of the trace fits in what is left);
-  ``y[p]`` GPUs use pattern ``p`` and every placed sharing pod needs a slot of its milli in one of them;
-  whole-GPU pods' GPUs plus the patterned GPUs are at most the cluster's GPUs.
+  ``y[p, c]`` GPUs of class ``c`` use pattern ``p`` and every sharing pod placed on class ``c`` needs a
+  slot of its milli in one of them; per class, whole-GPU pods' GPUs plus the patterned GPUs are at
+  most the class's GPUs.
 
 Relaxed (dropped): integrality, each node's own CPU/memory (only class sums), which node a pattern sits
 on, and multi-GPU pods' need for GPUs of one node. Every one of those only raises the optimum, so the
@@ -23,7 +24,7 @@ result bounds what migration can reach. ``scipy`` (HiGHS) solves it; it is impor
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +45,8 @@ class PackBound:
     share_gpus: float  # GPUs the optimum fills with sharing patterns
     unused_share_milli: float  # idle milli on those GPUs (pattern slack plus unfilled slots)
     status: str
+    # (GPUs per pod, milli per GPU) -> (pods the optimum places, pods arrived)
+    by_shape: dict[tuple[int, int], tuple[float, int]] = field(default_factory=dict)
 
     @property
     def bound_pct(self) -> float:
@@ -136,24 +139,39 @@ def packing_bound(cluster: Cluster, pods: PodTrace, arrived: np.ndarray, forced:
         add([(j, specs[cols[j][0]][0]) for j in js], n_c * ccpu)
         add([(j, specs[cols[j][0]][1]) for j in js], n_c * cmem)
         add([(j, specs[cols[j][0]][2] * specs[cols[j][0]][3]) for j in js], n_c * cg * MILLI)
-    whole = [(j, float(specs[t][2])) for j, (t, _) in enumerate(cols) if specs[t][3] >= MILLI]
-    add(whole + [(nx + p, 1.0) for p in range(ny)], cluster.total_gpus)  # GPUs
-    for m in share_m:  # every sharing pod of milli m needs a slot of m in a pattern: x - slots <= 0
-        entries = [(j, 1.0) for j, (t, _) in enumerate(cols) if specs[t][2] == 1 and specs[t][3] == m]
-        entries += [(nx + p, -float(pat[m])) for p, pat in enumerate(pats) if m in pat]
-        add(entries, 0.0)
-    a = coo_matrix((vals, (rows, cidx)), shape=(r, nx + ny)).tocsr()
-    obj = np.zeros(nx + ny)
+    ncls = len(cls)
+    for c in range(ncls):  # per class: whole-GPU pods' GPUs plus patterned GPUs <= the class's GPUs
+        n_c, cg = classes[cls[c]], cls[c][2]
+        whole = [
+            (j, float(specs[cols[j][0]][2])) for j in by_class.get(c, []) if specs[cols[j][0]][3] >= MILLI
+        ]
+        add(whole + [(nx + c * ny + p, 1.0) for p in range(ny)], n_c * cg)
+        for m in share_m:  # every sharing pod of milli m there needs a slot of m in a pattern there
+            entries = [
+                (j, 1.0)
+                for j in by_class.get(c, [])
+                if specs[cols[j][0]][2] == 1 and specs[cols[j][0]][3] == m
+            ]
+            entries += [(nx + c * ny + p, -float(pat[m])) for p, pat in enumerate(pats) if m in pat]
+            add(entries, 0.0)
+    a = coo_matrix((vals, (rows, cidx)), shape=(r, nx + ncls * ny)).tocsr()
+    obj = np.zeros(nx + ncls * ny)
     for j, (t, _) in enumerate(cols):
         obj[j] = -float(specs[t][2] * specs[t][3])
     res = linprog(obj, A_ub=a, b_ub=np.array(rhs, dtype=float), bounds=(0, None), method="highs")
-    xs = res.x if res.x is not None else np.zeros(nx + ny)
+    xs = res.x if res.x is not None else np.zeros(nx + ncls * ny)
     share_gpus = float(xs[nx:].sum())
     share_used = sum(
         xs[j] * specs[t][3] for j, (t, _) in enumerate(cols) if specs[t][2] == 1 and specs[t][3] < MILLI
     )
     arrived_milli = sum(k * s[2] * s[3] for s, k in counts.items())
+    shape: dict[tuple[int, int], list] = {}
+    for s, k in counts.items():
+        shape.setdefault((s[2], s[3]), [0.0, 0])[1] += k
+    for j, (t, _) in enumerate(cols):
+        shape[(specs[t][2], specs[t][3])][0] += float(xs[j])
     return PackBound(
         -float(res.fun) if res.status == 0 else float("nan"), cluster.total_gpus, int(arrived.size),
         int(arrived_milli), ny, forced, share_gpus, share_gpus * MILLI - float(share_used), res.message,
+        {k: (round(v[0], 1), v[1]) for k, v in sorted(shape.items())},
     )  # fmt: skip
