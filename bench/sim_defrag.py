@@ -63,7 +63,7 @@ def main() -> int:
                 "placed": r.pods_arrived - r.pods_failed, "cpu_s": time.process_time() - t0,
             })  # fmt: skip
     base = [x["alloc"] for x in res["fgd"]]
-    print(f"openb default, tune 1.3, seeds {a.seeds}: allocation at 130 % (10-seed means)")
+    print(f"openb default, tune 1.3, seeds {a.seeds}: allocation at 130 % (means over the seeds)")
     print(f"{'policy':<24}{'alloc %':>8}{'vs FGD':>8}{'min..max':>14}{'better':>7}{'migr':>6}"
           f"{'GPU-h':>7}{'CPU s':>6}")  # fmt: skip
     for label, rows in res.items():
