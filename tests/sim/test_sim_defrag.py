@@ -115,6 +115,9 @@ def test_openb_seed42_beats_fgd():
     placed = dfg.pods_arrived - dfg.pods_failed
     assert 0 < dfg.migrations <= placed // 100
     assert dfg.final_allocation > fgd.final_allocation + 0.1
+    zero = run_fgd_protocol(nodes, pods, get_policy("defrag", per_100=0), 42)
+    assert zero.allocation_curve == fgd.allocation_curve and zero.migrations == 0
+    assert zero.first_failed == fgd.first_failed and zero.pods_failed == fgd.pods_failed
 
 
 def test_consolidate_frees_a_whole_gpu():
