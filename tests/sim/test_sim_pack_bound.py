@@ -58,3 +58,8 @@ def test_bound_is_above_what_fgd_and_defrag_reach(seed):
     for pol in ("fgd", "defrag"):
         r = run_fgd_protocol(cluster, pods, pol, seed)
         assert r.used_milli[-1] <= b.bound_milli + 1e-6
+
+
+def test_zero_milli_gpu_pods_and_cpu_only_pods_add_nothing():
+    pods = _pods([(1000, 100, 1, 0), (1000, 100, 0, 0), (1000, 100, 1, 300)])
+    assert packing_bound(_one_gpu(), pods, np.arange(3), forced=3).bound_milli == pytest.approx(300)

@@ -16,7 +16,9 @@ relaxation of that packing problem (so its optimum is an upper bound on the exac
   slot of its milli in one of them; per class, whole-GPU pods' GPUs plus the patterned GPUs are at
   most the class's GPUs.
 
-Relaxed (dropped): integrality, each node's own CPU/memory (only class sums), which node a pattern sits
+Pods asking several GPUs at a share each (FGD rejects them; openb has none) enter only through the
+class's GPU milli. The pattern count grows fast with many small sharing values (openb default:
+~1,500-1,700). Relaxed (dropped): integrality, each node's own CPU/memory (only class sums), which node a pattern sits
 on, and multi-GPU pods' need for GPUs of one node. Every one of those only raises the optimum, so the
 result bounds what migration can reach. ``scipy`` (HiGHS) solves it; it is imported here only.
 """
@@ -95,10 +97,10 @@ def packing_bound(cluster: Cluster, pods: PodTrace, arrived: np.ndarray, forced:
     specs = sorted(counts)
     classes = Counter((n.cpu_milli, n.memory_mib, n.gpus, n.model) for n in cluster.nodes)
     cls = sorted(classes)
-    share_m = sorted({s[3] for s in specs if s[2] == 1 and s[3] < MILLI})
+    share_m = sorted({s[3] for s in specs if s[2] == 1 and 0 < s[3] < MILLI})
     share_cap = Counter()
     for s in specs:
-        if s[2] == 1 and s[3] < MILLI:
+        if s[2] == 1 and 0 < s[3] < MILLI:
             share_cap[s[3]] += counts[s]
     pats = share_patterns(share_m, dict(share_cap))
 
