@@ -18,8 +18,8 @@ relaxation of that packing problem (so its optimum is an upper bound on the exac
 
 Pods asking several GPUs at a share each (FGD rejects them; openb has none) enter only through the
 class's GPU milli. The pattern count grows fast with many small sharing values (openb default:
-~1,500-1,700). Relaxed (dropped): integrality, each node's own CPU/memory (only class sums), which node a pattern sits
-on, and multi-GPU pods' need for GPUs of one node. Every one of those only raises the optimum, so the
+~1,500-1,700). Relaxed (dropped): integrality, each node's own CPU/memory/GPUs (only class sums, so
+which node of its class a pattern sits on), and multi-GPU pods' need for GPUs of one node. Every one of those only raises the optimum, so the
 result bounds what migration can reach. ``scipy`` (HiGHS) solves it; it is imported here only.
 """
 
