@@ -4,6 +4,10 @@ seed (same arrival order, same node order). Also the same policy with a zero bud
 unbounded one (10 per 100 pods) to show where the budget binds.
 
     .venv/bin/python bench/sim_defrag.py [--seeds 42-51] [--json out.json]
+    .venv/bin/python bench/sim_defrag.py --seeds 42-44 --only \
+        --variant 'v4=defrag:{"max_victims": 4}'    # FGD plus these variants only
+
+``--variant LABEL=POLICY:JSON-KWARGS`` (repeatable) adds a run; ``--only`` keeps FGD and the variants.
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--variant", action="append", default=[])
+    ap.add_argument("--only", action="store_true")
     a = ap.parse_args()
+    runs = [RUNS[0]] if a.only else list(RUNS)
+    for v in a.variant:
+        label, rest = v.split("=", 1)
+        pol, _, kw = rest.partition(":")
+        runs.append((label, pol, json.loads(kw) if kw else {}))
     nodes_p = fixture_path("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv")
     pods_p = fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
     if not (nodes_p and pods_p):
@@ -42,7 +53,7 @@ def main() -> int:
     nodes, pods = load_openb_nodes(nodes_p), load_openb_pods(pods_p)
     seeds = parse_seeds(a.seeds)
     res: dict[str, list[dict]] = {}
-    for label, pol, kw in RUNS:
+    for label, pol, kw in runs:
         for seed in seeds:
             t0 = time.process_time()
             r = run_fgd_protocol(nodes, pods, get_policy(pol, **kw), seed)
@@ -52,7 +63,7 @@ def main() -> int:
                 "placed": r.pods_arrived - r.pods_failed, "cpu_s": time.process_time() - t0,
             })  # fmt: skip
     base = [x["alloc"] for x in res["fgd"]]
-    print(f"openb default, tune 1.3, seeds {a.seeds}: allocation at 130 % (10-seed means)")
+    print(f"openb default, tune 1.3, seeds {a.seeds}: allocation at 130 % (means over the seeds)")
     print(f"{'policy':<24}{'alloc %':>8}{'vs FGD':>8}{'min..max':>14}{'better':>7}{'migr':>6}"
           f"{'GPU-h':>7}{'CPU s':>6}")  # fmt: skip
     for label, rows in res.items():

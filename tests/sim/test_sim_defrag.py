@@ -115,6 +115,9 @@ def test_openb_seed42_beats_fgd():
     placed = dfg.pods_arrived - dfg.pods_failed
     assert 0 < dfg.migrations <= placed // 100
     assert dfg.final_allocation > fgd.final_allocation + 0.1
+    zero = run_fgd_protocol(nodes, pods, get_policy("defrag", per_100=0), 42)
+    assert zero.allocation_curve == fgd.allocation_curve and zero.migrations == 0
+    assert zero.first_failed == fgd.first_failed and zero.pods_failed == fgd.pods_failed
 
 
 def test_consolidate_frees_a_whole_gpu():
@@ -127,3 +130,48 @@ def test_consolidate_frees_a_whole_gpu():
     assert dfg.consolidate()
     assert sim.state.used_milli == used and dfg.stats.migrations == 1
     assert sorted(int(sim.state.gl[n, 0]) for n in (0, 1)) == [200, 1000]  # one GPU whole again
+
+
+def _drive(cluster, pods, seed, **kw):
+    """The protocol loop of run_fgd_protocol, with the defragmenter in reach, checking after every
+    arrival that the cluster's free resources equal capacity minus the pods the table says are there."""
+    from clusterdoctor.sim.engine import FGD_TUNE, fgd_arrival_order
+
+    rng = np.random.default_rng(seed)
+    order = fgd_arrival_order(pods, cluster.total_gpus, FGD_TUNE, rng)
+    pol = get_policy("defrag", **kw)
+    sim = _Sim(cluster, pods, pol, rng, typical_from=pods)
+    d = Defragmenter(sim, **pol.defrag)
+    st, sp = sim.state, sim.specs
+    for p in order:
+        s = int(sim.pod_spec[p])
+        node = sim.choose(s)
+        if node >= 0:
+            d.placed_pod(int(p), node, s, sim.place(node, s))
+        elif (node := d.try_admit(int(p), s)) >= 0:
+            d.placed_pod(int(p), node, s, sim.place(node, s))
+        valid = d.pod >= 0
+        cpu = np.where(valid, sp.cpu[d.spec], 0).sum(axis=1)
+        mem = np.where(valid, sp.mem[d.spec], 0).sum(axis=1)
+        gpu = (np.where(valid, sp.milli[d.spec], 0)[:, :, None] * d.mask).sum(axis=1)
+        assert (st.cpu_left == st.cpu_cap - cpu).all() and (st.cpu_left >= 0).all()
+        assert (st.mem_left == st.mem_cap - mem).all() and (st.mem_left >= 0).all()
+        assert (st.gl == np.where(st.gpu_exists, 1000, 0) - gpu).all() and (st.gl >= 0).all()
+        assert d.stats.migrations <= d.placed * kw.get("per_100", 1) // 100
+    return d
+
+
+@pytest.mark.parametrize("mode", ["repack", "both"])
+def test_migrations_never_break_capacity(mode):
+    cluster, pods = _random_trace(3)
+    d = _drive(cluster, pods, 3, per_100=10, start_alloc=0.0, min_frag_gain=0, repack_every=2, mode=mode,
+               max_left=1000, min_cpu_left=0)  # fmt: skip
+    assert d.stats.migrations > 0
+
+
+def test_first_failed_is_the_first_pod_that_fits_nowhere():
+    pods = _pods([(1000, 100, 1, 1000), (1000, 100, 1, 1000), (1000, 100, 1, 1000), (1000, 100, 1, 500)])
+    r = run_fgd_protocol(_two_nodes(), pods, "fgd", 0, tune=0)
+    assert r.pods_failed == 2 and r.first_failed == 2
+    r = run_fgd_protocol(_two_nodes(), _pods([(1000, 100, 1, 500)]), "fgd", 0, tune=0)
+    assert r.pods_failed == 0 and r.first_failed == -1

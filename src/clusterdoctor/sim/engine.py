@@ -51,6 +51,7 @@ class ProtocolResult:
     power_at_end: dict | None = None  # sim.energy.PowerSnapshot.as_dict() after the last arrival
     # {arrived % of capacity: (kW all nodes on, kW empty nodes asleep, useful TFLOPS)} at each whole percent
     power_curve: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    first_failed: int = -1  # arrival index of the first pod that failed (-1: none)
 
     def energy_summary(self) -> dict[str, float]:
         """Mean power over the arrivals (pods arrive at a steady rate: proportional to energy) with all
@@ -234,7 +235,7 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
     used = np.empty(n, dtype=np.int64)
     frag = np.empty(n, dtype=np.float64)
     a = 0
-    failed = 0
+    failed, first_failed = 0, -1
     pod_spec = sim.pod_spec
     step = max(1, n // 100)
     from clusterdoctor.sim.energy import PowerTable
@@ -252,6 +253,8 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         elif dfg is not None and (node := dfg.try_admit(int(p), s)) >= 0:
             dfg.placed_pod(int(p), node, s, sim.place(node, s))
         else:
+            if not failed:
+                first_failed = i
             failed += 1
         arrived[i] = a
         used[i] = sim.state.used_milli
@@ -279,7 +282,7 @@ def run_fgd_protocol(cluster: Cluster, pods: PodTrace, policy: str | Policy = "f
         discrete_curve(arrived, used, total_gpus), discrete_curve(arrived, frag, total_gpus),
         time.perf_counter() - t0, notes,
         dfg.stats.migrations if dfg else 0, dfg.stats.gpu_seconds_lost / 3600 if dfg else 0.0,
-        ptab.snapshot(sim.state).as_dict(), pcurve,
+        ptab.snapshot(sim.state).as_dict(), pcurve, first_failed,
     )  # fmt: skip
 
 
