@@ -57,7 +57,8 @@ _KV = re.compile(  # the key up to the spaces before its colon, each run of spac
     r"^\s*(?:-\s+)?([A-Za-z_](?>[\w.\-]+| +(?!\s*:))*)\s*:\s+(-?\d[\d,]*+)\s*(?:Bps\s*=.*)?$"
 )
 _RING = re.compile(r"^\s*\[(\d+)\]:\s+([\w.\-]+):\s+(\d+)\s*$")
-_PAIRS = re.compile(r"([A-Za-z][\w-]{0,127}+):\s+(\d+)")  # bounded: every start rescanned the run
+# a name starts where no name character precedes it: a run of them is scanned once, from its start
+_PAIRS = re.compile(r"(?<![\w-])([A-Za-z][\w-]{0,127}+):\s+(\d+)")
 
 
 def _int(s: str) -> int | None:
