@@ -14,13 +14,15 @@ relist: ``pleg has yet to be successful``); the entries match only the forms tha
 broken.
 
 The certificate and TLS entries (KUBELET107-111, 114, 115, 124) are
-:mod:`clusterdoctor.rules.catalog.kubelet_tls`; ``MESSAGES`` here is the whole family in code order.
+:mod:`clusterdoctor.rules.catalog.kubelet_tls`, the CNI plugins' sandbox network errors (KUBELET129-132)
+:mod:`clusterdoctor.rules.catalog.kubelet_cni`; ``MESSAGES`` here is the whole family in code order.
 """
 
 from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.kubelet_cni import CNI_MESSAGES
 from clusterdoctor.rules.catalog.kubelet_tls import _K8S, TLS_MESSAGES
 
 _DUR = r"[0-9hmsµun.]{1,40}"
@@ -705,5 +707,8 @@ _NODE_MESSAGES: tuple[Message, ...] = (
     ),
 )
 
-# the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py)
-MESSAGES: tuple[Message, ...] = tuple(sorted((*_NODE_MESSAGES, *TLS_MESSAGES), key=lambda m: m.code))
+# the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py),
+# the CNI plugins' sandbox network errors (kubelet_cni.py)
+MESSAGES: tuple[Message, ...] = tuple(
+    sorted((*_NODE_MESSAGES, *TLS_MESSAGES, *CNI_MESSAGES), key=lambda m: m.code)
+)
