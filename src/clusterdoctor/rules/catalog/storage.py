@@ -710,4 +710,36 @@ MESSAGES: tuple[Message, ...] = (
         causes=("storage.checkpoint-path",),
         subject="{path}",
     ),
+    Message(
+        code="STOR125",
+        name="nfs-server-not-responding",
+        title="The kernel's NFS client gets no answer from the server (server not responding)",
+        # net/sunrpc/clnt.c call_timeout: "%s: server %s not responding, still trying" (hard mount) /
+        # "..., timed out" (soft mount); "%s: server %s OK" when it answers again
+        pattern=r"nfs: server (?P<server>[^\s,]{1,253}) not responding, (?P<state>still trying|timed out)",
+        trigger=" not responding, ",
+        meaning=(
+            "RPCs to the NFS server time out: on a hard mount every process touching the mount blocks in D "
+            "state until the server answers (a training job, its data loader or checkpoint write hangs; hung "
+            "task warnings follow), on a soft mount the calls fail with EIO"
+        ),
+        cause=(
+            "the server or the path to it: the NFS server overloaded (all nfsd threads busy, its disks slow) "
+            "or down or failing over, packet loss or an MTU mismatch on the network between client and "
+            "server, or a client that floods it (many ranks reading small files at once)"
+        ),
+        fix=(
+            "check the server (load, nfsd thread count, its disks) and the network path (ping -M do -s 8972 "
+            "for jumbo frames, drops on the NICs); spread the I/O (stage data to local disk, fewer parallel "
+            "readers); nfs: server ... OK in the log marks when it recovered"
+        ),
+        verify=("dmesg -T | grep -E 'nfs: server .* (not responding|OK)'", "nfsstat -rc", "mountstats"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/net/sunrpc/clnt.c",
+        example="[32956.142249] nfs: server thinkcentre not responding, still trying",
+        example_source="https://github.com/linux-surface/linux-surface/issues/1494",
+        causes=("storage.slow-io",),
+        subject="NFS server {server}",
+    ),
 )
