@@ -742,4 +742,45 @@ MESSAGES: tuple[Message, ...] = (
         causes=("storage.slow-io",),
         subject="NFS server {server}",
     ),
+    Message(
+        code="STOR126",
+        name="lustre-rpc-timeout",
+        title="A Lustre RPC to a server target timed out (ptlrpc: Request sent has timed out)",
+        # lustre/ptlrpc/client.c ptlrpc_expire_one_request: "@@@ Request sent has timed out for slow reply" /
+        # "... for sent delay"
+        pattern=r"Request sent has timed out for (?P<kind>slow reply|sent delay)",
+        trigger="Request sent has timed out for",
+        meaning=(
+            "a Lustre client (or server) got no reply to a request within its adaptive timeout (slow reply), "
+            "or could not send it (sent delay): the import to that target (MGS, MDT or OST, named after o<opc>->) "
+            "reconnects and I/O on it stalls meanwhile"
+        ),
+        cause=(
+            "the target's server is overloaded, hung or failing over, or the LNet path to it drops packets "
+            "(an IB/Ethernet link or router problem); a burst of metadata or small-file I/O from many clients "
+            "at once (all ranks opening files, a checkpoint storm) makes servers slow to reply"
+        ),
+        fix=(
+            "check the target's server (load, its own log for service threads inactive, failover) and LNet "
+            "(lctl ping <nid>, lnetctl net show); spread the I/O (fewer files, stage data, stagger checkpoint "
+            "writes); repeated timeouts to one target point at that server"
+        ),
+        verify=(
+            "lfs check servers",
+            "lctl ping <server nid>",
+            "lctl get_param osc.*.import | grep -E 'state|target'",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/lustre/lustre-release/blob/master/lustre/ptlrpc/client.c",
+        example=(
+            "[ 3963.751497] Lustre: 1160:0:(client.c:2114:ptlrpc_expire_one_request()) @@@ Request sent has timed "
+            "out for slow reply: [sent 1507651404/real 1507651404]  req@ffff88005ef8c000 x1580882981821232/t0(0) "
+            "o250->MGC10.14.81.0@tcp@10.14.81.0@tcp:26/25 lens 520/544 e 0 to 1 dl 1507651425 ref 1 fl "
+            "Rpc:XN/0/ffffffff rc 0/-1"
+        ),
+        example_source="https://github.com/whamcloud/integrated-manager-for-lustre/pull/329",
+        causes=("storage.slow-io",),
+        detail="({kind})",
+    ),
 )
