@@ -127,4 +127,72 @@ MESSAGES: tuple[Message, ...] = (
         causes=("k8s.rbac-forbidden",),
         subject="node-problem-detector",
     ),
+    Message(
+        code="APISRV104",
+        name="kubectl-no-kubeconfig",
+        title="kubectl has no kubeconfig and falls back to localhost:8080",
+        # kubectl (k8s.io/kubectl/pkg/cmd/util/helpers.go): "The connection to the server %s was refused -
+        # did you specify the right host or port?"; localhost:8080 is client-go's default with no config
+        pattern=r"The connection to the server (?:localhost|127\.0\.0\.1):8080 was refused",
+        trigger="The connection to the server ",
+        meaning=(
+            "kubectl found no cluster to talk to and tried the old insecure default localhost:8080, which no "
+            "current apiserver serves: the message says nothing about the cluster's health"
+        ),
+        cause=(
+            "no kubeconfig for the user running kubectl: ~/.kube/config missing (kubeadm's admin.conf not "
+            "copied, a worker node that never had one), KUBECONFIG unset or pointing at a missing file, "
+            "kubectl run with sudo or as another user, or a broken config (bad indentation, no current-context)"
+        ),
+        fix=(
+            "give kubectl a kubeconfig: mkdir -p $HOME/.kube && sudo cp /etc/kubernetes/admin.conf "
+            "$HOME/.kube/config && sudo chown $(id -u):$(id -g) $HOME/.kube/config (or export KUBECONFIG=...; "
+            "for a managed cluster fetch it, e.g. gcloud container clusters get-credentials)"
+        ),
+        verify=("kubectl config view --minify", "echo $KUBECONFIG"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/kubernetes/kubectl/blob/master/pkg/cmd/util/helpers.go",
+        example="The connection to the server localhost:8080 was refused - did you specify the right host or port?",
+        example_source="https://github.com/kubernetes/kubectl/issues/737",
+        causes=("k8s.kubeconfig-missing",),
+    ),
+    Message(
+        code="APISRV105",
+        name="apiserver-connection-refused",
+        title="Nothing listens at the API server's address: kube-apiserver is not running",
+        pattern=(
+            r"The connection to the server (?!localhost:8080|127\.0\.0\.1:8080)(?P<server>[\w.\-\[\]:]{1,200}) "
+            r"was refused"
+        ),
+        trigger="The connection to the server ",
+        meaning=(
+            "kubectl reached the API server's host but the connection was refused: no kube-apiserver is "
+            "listening there (or the load balancer in front has no healthy backend)"
+        ),
+        cause=(
+            "kube-apiserver is down or restarting on the control plane: it cannot reach etcd (etcd down, its "
+            "data or certificates broken), its certificates expired, the kubelet that runs it as a static pod "
+            "is not running (swap on after a reboot, a failed kubelet, containerd down), or the control-plane "
+            "node was rebooted and is still coming up; less often the kubeconfig names a wrong address or port"
+        ),
+        fix=(
+            "on a control-plane node: crictl ps -a | grep kube-apiserver and its logs, journalctl -u kubelet; "
+            "fix what it reports (etcd, certificates: kubeadm certs check-expiration, swap off, containerd), "
+            "then check the server address in the kubeconfig"
+        ),
+        verify=(
+            "crictl ps -a | grep -E 'kube-apiserver|etcd'",
+            "journalctl -u kubelet -n 50",
+            "kubeadm certs check-expiration",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source="https://github.com/kubernetes/kubectl/blob/master/pkg/cmd/util/helpers.go",
+        example="The connection to the server 10.190.67.31:6443 was refused - did you specify the right host or port?",
+        example_source="https://github.com/kubernetes/website/issues/19461",
+        causes=("k8s.component-down",),
+        role="symptom",  # etcd down, an expired certificate, a stopped kubelet explain it when present
+        subject="apiserver {server}",
+    ),
 )

@@ -305,4 +305,77 @@ MESSAGES: tuple[Message, ...] = (
         causes=("containerd.config-invalid",),
         subject="{path}",
     ),
+    Message(
+        code="CTRD110",
+        name="containerd-sandbox-name-reserved",
+        title="containerd is still busy with an earlier sandbox of the pod (failed to reserve sandbox name)",
+        # internal/cri/server/sandbox_run.go: "failed to reserve sandbox name %q: %w" over the name index's
+        # "name %q is reserved for %q"
+        pattern=r"failed to reserve (?P<what>sandbox|container) name\b",
+        trigger="failed to reserve ",
+        meaning=(
+            "the kubelet retried RunPodSandbox (or CreateContainer) while containerd still holds the name for an "
+            "earlier attempt that has not returned or was not cleaned up: the pod stays ContainerCreating"
+        ),
+        cause=(
+            "the first attempt is stuck inside containerd past the kubelet's 4-minute deadline (context deadline "
+            "exceeded just before): a CNI add that hangs, a volume mount or stat that blocks (an NFS/CSI path), "
+            "slow disk I/O, or an overloaded node; after a hard reboot, stale sandbox metadata can hold the name"
+        ),
+        fix=(
+            "find what the first attempt waits on (containerd's log for that sandbox id: CNI, mounts; iostat -x); "
+            "fix that, then remove the stale sandbox (crictl rmp -f <id>) or restart containerd"
+        ),
+        verify=("crictl pods --name <pod>", "journalctl -u containerd | grep <sandbox-id>"),
+        severity=Severity.WARNING,
+        action=Action.RESTART_SERVICE,
+        source=f"{_CTRD}/main/internal/cri/server/sandbox_run.go",
+        example=(
+            'CreateContainer within sandbox \\"a79cd1ac7ca0\\" for &ContainerMetadata{Name:portal-iui,Attempt:3,} '
+            'failed, err=failed to reserve container name xxxx ": name xxx" is reserved for '
+            '\\"d6fc1b513ce3c4840ff93d38dbeefda622afed3b2fd917ab81e25d9a5fadcf50\\""'
+        ),
+        example_source="https://github.com/containerd/containerd/issues/13867",
+        causes=("containerd.sandbox-stuck",),
+    ),
+    Message(
+        code="CTRD111",
+        name="containerd-sandbox-image-pull-failed",
+        title="containerd cannot pull its sandbox (pause) image, so no pod starts on the node",
+        # internal/cri/server/sandbox_run.go: "failed to get sandbox image %q: %w"
+        pattern=r"failed to get sandbox image \\{0,3}\"(?P<image>[^\"\\\s]{1,300})\\{0,3}\"",
+        trigger="failed to get sandbox image",
+        meaning=(
+            "every RunPodSandbox fails before the pod's own images are looked at: containerd does not have the "
+            "pause image its config names and cannot pull it"
+        ),
+        cause=(
+            "the node cannot reach the registry of sandbox_image (registry.k8s.io / k8s.gcr.io): an air-gapped "
+            "or proxied node, DNS or firewall; or config.toml names a pause image other than the one preloaded "
+            "(kubeadm pulls pause:3.9 while containerd's default is another tag), or a private mirror without it"
+        ),
+        fix=(
+            "set sandbox_image in /etc/containerd/config.toml to a pause image the node has or can pull (the "
+            "private registry's copy, the tag kubeadm uses), restart containerd; or preload it (ctr -n k8s.io "
+            "images import)"
+        ),
+        verify=(
+            "grep sandbox_image /etc/containerd/config.toml",
+            "crictl images | grep pause",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_CTRD}/main/internal/cri/server/sandbox_run.go",
+        example=(
+            "Apr 28 06:10:56 detox01-dm kubelet[1334]: E0428 06:10:56.970976    1334 remote_runtime.go:105] "
+            "RunPodSandbox from runtime service failed: rpc error: code = Unknown desc = failed to get sandbox image "
+            '"k8s.gcr.io/pause:3.1": failed to pull image "k8s.gcr.io/pause:3.1": failed to pull and unpack image '
+            '"k8s.gcr.io/pause:3.1": failed to resolve reference "k8s.gcr.io/pause:3.1": failed to do request: '
+            'Head "https://k8s.gcr.io/v2/pause/manifests/3.1": dial tcp: lookup k8s.gcr.io on [::1]:53: dial udp '
+            "[::1]:53: connect: cannot assign requested address"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/90326",
+        causes=("image.registry-unreachable",),
+        subject="image {image}",
+    ),
 )

@@ -551,4 +551,38 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/microsoft/mscclpp/issues/467",
         causes=("gpu.imex-channel",),
     ),
+    Message(
+        code="CUDA117",
+        name="cuda-no-gpus-visible",
+        title="The process sees no GPU at all (No CUDA GPUs are available)",
+        # c10/cuda/CUDAFunctions.cpp device_count_ensure_non_zero: TORCH_CHECK(count, "No CUDA GPUs are available")
+        pattern=r"No CUDA GPUs are available",
+        trigger="No CUDA GPUs are available",
+        meaning=(
+            "PyTorch found zero CUDA devices when the program first used the GPU (torch.cuda.set_device, "
+            ".cuda(), .to('cuda')): the process is given no GPU"
+        ),
+        cause=(
+            "the GPUs are hidden from the process: CUDA_VISIBLE_DEVICES names an index the node does not have "
+            "(a script that hard-codes '1' or '7' on a one-GPU machine, a launcher that sets it per rank "
+            "wrongly) or is empty; or the container got no GPU (no --gpus / nvidia.com/gpu limit, "
+            "NVIDIA_VISIBLE_DEVICES=void, the runtime is not nvidia)"
+        ),
+        fix=(
+            "print CUDA_VISIBLE_DEVICES in the failing process and remove or correct it (indices are 0..N-1 of "
+            "the GPUs the process may see); in a container, request the GPUs (docker --gpus all, a "
+            "nvidia.com/gpu limit) and check nvidia-smi inside it"
+        ),
+        verify=(
+            "echo $CUDA_VISIBLE_DEVICES",
+            "nvidia-smi -L",
+            "python -c 'import torch; print(torch.cuda.device_count())'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_PT_CUDA_INIT,
+        example="RuntimeError: No CUDA GPUs are available",
+        example_source="https://github.com/jiaw-z/CoR-GS/issues/23",
+        causes=("torch.device-ordinal", "gpu.container-runtime"),
+    ),
 )

@@ -340,4 +340,104 @@ MESSAGES: tuple[Message, ...] = (
         causes=("gpu.operator-driver",),
         subject="{pkg}",
     ),
+    Message(
+        code="NVCTK107",
+        name="docker-nvidia-runtime-unknown",
+        title="docker has no runtime named nvidia (the container toolkit is not registered with docker)",
+        # moby: "unknown or invalid runtime name: %s"; before 20.10 "Unknown runtime specified %s"
+        pattern=r"unknown or invalid runtime name: (?P<runtime>nvidia[\w\-]{0,20})",
+        variants=(r"Unknown runtime specified (?P<runtime>nvidia[\w\-]{0,20})",),
+        trigger="invalid runtime name: nvidia",
+        triggers=("Unknown runtime specified nvidia",),
+        meaning="docker was asked for --runtime=nvidia (or a compose runtime: nvidia) and has no runtime by that name",
+        cause=(
+            "the NVIDIA container toolkit is not installed, or installed but not registered in "
+            "/etc/docker/daemon.json (nvidia-ctk runtime configure not run), or docker was not restarted "
+            "after it; a rootless docker or Docker Desktop reads another daemon.json"
+        ),
+        fix=(
+            "install nvidia-container-toolkit, run sudo nvidia-ctk runtime configure --runtime=docker and "
+            "restart docker (for rootless docker, configure $HOME/.config/docker/daemon.json); or use --gpus "
+            "all, which needs no runtime entry"
+        ),
+        verify=("docker info | grep -i runtimes", "cat /etc/docker/daemon.json"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_CTK,
+        example="docker: Error response from daemon: unknown or invalid runtime name: nvidia.",
+        example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/150",
+        causes=("gpu.container-runtime",),
+    ),
+    Message(
+        code="NVCTK108",
+        name="containerd-nvidia-runtime-not-configured",
+        title="containerd has no nvidia runtime handler for the pod's RuntimeClass",
+        # containerd CRI: "failed to get sandbox runtime: no runtime for %q is configured"
+        pattern=r"no runtime for \\{0,3}[\"“](?P<runtime>nvidia[\w\-]{0,30})\\{0,3}[\"”] is configured",
+        trigger="no runtime for ",
+        meaning=(
+            "a pod with runtimeClassName nvidia cannot start: the containerd the kubelet talks to has no runtime "
+            "handler of that name in its config, so every GPU pod (the operator's own daemonsets too) fails "
+            "FailedCreatePodSandBox"
+        ),
+        cause=(
+            "the GPU operator's toolkit container did not configure the containerd that runs: it writes "
+            "another config file or socket than the node's (RKE2, k3s, MicroK8s keep theirs elsewhere: the "
+            "CONTAINERD_CONFIG / CONTAINERD_SOCKET settings), it has not run yet or failed, containerd was not "
+            "restarted after, or a config rewrite (node upgrade, another tool) dropped the nvidia runtime"
+        ),
+        fix=(
+            "check the nvidia-container-toolkit daemonset's log on the node; point its CONTAINERD_CONFIG and "
+            "CONTAINERD_SOCKET at the node's containerd (for k3s/RKE2 the config.toml.tmpl and their socket), "
+            "or add the nvidia runtime yourself (nvidia-ctk runtime configure --runtime=containerd) and "
+            "restart containerd"
+        ),
+        verify=(
+            "grep -A3 'runtimes.nvidia' /etc/containerd/config.toml",
+            "kubectl -n gpu-operator logs -l app=nvidia-container-toolkit-daemonset",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html",
+        example=(
+            "  Warning  FailedCreatePodSandBox  12s (x10 over 2m11s)  kubelet            Failed to create pod "
+            'sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nvidia" is '
+            "configured"
+        ),
+        example_source="https://github.com/NVIDIA/gpu-operator/issues/730",
+        causes=("gpu.container-runtime", "gpu.device-plugin"),
+    ),
+    Message(
+        code="NVCTK109",
+        name="container-cli-unknown-device",
+        title="nvidia-container-cli is asked for a GPU the node does not have (unknown device)",
+        # libnvidia-container: "device error: %s: unknown device"
+        pattern=r"device error: (?P<device>[^\s:\\]{1,200}): unknown device",
+        trigger="device error: ",
+        meaning=(
+            "the runtime hook could not find the GPU the container asks for (by index, UUID or MIG UUID), so "
+            "the container is not created"
+        ),
+        cause=(
+            "the request names a device that is not there: --gpus N or an index larger than the node's GPU "
+            "count, NVIDIA_VISIBLE_DEVICES carrying indices of a scheduler's allocation (enroot/Slurm: "
+            "4 on a node whose container view has 0..3), a GPU UUID of another node, or a MIG device in the old "
+            "MIG-GPU-<uuid>/gi/ci form that newer drivers no longer accept"
+        ),
+        fix=(
+            "ask for devices that exist (nvidia-smi -L lists indices and UUIDs; --gpus '\"device=0\"'); under "
+            "Slurm/enroot leave NVIDIA_VISIBLE_DEVICES=all and let the gres binding choose; use the MIG-<uuid> "
+            "names of nvidia-smi -L"
+        ),
+        verify=("nvidia-smi -L", "echo $NVIDIA_VISIBLE_DEVICES"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC,
+        example=(
+            "nvidia-container-cli.real: device error: MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0: unknown device"
+        ),
+        example_source="https://github.com/NVIDIA/nvidia-container-toolkit/issues/203",
+        causes=("gpu.container-runtime",),
+        subject="device {device}",
+    ),
 )

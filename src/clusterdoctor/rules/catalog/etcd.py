@@ -684,4 +684,35 @@ MESSAGES: tuple[Message, ...] = (
         causes=("etcd.member-config",),
         subject="{host}",
     ),
+    Message(
+        code="ETCD121",
+        name="etcd-request-too-large",
+        title="etcd refuses a request larger than its request size limit",
+        # api/v3rpc/rpctypes: ErrGRPCRequestTooLarge = "etcdserver: request is too large"
+        pattern=r"etcdserver: request is too large",
+        trigger="etcdserver: request is too large",
+        meaning=(
+            "etcd rejected a write (or a transaction) bigger than --max-request-bytes (1.5 MiB by default); "
+            "the client's create/update fails, through kube-apiserver as a 500 or 413"
+        ),
+        cause=(
+            "one object is too large for etcd: a ConfigMap or Secret near 1 MiB, a Helm release secret of a "
+            "big chart, a custom resource whose status keeps growing (workflow nodes, large annotations such "
+            "as last-applied-configuration), or an application storing blobs in etcd"
+        ),
+        fix=(
+            "make the object smaller (split the ConfigMap, keep data out of annotations, prune the status, "
+            "use server-side apply instead of kubectl.kubernetes.io/last-applied-configuration); raise "
+            "--max-request-bytes on every member only as a last resort (the clients' limits too)"
+        ),
+        verify=("kubectl get <kind> <name> -o json | wc -c", "etcdctl endpoint status -w table"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://etcd.io/docs/v3.5/dev-guide/limit/",
+        example=(
+            'error creating volume agroblock2: rpc error: code = 3 desc = "etcdserver: request is too large"'
+        ),
+        example_source="https://github.com/coreos/torus/issues/120",
+        causes=("etcd.request-too-large",),
+    ),
 )

@@ -700,4 +700,40 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/sgl-project/sglang/issues/12533",
         causes=("rdma.container-access", "rdma.driver-or-module"),
     ),
+    Message(
+        code="IB173",
+        name="nccl-ib-gid-table-change",
+        title="NCCL saw the port's GID table change (an address of the RoCE interface was added or removed)",
+        # src/transport/net_ib (2.23+): WARN("NET/IB : %s:%d Got async event : %s", ..., "GID table change")
+        # for IBV_EVENT_GID_CHANGE
+        pattern=r"Got async event : GID table change",
+        trigger="Got async event : GID table change",
+        meaning=(
+            "the HCA reported IBV_EVENT_GID_CHANGE: the GIDs of that port changed while NCCL ran (RoCE GIDs "
+            "follow the IP addresses of the port's netdev); NCCL up to the fix of issue 1819 keeps the GID "
+            "index it chose at connect time"
+        ),
+        cause=(
+            "an address of the RoCE interface changed under the job: an IP reassigned (DHCP, a CNI or macvlan "
+            "adding one for another pod, NetworkManager), the interface flapped and its GIDs re-registered in "
+            "another order, or an IPv6 address appeared; harmless if the GID NCCL uses is unchanged, otherwise "
+            "new connections or recovery use a stale GID and fail or slow down"
+        ),
+        fix=(
+            "keep the RDMA interfaces' addresses static while jobs run (no DHCP renumbering, no other pod's "
+            "address on the same port); pin NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (show_gids) or use an NCCL "
+            "release that refreshes the GID on this event; look elsewhere if the job failed for another reason"
+        ),
+        verify=("show_gids", "ip -br addr show <netdev>", "journalctl -k | grep -i -E 'gid|link'"),
+        severity=Severity.INFO,
+        action=Action.CONFIGURE,
+        source="https://github.com/NVIDIA/nccl/issues/1819",
+        example=(
+            "07d92dd514d4:142935:143254 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_3:1 Got async "
+            "event : GID table change"
+        ),
+        example_source="https://github.com/vllm-project/vllm/issues/5342",
+        causes=("roce.gid",),
+        confidence=0.5,
+    ),
 )

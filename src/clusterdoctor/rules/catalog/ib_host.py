@@ -639,4 +639,74 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/SoftRoCE/rxe-dev/issues/74",
         causes=("rdma.driver-or-module",),
     ),
+    Message(
+        code="IB171",
+        name="perftest-oob-connect-failed",
+        title="perftest's client cannot reach the server's TCP port (Unable to init the socket connection)",
+        # perftest src/perftest_communication.c: "Couldn't connect to %s:%d", "Unable to open file descriptor
+        # for socket connection", "Unable to init the socket connection"
+        pattern=r"Unable to init the socket connection",
+        trigger="Unable to init the socket connection",
+        meaning=(
+            "the ib_*_bw/lat client could not open its out-of-band TCP connection (default port 18515) to the "
+            "server to exchange QP numbers and keys, so the RDMA test never starts"
+        ),
+        cause=(
+            "nothing listens at that address and port: the server side (ib_write_bw with no address) is not "
+            "running yet or already exited, the client names the wrong address/hostname or another -p port, "
+            "or a firewall blocks the TCP port between the hosts; not an RDMA fault"
+        ),
+        fix=(
+            "start the server first and pass the same -p to both; use an address the client can reach (ping / "
+            "nc -zv <server> 18515); open the port in the firewall; or use -R (rdma_cm) to connect over the "
+            "RDMA interface's IP"
+        ),
+        verify=("nc -zv <server> 18515", "ss -ltnp | grep 18515"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/perftest/blob/master/src/perftest_communication.c",
+        example="Unable to open file descriptor for socket connection Unable to init the socket connection",
+        example_source="https://github.com/linux-rdma/perftest/pull/228",
+        causes=("nccl.firewall-or-port",),
+    ),
+    Message(
+        code="IB172",
+        name="ucx-unknown-port-speed",
+        title="UCX does not know the port's link speed or width and drops the device (too old for the HCA)",
+        # src/uct/ib/base/ib_iface.c uct_ib_iface_query: "Invalid active_speed on %s:%d: %d" /
+        # "Invalid active_width on ..." and returns UCS_ERR_IO_ERROR
+        pattern=r"Invalid active_(?P<what>speed|width) on (?P<dev>[\w\-]{1,32}:\d{1,3}): (?P<value>\d{1,5})",
+        trigger="Invalid active_",
+        meaning=(
+            "UCX's IB interface query met an active_speed/active_width code it has no case for and failed, so "
+            "the UCX transports on that port are unusable: Open MPI's pml ucx fails (Failed to create UCP "
+            "worker) or falls back to a slow path"
+        ),
+        cause=(
+            "the UCX build is older than the link: a speed code newer than it knows (NDR = 128, XDR = 256; 50G "
+            "Ethernet once), or a width code (HDR's 16 on old UCX); often a UCX bundled with an MPI or a conda "
+            "environment instead of the one matching the installed OFED/DOCA"
+        ),
+        fix=(
+            "use a UCX release that knows the HCA's speed (the one shipped with the installed MLNX_OFED/DOCA "
+            "or HPC-X, or a current release) and make sure the application loads it (ucx_info -v, ldd of the "
+            "MPI's libucp); rebuild the MPI against it if needed"
+        ),
+        verify=(
+            "ucx_info -v",
+            "ucx_info -d | grep -A3 Device",
+            "ibv_devinfo -v | grep -E 'active_(speed|width)'",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=f"{_UCX}/uct/ib/base/ib_iface.c",
+        example=(
+            "[1731632081.707655] [gpu46:69078:0]        ib_iface.c:1674 UCX  ERROR Invalid active_speed on "
+            "mlx5_0:1: 128"
+        ),
+        example_source="https://github.com/openucx/ucx/issues/10298",
+        causes=("rdma.driver-or-module",),
+        subject="{dev}",
+        detail="(active_{what} {value})",
+    ),
 )

@@ -14,13 +14,15 @@ relist: ``pleg has yet to be successful``); the entries match only the forms tha
 broken.
 
 The certificate and TLS entries (KUBELET107-111, 114, 115, 124) are
-:mod:`clusterdoctor.rules.catalog.kubelet_tls`; ``MESSAGES`` here is the whole family in code order.
+:mod:`clusterdoctor.rules.catalog.kubelet_tls`, the CNI plugins' sandbox network errors (KUBELET129-132)
+:mod:`clusterdoctor.rules.catalog.kubelet_cni`; ``MESSAGES`` here is the whole family in code order.
 """
 
 from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.kubelet_cni import CNI_MESSAGES
 from clusterdoctor.rules.catalog.kubelet_tls import _K8S, TLS_MESSAGES
 
 _DUR = r"[0-9hmsµun.]{1,40}"
@@ -703,7 +705,48 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/vitobotta/hetzner-k3s/issues/390",
         causes=("node.stale-registration",),
     ),
+    Message(
+        code="KUBELET133",
+        name="kubelet-system-container-stats-missing",
+        title="the kubelet finds no cgroup stats for a system service (benign: only its stats are missing)",
+        # pkg/kubelet/server/stats/summary_sys_containers.go: "Failed to get system container stats" with
+        # cAdvisor's "failed to get container info for %q: unknown container %q"
+        pattern=r"Failed to get system container stats\W{1,8}(?:for \\?\"(?P<cgroup>[^\"\\\n]{1,200})\\?\")?",
+        trigger="Failed to get system container stats",
+        meaning=(
+            "the kubelet's summary API cannot read resource usage of the runtime's or its own systemd service "
+            "(the cgroup is not tracked by cAdvisor); it repeats every 10 s but nothing else is affected"
+        ),
+        cause=(
+            "systemd does not create the per-service cgroups the kubelet looks in (CPU/memory accounting off "
+            "for the unit, as on CentOS/RHEL 7), or --runtime-cgroups/--kubelet-cgroups name a path that does "
+            "not exist; not the cause of a node or pod failure"
+        ),
+        fix=(
+            "nothing is broken; to silence it enable accounting for the units (CPUAccounting=true, "
+            "MemoryAccounting=true in a drop-in) or set --runtime-cgroups/--kubelet-cgroups to the real "
+            "cgroup (/systemd/system.slice); look elsewhere for the failure being debugged"
+        ),
+        verify=(
+            "systemctl show kubelet -p CPUAccounting -p MemoryAccounting",
+            "cat /proc/$(pidof kubelet)/cgroup",
+        ),
+        severity=Severity.INFO,
+        action=Action.OBSERVE,
+        source=f"{_K8S}/master/pkg/kubelet/server/stats/summary_sys_containers.go",
+        example=(
+            "Dec  5 12:42:03  kubelet: E1205 12:42:03.527763   23059 summary.go:92] Failed to get system "
+            'container stats for "/system.slice/kubelet.service": failed to get cgroup stats for '
+            '"/system.slice/kubelet.service": failed to get container info for "/system.slice/kubelet.service": '
+            'unknown container "/system.slice/kubelet.service"'
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/56850",
+        subject="{cgroup}",
+    ),
 )
 
-# the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py)
-MESSAGES: tuple[Message, ...] = tuple(sorted((*_NODE_MESSAGES, *TLS_MESSAGES), key=lambda m: m.code))
+# the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py),
+# the CNI plugins' sandbox network errors (kubelet_cni.py)
+MESSAGES: tuple[Message, ...] = tuple(
+    sorted((*_NODE_MESSAGES, *TLS_MESSAGES, *CNI_MESSAGES), key=lambda m: m.code)
+)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.nccl_libs import LIB_MESSAGES
 
 _GUIDE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 _ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
@@ -38,7 +39,7 @@ _CONNECT_NOTES = (
     "'ncclOsSocketPollConnect to %s failed with error %s'; the error is strerror(errno)",
 )
 
-MESSAGES: tuple[Message, ...] = (
+_OWN: tuple[Message, ...] = (
     Message(
         code="NCCL101",
         name="nccl-shm-no-space",
@@ -829,3 +830,6 @@ MESSAGES: tuple[Message, ...] = (
         subject="device {dev}",
     ),
 )
+
+# the family in code order, with the host-library entries (nccl_libs.py)
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN, *LIB_MESSAGES), key=lambda m: m.code))

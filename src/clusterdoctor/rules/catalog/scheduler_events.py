@@ -351,4 +351,70 @@ MESSAGES: tuple[Message, ...] = (
         example_source="https://github.com/volcano-sh/volcano/issues/2633",
         causes=("sched.insufficient-resource",),
     ),
+    Message(
+        code="SCHED111",
+        name="sched-unbound-immediate-pvc",
+        title="the pod waits for a PersistentVolumeClaim that is not bound",
+        # plugins/volumebinding: ErrReasonBindConflict / "pod has unbound immediate PersistentVolumeClaims"
+        pattern=r"pod has unbound immediate PersistentVolumeClaims",
+        trigger="pod has unbound immediate PersistentVolumeClaims",
+        meaning=(
+            "the scheduler will not place the pod: a claim it mounts has Immediate binding and is still "
+            "Pending (no PersistentVolume bound to it), so the pod stays Pending"
+        ),
+        cause=(
+            "nothing can satisfy the claim: no StorageClass named (and no default StorageClass) or a class "
+            "whose provisioner is not installed/running, no static PV of the size, access mode and class the "
+            "claim asks for, or a provisioner that fails (its log says why)"
+        ),
+        fix=(
+            "kubectl describe pvc <claim> names why it is Pending: install or fix the provisioner, set a "
+            "default StorageClass or name one in the claim, or create a PV that matches; use "
+            "volumeBindingMode: WaitForFirstConsumer for topology-bound storage"
+        ),
+        verify=("kubectl get pvc -A | grep -v Bound", "kubectl get storageclass"),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/volumebinding/volume_binding.go",
+        example=(
+            "  Warning  FailedScheduling        2m58s                default-scheduler        0/3 nodes are "
+            "available: 3 pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: "
+            "3 Preemption is not helpful for scheduling."
+        ),
+        example_source="https://github.com/radondb/radondb-mysql-kubernetes/issues/524",
+        causes=("k8s.volume-mount",),
+    ),
+    Message(
+        code="SCHED112",
+        name="sched-too-many-pods",
+        title="the nodes are at their pod limit (Too many pods)",
+        # plugins/noderesources/fit.go: "Too many pods" when the node's allowed pod number is reached
+        pattern=r"Too many pods",
+        trigger="Too many pods",
+        meaning="the scheduler found nodes already running as many pods as they allow (status.allocatable.pods)",
+        cause=(
+            "the node's pod capacity is used up although CPU and memory are free: the kubelet's maxPods "
+            "(110 by default) or, on EKS, the ENI/IP-based pod limit of the instance type, filled by many "
+            "small pods (DaemonSets, finished Job pods are not counted but sidecars and pods of other "
+            "tenants are)"
+        ),
+        fix=(
+            "add nodes or spread the pods; raise the kubelet's maxPods where the pod network has addresses "
+            "for it (EKS: prefix delegation or a larger instance type)"
+        ),
+        verify=_VERIFY,
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=f"{_PLUGINS}/noderesources/fit.go",
+        example=(
+            "0/7 nodes are available: 1 Too many pods, 6 node(s) didn't match Pod's node affinity/selector. "
+            "preemption: 0/7 nodes are available: 1 No preemption victims found for incoming pod, 6 Preemption "
+            "is not helpful for scheduling."
+        ),
+        example_source="https://github.com/Panfactum/stack/issues/129",
+        causes=("sched.insufficient-resource",),
+        detail="({count} node(s) at their pod limit)",
+        rank_group="count",
+        count_before=True,
+    ),
 )

@@ -564,4 +564,223 @@ MESSAGES: tuple[Message, ...] = (
             "deserializing header: {err:?}' (the variant's name; its lower-case description in 0.6)",
         ),
     ),
+    Message(
+        code="STOR121",
+        name="volume-multi-attach",
+        title="A ReadWriteOnce volume is still attached to another node (Multi-Attach error)",
+        # pkg/controller/volume/attachdetach/reconciler: 'Multi-Attach error for volume %q Volume is already
+        # exclusively attached to one node and can't be attached to another' / '... used by pod(s) %s'
+        pattern=(
+            r"Multi-Attach error for volume \\?\"(?P<volume>[\w.\-]{1,253})\\?\"(?: \(UniqueName: [^)\n]{1,400}\)"
+            r"(?: from node \\?\"[\w.\-]{1,253}\\?\")?)? Volume is already "
+            r"(?:exclusively attached to one node|used by pod)"
+        ),
+        trigger="Multi-Attach error for volume",
+        meaning=(
+            "the attach/detach controller will not attach the volume to the pod's node because it is attached "
+            "to (or used by a pod on) another node and its access mode allows one node only: the pod stays "
+            "ContainerCreating"
+        ),
+        cause=(
+            "a ReadWriteOnce (block) volume is wanted on two nodes at once: a Deployment's rolling update "
+            "starts the new pod on another node before the old one let go, two pods of a job share one RWO "
+            "claim, or the old node is down or NotReady so the volume is never detached (a stale "
+            "VolumeAttachment; the controller waits 6 minutes before a forced detach)"
+        ),
+        fix=(
+            "let the old pod finish first (strategy Recreate for a Deployment with an RWO claim), give each "
+            "pod its own claim or use a ReadWriteMany volume; for a dead node, delete its pod and the stale "
+            "VolumeAttachment (kubectl get volumeattachment) so that the volume detaches"
+        ),
+        verify=(
+            "kubectl get volumeattachment | grep <pv>",
+            "kubectl get pods -A -o wide --field-selector spec.nodeName=<old-node>",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=(
+            "https://github.com/kubernetes/kubernetes/blob/master/pkg/controller/volume/attachdetach/"
+            "reconciler/reconciler.go"
+        ),
+        example=(
+            "  Warning  FailedAttachVolume      71s   attachdetach-controller  Multi-Attach error for volume "
+            '"pvc-7a81d56f-1cf9-11eb-8295-b6961e0a47ed" Volume is already exclusively attached to one node and '
+            "can't be attached to another"
+        ),
+        example_source="https://github.com/kubernetes/kubernetes/issues/96142",
+        causes=("k8s.volume-mount",),
+        subject="volume {volume}",
+    ),
+    Message(
+        code="STOR122",
+        name="nfs-access-denied",
+        title="The NFS server refuses the mount (access denied by server)",
+        # nfs-utils utils/mount/error.c: 'mount.nfs: access denied by server while mounting %s' (EACCES)
+        pattern=r"access denied by server while mounting (?P<export>[^\s\"\\]{1,300})",
+        trigger="access denied by server while mounting",
+        meaning=(
+            "mount.nfs got EACCES from the server for the export: the node (or the kubelet for a pod's NFS "
+            "volume, FailedMount ... exit status 32) cannot mount it"
+        ),
+        cause=(
+            "the server's exports do not allow this client: the node's address (or the subnet it mounts "
+            "from) is not in /etc/exports for that path, the path is not exported at all (a typo, a "
+            "subdirectory of an export with no crossmnt), or the client asks for an NFS version or security "
+            "flavour the export does not offer (nfsvers=3 vs 4, sec=krb5)"
+        ),
+        fix=(
+            "on the server, export the path to the nodes' addresses (/etc/exports, exportfs -ra) and check "
+            "showmount -e <server> from the node; give the PV the mountOptions the export needs "
+            "(nfsvers=3 / 4.1)"
+        ),
+        verify=("showmount -e <server>", "mount -t nfs -o nfsvers=4.1 <server>:<path> /mnt"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://git.linux-nfs.org/?p=steved/nfs-utils.git;a=blob;f=utils/mount/error.c",
+        example="Output: mount.nfs: access denied by server while mounting 192.168.43.16:/nfs_share",
+        example_source="https://github.com/kubernetes/kubernetes/issues/108963",
+        causes=("k8s.volume-mount",),
+        subject="{export}",
+    ),
+    Message(
+        code="STOR123",
+        name="fuse-endpoint-not-connected",
+        title="A FUSE mount's daemon is gone: Transport endpoint is not connected",
+        # ENOTCONN on a FUSE mount point whose daemon exited; other programs print the same strerror for a
+        # socket, so the line must also name a mount or a file operation (context)
+        pattern=r"Transport endpoint is not connected",
+        trigger="Transport endpoint is not connected",
+        context=(
+            r"(?:[Mm]ount|fuse|FUSE|cannot (?:access|open|stat|remove)|failed to access|"
+            r"ls: |stat |No such device)"
+        ),
+        meaning=(
+            "every access to the mount point fails with ENOTCONN: the user-space filesystem behind it "
+            "(gcsfuse, s3fs, mountpoint-s3, rclone, blobfuse, mfsmount) has exited while the kernel mount "
+            "stayed, so data loading or checkpointing on that path fails"
+        ),
+        cause=(
+            "the FUSE daemon died: killed by the OOM killer (its cache or a large file), crashed (a bug of "
+            "its release), or was stopped when its pod or session ended; a new mount on top of the stale "
+            "one fails the same way"
+        ),
+        fix=(
+            "unmount the stale mount (fusermount -uz <path> or umount -l <path>) and mount again; find why "
+            "the daemon died (journalctl, dmesg | grep -i oom) and give it memory or upgrade it"
+        ),
+        verify=("mount | grep fuse", "dmesg | grep -i -E 'oom|fuse'"),
+        severity=Severity.CRITICAL,
+        action=Action.RESTART_SERVICE,
+        source="https://github.com/GoogleCloudPlatform/gcsfuse/blob/master/docs/troubleshooting.md",
+        example=(
+            "ERROR gcsf > Could not mount to /root/mediaserver/drive: Transport endpoint is not connected "
+            "(os error 107)"
+        ),
+        example_source="https://github.com/harababurel/gcsf/issues/67",
+        causes=("storage.fuse-daemon",),
+    ),
+    Message(
+        code="STOR124",
+        name="write-read-only-filesystem",
+        title="A write fails: the filesystem is mounted read-only (EROFS)",
+        # CPython: "[Errno 30] Read-only file system: '<path>'"
+        pattern=r"\[Errno 30\] Read-only file system(?:: '(?P<path>[^'\n]{1,500})')?",
+        trigger="[Errno 30] Read-only file system",
+        meaning="the program could not create or write a file (a checkpoint, a log, a lock) because its filesystem is read-only",
+        cause=(
+            "the path is on a read-only mount: a container's read-only root or image layer (readOnlyRootFilesystem, "
+            "an Apptainer/Singularity image), a volume mounted readOnly, a parent directory the job may not "
+            "create (makedirs walking up to a read-only mount), or a disk the kernel remounted read-only "
+            "after I/O errors"
+        ),
+        fix=(
+            "write checkpoints and caches to a writable volume (point the output/cache directory at it: "
+            "HF_HOME, TMPDIR, the trainer's output_dir); if the disk went read-only on errors, check dmesg "
+            "and fsck before remounting"
+        ),
+        verify=("findmnt -T <path> -o TARGET,OPTIONS", "dmesg | grep -i 'remount\\|read-only'"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/python/cpython/blob/main/Objects/exceptions.c",
+        example=(
+            "Warning: Failed to acquire lock for /fsx/mingyuan/verify/3B_V2/global_step_1/actor: [Errno 30] "
+            "Read-only file system: '/fsx'"
+        ),
+        example_source="https://github.com/verl-project/verl/issues/3354",
+        causes=("storage.checkpoint-path",),
+        subject="{path}",
+    ),
+    Message(
+        code="STOR125",
+        name="nfs-server-not-responding",
+        title="The kernel's NFS client gets no answer from the server (server not responding)",
+        # net/sunrpc/clnt.c call_timeout: "%s: server %s not responding, still trying" (hard mount) /
+        # "..., timed out" (soft mount); "%s: server %s OK" when it answers again
+        pattern=r"nfs: server (?P<server>[^\s,]{1,253}) not responding, (?P<state>still trying|timed out)",
+        trigger=" not responding, ",
+        meaning=(
+            "RPCs to the NFS server time out: on a hard mount every process touching the mount blocks in D "
+            "state until the server answers (a training job, its data loader or checkpoint write hangs; hung "
+            "task warnings follow), on a soft mount the calls fail with EIO"
+        ),
+        cause=(
+            "the server or the path to it: the NFS server overloaded (all nfsd threads busy, its disks slow) "
+            "or down or failing over, packet loss or an MTU mismatch on the network between client and "
+            "server, or a client that floods it (many ranks reading small files at once)"
+        ),
+        fix=(
+            "check the server (load, nfsd thread count, its disks) and the network path (ping -M do -s 8972 "
+            "for jumbo frames, drops on the NICs); spread the I/O (stage data to local disk, fewer parallel "
+            "readers); nfs: server ... OK in the log marks when it recovered"
+        ),
+        verify=("dmesg -T | grep -E 'nfs: server .* (not responding|OK)'", "nfsstat -rc", "mountstats"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/torvalds/linux/blob/master/net/sunrpc/clnt.c",
+        example="[32956.142249] nfs: server thinkcentre not responding, still trying",
+        example_source="https://github.com/linux-surface/linux-surface/issues/1494",
+        causes=("storage.slow-io",),
+        subject="NFS server {server}",
+    ),
+    Message(
+        code="STOR126",
+        name="lustre-rpc-timeout",
+        title="A Lustre RPC to a server target timed out (ptlrpc: Request sent has timed out)",
+        # lustre/ptlrpc/client.c ptlrpc_expire_one_request: "@@@ Request sent has timed out for slow reply" /
+        # "... for sent delay"
+        pattern=r"Request sent has timed out for (?P<kind>slow reply|sent delay)",
+        trigger="Request sent has timed out for",
+        meaning=(
+            "a Lustre client (or server) got no reply to a request within its adaptive timeout (slow reply), "
+            "or could not send it (sent delay): the import to that target (MGS, MDT or OST, named after o<opc>->) "
+            "reconnects and I/O on it stalls meanwhile"
+        ),
+        cause=(
+            "the target's server is overloaded, hung or failing over, or the LNet path to it drops packets "
+            "(an IB/Ethernet link or router problem); a burst of metadata or small-file I/O from many clients "
+            "at once (all ranks opening files, a checkpoint storm) makes servers slow to reply"
+        ),
+        fix=(
+            "check the target's server (load, its own log for service threads inactive, failover) and LNet "
+            "(lctl ping <nid>, lnetctl net show); spread the I/O (fewer files, stage data, stagger checkpoint "
+            "writes); repeated timeouts to one target point at that server"
+        ),
+        verify=(
+            "lfs check servers",
+            "lctl ping <server nid>",
+            "lctl get_param osc.*.import | grep -E 'state|target'",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source="https://github.com/lustre/lustre-release/blob/master/lustre/ptlrpc/client.c",
+        example=(
+            "[ 3963.751497] Lustre: 1160:0:(client.c:2114:ptlrpc_expire_one_request()) @@@ Request sent has timed "
+            "out for slow reply: [sent 1507651404/real 1507651404]  req@ffff88005ef8c000 x1580882981821232/t0(0) "
+            "o250->MGC10.14.81.0@tcp@10.14.81.0@tcp:26/25 lens 520/544 e 0 to 1 dl 1507651425 ref 1 fl "
+            "Rpc:XN/0/ffffffff rc 0/-1"
+        ),
+        example_source="https://github.com/whamcloud/integrated-manager-for-lustre/pull/329",
+        causes=("storage.slow-io",),
+        detail="({kind})",
+    ),
 )

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.torch_runtime import RUNTIME_MESSAGES
 
 _PT = "https://github.com/pytorch/pytorch/blob/main/"
 _CUDART = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
-MESSAGES: tuple[Message, ...] = (
+_OWN: tuple[Message, ...] = (
     Message(
         code="TORCH101",
         name="torch-cuda-out-of-memory",
@@ -797,3 +798,6 @@ MESSAGES: tuple[Message, ...] = (
         ),
     ),
 )
+
+# the family in code order, with the watchdog heartbeat and cuBLAS entries (torch_runtime.py)
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN, *RUNTIME_MESSAGES), key=lambda m: m.code))
