@@ -6,6 +6,8 @@ eval cases are only run by the bench (never asserted here: a failing eval case i
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import tomllib
 
@@ -41,6 +43,10 @@ def test_case_is_well_formed(case):
     assert case.healthy == (case.classes == {"healthy"})
     assert case.artefacts, f"{case.id}: no artefact"
     assert all(p.stat().st_size > 0 for p in case.artefacts)
+    try:
+        re.compile(case.meta.get("subject", ""), re.I)
+    except re.error as e:
+        pytest.fail(f"{case.id}: subject is not a regex ({e}): escape [ ] ( ) in instance names")
 
 
 RIGHT_DEV = [

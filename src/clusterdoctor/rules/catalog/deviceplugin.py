@@ -440,4 +440,38 @@ MESSAGES: tuple[Message, ...] = (
         causes=("gpu.container-runtime",),
         subject="device {device}",
     ),
+    Message(
+        code="NVCTK110",
+        name="container-cli-cuda-requirement",
+        title="The container needs a newer CUDA than the host driver supports (nvidia-container-cli requirement)",
+        # libnvidia-container checks the image's NVIDIA_REQUIRE_CUDA against the driver's CUDA version
+        pattern=(
+            r"nvidia-container-cli(?:\.real)?: requirement error: unsatisfied condition: "
+            r"(?P<cond>cuda ?>= ?[\d.]{1,10})"
+        ),
+        trigger="requirement error: unsatisfied condition",
+        meaning=(
+            "the image declares that it needs CUDA of at least this version (NVIDIA_REQUIRE_CUDA) and the "
+            "host's driver supports an older one, so the runtime hook refuses to start the container"
+        ),
+        cause=(
+            "the image was built on a newer CUDA base than the node's driver (e.g. a CUDA 12.9 image on a "
+            "570 driver, CUDA 12.8)"
+        ),
+        fix=(
+            "upgrade the node's driver to one that supports that CUDA, or use an image built for the "
+            "driver's CUDA; forward compatibility (cuda-compat) works only on data-center GPUs"
+        ),
+        verify=("nvidia-smi | head -4", "docker inspect <image> | grep NVIDIA_REQUIRE_CUDA"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=_LNC + " (src/nvc_container.c: requirement check)",
+        example=(
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, please update your "
+            "driver to a newer version, or use an earlier cuda container: unknown"
+        ),
+        example_source="https://github.com/TabbyML/tabby/issues/4309",
+        causes=("nccl.cuda-driver-runtime", "gpu.driver-mismatch"),
+        detail="({cond})",
+    ),
 )

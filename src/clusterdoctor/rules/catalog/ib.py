@@ -736,4 +736,33 @@ MESSAGES: tuple[Message, ...] = (
         causes=("roce.gid",),
         confidence=0.5,
     ),
+    Message(
+        code="IB174",
+        name="perftest-no-rdma-device",
+        title="perftest finds no RDMA device (Unable to find the Infiniband/RoCE device)",
+        # perftest's ctx_find_dev / check_link: "Did not detect devices", "If device exists, check if
+        # driver is up", "Unable to find the Infiniband/RoCE device"
+        pattern=r"Unable to find the Infiniband/RoCE device",
+        trigger="Unable to find the Infiniband/RoCE device",
+        triggers=("Did not detect devices",),
+        variants=(r"Did not detect devices",),
+        meaning="libibverbs lists no usable device where the test runs, so no RDMA traffic is possible there",
+        cause=(
+            "the verbs devices are not visible or not usable: the RDMA kernel modules or the HCA driver are "
+            "not loaded, the container was not given /dev/infiniband (device plugin, privileges), or its "
+            "user-space rdma-core/providers are missing or too old for the node's kernel"
+        ),
+        fix=(
+            "check ibv_devices on the host and in the container; load the driver (mlx5_ib), pass the "
+            "devices into the pod (RDMA device plugin resource), and use an image whose rdma-core matches "
+            "the node's kernel"
+        ),
+        verify=("ibv_devices", "ls -l /dev/infiniband", "rdma link show"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/linux-rdma/perftest/blob/master/src/perftest_parameters.c",
+        example="Unable to find the Infiniband/RoCE device",
+        example_source="https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/106",
+        causes=("rdma.driver-or-module",),
+    ),
 )

@@ -454,11 +454,17 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         # registries: "manifest unknown"
         pattern=r"pull access denied for (?P<image>[\w./:@\-]{1,256}), repository does not exist",
         trigger="pull access denied for ",
-        triggers=("failed to resolve reference", "manifest unknown", "pull access denied, repository"),
+        triggers=(
+            "failed to resolve reference",
+            "manifest unknown",
+            "pull access denied, repository",
+            "manifest for ",
+        ),
         variants=(
             r"failed to resolve reference \\?\"(?P<image2>[\w./:@\-]{1,256})\\?\": [^\n]{0,300}?: not found",
             r"failed to resolve reference \\?\"(?P<image4>[\w./:@\-]{1,256})\\?\": pull access denied, repository does not exist",
-            r"manifest for (?P<image3>[\w./:@\-]{1,256}) not found: manifest unknown",
+            # older dockerd: "manifest for <image> not found" alone
+            r"manifest for (?P<image3>[\w./:@\-]{1,256}) not found(?:: manifest unknown)?",
         ),
         meaning="the registry says the image reference does not exist for this client: the pod stays in ErrImagePull/ImagePullBackOff",
         cause=(
@@ -676,6 +682,9 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         title="the k3s/RKE2 server rejects the agent's join: the node name is registered with another password",
         pattern=r"Node password rejected, duplicate hostname",
         trigger="Node password rejected",
+        # the server's side (k3s before 1.19: "Node password validation failed for [<node>]")
+        triggers=("Node password validation failed",),
+        variants=(r"Node password validation failed for \[(?P<node>[\w.\-]{1,253})\]",),
         meaning=(
             "the k3s (or RKE2) server refused to hand the agent its configuration because the node name it "
             "joins under already has a node-password secret that does not match /etc/rancher/node/password"
@@ -704,6 +713,7 @@ _NODE_MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/vitobotta/hetzner-k3s/issues/390",
         causes=("node.stale-registration",),
+        subject="node {node}",
     ),
     Message(
         code="KUBELET133",

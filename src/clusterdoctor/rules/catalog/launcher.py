@@ -183,13 +183,17 @@ MESSAGES: tuple[Message, ...] = (
         title="Slurm drained a node: it reports fewer GPUs than slurm.conf/gres.conf configure",
         # gres.c: "gres/%s count reported lower than configured (%lu < %lu)" as the node's drain reason;
         # `sinfo -R` cuts its REASON column at 20 characters ("gres/gpu count repor")
-        pattern=(
-            r"gres/(?P<gres>gpu)(?::\w{1,40})? count repor(?:ted lower than configured"
-            r"(?: \((?P<got>\d{1,6}) < (?P<want>\d{1,6})\))?)?"
-            # a `sinfo -R` row: USER, TIMESTAMP, NODELIST after the reason
-            r"(?:\s{1,40}[\w.\-]{1,64}\s{1,40}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s{1,40}(?P<node>[\w.\-\[\],]{1,200}))?"
-        ),
+        # slurmctld's own log line first (it names the node), then the reason as `sinfo -R` shows it
+        pattern=r"Setting node (?P<node2>[\w.\-]{1,253}) state to INVAL with reason:gres/gpu count reported lower",
         trigger="gres/gpu",
+        variants=(
+            (
+                r"gres/(?P<gres>gpu)(?::\w{1,40})? count repor(?:ted lower than configured"
+                r"(?: \((?P<got>\d{1,6}) < (?P<want>\d{1,6})\))?)?"
+                # a `sinfo -R` row: USER, TIMESTAMP, NODELIST after the reason
+                r"(?:\s{1,40}[\w.\-]{1,64}\s{1,40}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s{1,40}(?P<node>[\w.\-\[\],]{1,200}))?"
+            ),
+        ),
         meaning=(
             "slurmd registered with fewer GPUs than the configuration gives the node, so slurmctld marked the "
             "node invalid and drained it: no job gets its GPUs"
@@ -197,7 +201,8 @@ MESSAGES: tuple[Message, ...] = (
         cause=(
             "slurmd cannot count the GPUs: with AutoDetect=nvml a slurmd built without NVML (no gpu_nvml.so "
             "plugin in the package or image) finds none; else the NVIDIA driver is not loaded, a GPU fell "
-            "off the bus, or the device files in gres.conf (File=/dev/nvidia[0-3]) do not exist"
+            "off the bus, the device files in gres.conf (File=/dev/nvidia[0-3]) do not exist, or the node "
+            "changed (a new MIG layout with fewer instances) while slurm.conf still says the old count"
         ),
         fix=(
             "on the node: check that the Slurm build has gpu_nvml.so (rpm -ql / the image's plugin dir) and "
@@ -208,10 +213,130 @@ MESSAGES: tuple[Message, ...] = (
         severity=Severity.CRITICAL,
         action=Action.CONFIGURE,
         source="https://github.com/SchedMD/slurm/blob/master/src/common/gres.c",
-        example="gres/gpu count repor slurm     2026-04-14T06:39:53 slinky-0",
-        example_source="https://github.com/SlinkyProject/containers/issues/14",
-        causes=("slurm.gres-nvml", "gpu.driver-not-loaded"),
+        example=(
+            "May 23 12:49:52 mgmt1.int.p2-ecole.calculquebec.cloud slurmctld[80708]: slurmctld: error: Setting "
+            "node nodegpu1 state to INVAL with reason:gres/gpu count reported lower than configured (3 < 4)"
+        ),
+        example_source="https://github.com/ComputeCanada/puppet-magic_castle/issues/361",
+        causes=("slurm.gres-nvml", "slurm.node-config-mismatch", "gpu.driver-not-loaded"),
         subject="node {node}",
         detail="({got} < {want})",
+    ),
+    Message(
+        code="LAUNCH108",
+        name="slurmd-gres-device-file-missing",
+        title="slurmd cannot start: a device file its gres.conf names does not exist",
+        # gres.c: "Waiting for gres.conf file %s" then "can't stat gres.conf file %s: %m" (fatal)
+        pattern=r"can't stat gres\.conf file (?P<file>/[^\s:]{1,200}): (?P<err>[^\n]{1,80})",
+        trigger="can't stat gres.conf file",
+        meaning="slurmd checks every File= of gres.conf at start; one is missing, so slurmd exits and the node stays down",
+        cause=(
+            "gres.conf lists GPUs the node does not have yet: the NVIDIA driver is not installed or not "
+            "loaded (no /dev/nvidia0), the device nodes were not created, or the configuration was rolled "
+            "out to nodes without GPUs"
+        ),
+        fix=(
+            "install/load the NVIDIA driver on the node (nvidia-smi must list the GPUs and /dev/nvidia* exist, "
+            "nvidia-modprobe -u -c=0 creates them) or fix gres.conf for that node, then restart slurmd"
+        ),
+        verify=("ls -l /dev/nvidia*", "nvidia-smi -L", "slurmd -G"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://slurm.schedmd.com/gres.conf.html",
+        example=(
+            "Feb 02 09:52:07 bibigrid-worker slurmd[12912]: slurmd: fatal: can't stat gres.conf file /dev/nvidia0: "
+            "No such file or directory"
+        ),
+        example_source="https://github.com/BiBiServ/bibigrid/issues/705",
+        causes=("slurm.gres-device-missing",),
+        subject="{file}",
+    ),
+    Message(
+        code="LAUNCH109",
+        name="slurm-gres-count-changed",
+        title="Slurm rejects a node whose GPU count changed from what slurm.conf says",
+        # node_mgr.c _node_config_validate: "gres/%s: Count changed on node %s (%lu != %lu)"
+        pattern=(
+            r"gres/(?P<gres>\w{1,40}): Count changed on node (?P<node>[\w.\-]{1,253}) "
+            r"\((?P<was>\d{1,6}) != (?P<now>\d{1,6})\)"
+        ),
+        trigger="Count changed on node",
+        meaning=(
+            "slurmctld found that the node registers another count of a GRES than it holds for it; with "
+            "fewer it sets the node INVAL and drains it"
+        ),
+        cause=(
+            "the node's hardware or partitioning changed (a MIG layout with another number of instances, a "
+            "GPU removed or fallen off the bus) while slurm.conf/gres.conf keep the old count"
+        ),
+        fix=(
+            "make slurm.conf's Gres= for the node match what the node has (slurmd -G shows it), scontrol "
+            "reconfigure, then resume the node; if a GPU is missing, find out why (nvidia-smi, dmesg)"
+        ),
+        verify=("slurmd -G", "scontrol show node <node> | grep -i gres"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://github.com/SchedMD/slurm/blob/master/src/slurmctld/node_mgr.c",
+        example=(
+            "May 23 12:49:52 mgmt1.int.p2-ecole.calculquebec.cloud slurmctld[80708]: slurmctld: "
+            "_node_config_validate: gres/gpu: Count changed on node nodegpu1 (4 != 3)"
+        ),
+        example_source="https://github.com/ComputeCanada/puppet-magic_castle/issues/361",
+        causes=("slurm.node-config-mismatch",),
+        subject="node {node}",
+        detail="({was} -> {now})",
+    ),
+    Message(
+        code="LAUNCH110",
+        name="slurmd-gres-conf-duplicate",
+        title="slurmd refuses its gres.conf: duplicate records for a GRES",
+        # gres.c: "gres.conf duplicate records for %s" (fatal)
+        pattern=r"gres\.conf duplicate records for (?P<gres>\w{1,40})",
+        trigger="gres.conf duplicate records",
+        meaning="slurmd read two definitions of the same GRES in gres.conf and exits: the node stays down",
+        cause=(
+            "gres.conf both autodetects the GPUs (AutoDetect=nvml) and lists them by hand (a Name=gpu line "
+            "per GPU, often written by a configuration template), or lists the same device twice"
+        ),
+        fix="keep one source of the GPU records: AutoDetect=nvml alone, or explicit Name=gpu File=... lines without AutoDetect",
+        verify=("slurmd -G", "grep -v '^#' /etc/slurm/gres.conf"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://slurm.schedmd.com/gres.conf.html",
+        example=(
+            "Feb 20 18:59:13 node2.int.rubberducky.calculquebec.cloud slurmd[57977]: fatal: gres.conf duplicate "
+            "records for gpu"
+        ),
+        example_source="https://github.com/ComputeCanada/puppet-magic_castle/issues/27",
+        causes=("slurm.gres-conf-invalid",),
+    ),
+    Message(
+        code="LAUNCH111",
+        name="slurm-node-low-resource",
+        title="Slurm drained nodes that register less memory or fewer CPUs than slurm.conf declares",
+        # slurmctld's drain reasons "Low RealMemory", "Low socket*core*thread count", "Low TmpDisk" (node_mgr.c)
+        pattern=r"\bLow (?P<what>RealMemory|socket\*core\*thread count|CPUs|TmpDisk)\b",
+        trigger="Low ",
+        meaning=(
+            "slurmd registered less of a resource than slurm.conf gives the node, so slurmctld drained it: "
+            "jobs stay PENDING for that partition"
+        ),
+        cause=(
+            "slurm.conf (or the template that writes it) declares more RealMemory/CPUs/TmpDisk than the "
+            "machine has or reports (a VM shape smaller than assumed, memory reserved by the firmware or "
+            "hypervisor)"
+        ),
+        fix=(
+            "set the node's RealMemory (etc.) to at most what `slurmd -C` prints on it, scontrol reconfigure, "
+            "then scontrol update nodename=<nodes> state=resume"
+        ),
+        verify=("slurmd -C", "sinfo -R"),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://slurm.schedmd.com/slurm.conf.html#OPT_RealMemory",
+        example="Low RealMemory                          compute[001-003]    ",
+        example_source="https://github.com/clusterinthecloud/terraform/issues/11",
+        causes=("slurm.node-config-mismatch",),
+        detail="({what})",
     ),
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.storage_mounts import MOUNT_MESSAGES
 
 _TORCH = "https://github.com/pytorch/pytorch/blob/main"
 _CONTAINER = f"{_TORCH}/caffe2/serialize/inline_container.cc"
@@ -31,7 +32,7 @@ _SHM_FIX = (
     "with medium: Memory mounted at /dev/shm), or lower num_workers / batch size per worker"
 )
 
-MESSAGES: tuple[Message, ...] = (
+_OWN_MESSAGES: tuple[Message, ...] = (
     Message(
         code="STOR101",
         name="torch-checkpoint-unreadable",
@@ -784,3 +785,5 @@ MESSAGES: tuple[Message, ...] = (
         detail="({kind})",
     ),
 )
+
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *MOUNT_MESSAGES), key=lambda m: m.code))
