@@ -1,0 +1,334 @@
+"""The plain-file pass of the Prometheus text parser: C-level loops and no regular expression.
+
+:func:`parse_blocks` reads what exporters write — every line a comment, blank, or
+``name[{k="v",k2="v2"}] value[ timestamp]`` with canonical label sets (no escapes, no spacing, no
+``}`` inside a value) — block by block, and returns None for anything else, which the careful
+per-line loop (:mod:`clusterdoctor.observe.control.prom_careful`) then reads. Both give the same
+result (tests/observe/control/test_prom_fast.py, on real dumps and line-level mutations).
+
+How: each block is split into lines once (``str.split``); comment lines are picked with
+``compress``; each sample line is cut at its last ``}`` (``str.rpartition``) into its series key
+(``name{k="v"``) and the rest (value, timestamp). A series key seen before — in this block or an
+earlier one, as in dumps put together or several scrapes of one target — maps to the same
+``(name, labels)`` objects through one dict; only new keys are split and validated (names with
+``str.isidentifier``, label bodies by :func:`canonical_pairs`). Values are converted with
+``map(float, ...)``. No regular expression is compiled or imported (``re`` costs ~6-10 ms of a fresh
+process, issue 26); HELP/TYPE lines are read once per distinct line.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate, chain, compress, repeat
+from operator import add, itemgetter, not_, truediv
+from sys import intern
+
+from clusterdoctor.observe.control.prom_metrics import Family, PromSample
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from clusterdoctor.observe.control.prom_metrics import Labels
+
+TYPES = frozenset(
+    {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
+)
+# Characters per block. Small blocks keep the per-block lists small and reuse their memory: at 256 Ki
+# a 49 MB file took 17% fewer page faults than at 4 Mi and no more time (issue 26, fifth round).
+BLOCK = 1 << 18
+
+
+def good_name(s: str) -> bool:
+    """Whether ``s`` is a metric name, ``[a-zA-Z_:][a-zA-Z0-9_:]*``."""
+    return s.isascii() and s.replace(":", "_").isidentifier()
+
+
+def good_label_name(s: str) -> bool:
+    """Whether ``s`` is a label name, ``[a-zA-Z_][a-zA-Z0-9_]*``."""
+    return s.isascii() and s.isidentifier()
+
+
+def unescape_help(v: str) -> str:
+    """HELP text unescaped: ``\\\\`` is a backslash and ``\\n`` a newline; any other backslash stays."""
+    out = []
+    i = 0
+    n = len(v)
+    while True:
+        j = v.find("\\", i)
+        if j < 0 or j + 1 >= n:
+            out.append(v[i:])
+            return "".join(out)
+        c = v[j + 1]
+        if c == "\\" or c == "n":
+            out.append(v[i:j])
+            out.append("\\" if c == "\\" else "\n")
+            i = j + 2
+        else:
+            out.append(v[i : j + 1])
+            i = j + 1
+
+
+def _shape_keys(shape: str) -> tuple[str, ...] | None:
+    """The label names of an emptied canonical body (``a="",b=""``); None unless it has that shape
+    (``[a-zA-Z_][a-zA-Z0-9_]*=""`` joined by commas) with no name twice."""
+    parts = shape.split(",")
+    keys = tuple([p[:-3] for p in parts])
+    for p, k in zip(parts, keys):
+        if p[-3:] != '=""' or not good_label_name(k):
+            return None
+    if len(set(keys)) != len(keys):
+        return None  # duplicate label name
+    return keys
+
+
+def canonical_pairs(joined: str) -> tuple[tuple[tuple[str, str], ...], list[int]] | None:
+    """Every label pair of ``joined`` (label bodies, one per line) in order, and for each line the
+    number of pairs up to and including it; None unless every body is canonical.
+
+    Canonical: ``k="v",k2="v2"``, no backslash, no spacing, no duplicate name. Splitting on ``"``
+    puts the values at odd positions and the ``k=`` / ``,k=`` separators at even ones; the
+    separators, rejoined with the values emptied, must have the canonical shape — checked once per
+    distinct label-name list, whose key strings every sample with that list then shares.
+    """
+    if "\\" in joined:
+        return None
+    pieces = joined.split('"')
+    values = pieces[1::2]
+    if "\n" in "".join(values):
+        return None  # an odd number of quotes on some line: not canonical
+    shapes = '""'.join(pieces[0::2]).split("\n")
+    shape_keys: dict[str, tuple[str, ...]] = {"": ()}
+    for shape in set(shapes).difference(shape_keys):
+        keys = _shape_keys(shape)
+        if keys is None:
+            return None
+        shape_keys[shape] = keys
+    line_keys = list(map(shape_keys.__getitem__, shapes))
+    pairs = tuple(zip(chain.from_iterable(line_keys), values))
+    return pairs, list(accumulate(map(len, line_keys)))
+
+
+def meta_of(comment: str) -> tuple[str, str, str] | None:
+    """``(HELP|TYPE, name, text)`` of a well-formed ``# HELP name text`` / ``# TYPE name type`` line
+    (the text may be empty), else None."""
+    kw = comment[:7]
+    if kw != "# HELP " and kw != "# TYPE ":
+        return None
+    name, _, arg = comment[7:].partition(" ")
+    return (kw[2:6], name, arg) if good_name(name) else None
+
+
+def only_plain_comments(lines: Iterable[str]) -> bool:
+    """Whether every comment that is not a well-formed HELP/TYPE line is free text (not
+    HELP/TYPE/UNIT/EOF, which the careful loop must see)."""
+    for c in lines:
+        if meta_of(c) is None and (c.startswith("# ") or c.startswith("#\t")):
+            parts = c[2:].split(None, 1)
+            if parts and parts[0] in ("HELP", "TYPE", "UNIT", "EOF"):
+                return False
+    return True
+
+
+class Seen:
+    """What one parse has read so far, shared by its blocks: series key (``name{body``) ->
+    ``(name, labels)``, label body -> labels, one copy of each label pair, the checked metric names
+    (interned), and each distinct comment line -> :func:`meta_of`."""
+
+    __slots__ = ("series", "bodies", "pairs", "names", "comments")
+
+    def __init__(self) -> None:
+        self.series: dict[str, tuple[str, Labels]] = {}
+        self.bodies: dict[str, Labels] = {"": ()}
+        self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
+        self.names: dict[str, str] = {}
+        self.comments: dict[str, tuple[str, str, str] | None] = {}
+
+
+def _learn(new: Iterable[str], seen: Seen) -> bool:
+    """Add the series keys ``new`` (``name{body``) to ``seen``; False when one is not plain."""
+    new = list(new)
+    names, braces, bodies = zip(*map(str.partition, new, repeat("{")))
+    if "" in braces:
+        return False  # a "}" without "{"
+    good = seen.names
+    for n in set(names).difference(good):
+        if not good_name(n):
+            return False
+        good[n] = intern(n)  # one string per metric name, not per line
+    known = seen.bodies
+    fresh = list(set(bodies).difference(known))
+    if fresh:
+        joined = "\n".join(fresh)
+        if "}" in joined:
+            return False  # a "}" inside a value (the careful loop reads it)
+        canon = canonical_pairs(joined)
+        if canon is None:
+            return False
+        pairs, stops = canon
+        pairs = tuple(map(seen.pairs.setdefault, pairs, pairs))
+        known.update(zip(fresh, map(pairs.__getitem__, map(slice, chain((0,), stops), stops))))
+    seen.series.update(zip(new, zip(map(good.__getitem__, names), map(known.__getitem__, bodies))))
+    return True
+
+
+def _values(rests: list[str]) -> tuple[list[float], Iterable[float | None]] | None:
+    """Values and timestamps (seconds) of the text after each series key: `` value`` or
+    `` value ms``; None when one is something else (the careful loop reads it)."""
+    try:
+        return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
+    except ValueError:
+        pass
+    toks = list(map(str.split, rests))
+    lens = list(map(len, toks))
+    widths = set(lens)
+    try:
+        if widths == {2}:
+            vals, tss = zip(*toks)
+            return list(map(float, vals)), list(map(truediv, map(int, tss), repeat(1000.0)))
+        if widths == {1, 2}:  # some lines with a timestamp, some without (dumps put together)
+            with_ts = list(map((2).__eq__, lens))
+            ms = map(int, map(itemgetter(1), compress(toks, with_ts)))
+            at = dict(zip(compress(range(len(toks)), with_ts), map(truediv, ms, repeat(1000.0))))
+            return list(map(float, map(itemgetter(0), toks))), list(map(at.get, range(len(toks))))
+    except ValueError:
+        pass
+    return None
+
+
+def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
+    """The samples of ``lines`` (sample lines, none empty); None when one is not plain."""
+    heads, braces, rests = zip(*map(str.rpartition, lines, repeat("}")))
+    # labelled lines: the text after "}" starts with one space (checked on one joined string)
+    lab_rests = list(compress(rests, braces)) if "" in braces else rests
+    joined = "\n" + "\n".join(lab_rests)
+    if joined.count("\n ") != len(lab_rests):
+        return None
+    if "" in braces:  # lines without a label set: name, space, value; key "name{" as for "name{}"
+        heads, rests = list(heads), list(rests)
+        at = list(compress(range(len(lines)), map(not_, braces)))
+        names, spaces, un_rests = zip(*map(str.partition, map(lines.__getitem__, at), repeat(" ")))
+        if "" in spaces:
+            return None
+        for _ in map(heads.__setitem__, at, map(add, names, repeat("{"))):
+            pass
+        for _ in map(rests.__setitem__, at, un_rests):
+            pass
+        joined = "".join(un_rests) + joined
+    if "_" in joined:
+        return None  # Go's ParseFloat takes no digit separators
+    series = seen.series
+    new = set(heads).difference(series)
+    if new and not _learn(new, seen):
+        return None
+    got = _values(rests)
+    if got is None:
+        return None
+    values, times = got
+    keys = list(map(series.__getitem__, heads))
+    return list(
+        map(
+            tuple.__new__,
+            repeat(PromSample),
+            zip(map(itemgetter(0), keys), map(itemgetter(1), keys), values, times),
+        )
+    )
+
+
+def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> bool:
+    """Apply the ``# HELP`` / ``# TYPE`` lines of a plain block; False when a comment needs the
+    careful loop (a second TYPE that conflicts, a bad name, ``# UNIT``, ``# EOF``, an unknown type).
+
+    Each distinct comment line is read once (:func:`meta_of`); HELP and TYPE texts are gathered in
+    dicts (the last HELP wins, as in the loop) and each family is built once, in order of first mention.
+    """
+    cache = seen.comments
+    for c in set(comments).difference(cache):
+        cache[c] = meta_of(c)
+    metas = list(map(cache.__getitem__, comments))
+    if None in metas:
+        if not only_plain_comments(compress(comments, map(not_, metas))):
+            return False
+        metas = list(filter(None, metas))
+    if not metas:
+        return True
+    kws, fnames, args = zip(*metas)
+    is_type = list(map("TYPE".__eq__, kws))
+    type_lines = list(compress(zip(fnames, args), is_type))
+    types = dict(type_lines)
+    if not TYPES.issuperset(types.values()):
+        return False  # an unknown type: the careful loop warns about it
+    if len(types) != len(type_lines) or any(map(families.__contains__, types)):
+        # TYPE again for a family, as in dumps put together: the careful loop takes the last one and
+        # warns only when two in a row are different and neither is untyped; then it must run
+        last: dict[str, str] = {f: families[f].type for f in types if f in families}
+        for f, typ in type_lines:
+            prev = last.get(f, "untyped")
+            if prev not in ("untyped", typ) and typ != "untyped":
+                return False
+            last[f] = typ
+    helps = dict(compress(zip(fnames, args), map(not_, is_type)))
+    if "\\" in "".join(helps.values()):
+        helps = {k: unescape_help(v) for k, v in helps.items()}
+    order = list(dict.fromkeys(fnames))
+    seen_fams = [f for f in order if f in families]
+    if seen_fams:  # a later block of the same file: merge into what the earlier blocks read
+        for f in seen_fams:
+            fam = families[f]
+            if f in types:
+                fam.type = types[f]
+            if f in helps:
+                fam.help = helps[f]
+        order = [f for f in order if f not in families]
+    families.update(
+        zip(order, map(Family, order, map(types.get, order, repeat("untyped")), map(helps.get, order)))
+    )
+    return True
+
+
+def parse_block(text: str, families: dict[str, Family], seen: Seen) -> tuple[list[PromSample], int] | None:
+    """All samples of one block of a plain text-format file and its number of lines; None when a
+    line needs the careful per-line loop (``families`` is then left as it was)."""
+    lines = text.split("\n")
+    n_lines = len(lines) - (text[-1:] == "\n")
+    is_comment = list(map(str.startswith, lines, repeat("#")))
+    comments = list(compress(lines, is_comment))
+    body = list(filter(None, compress(lines, map(not_, is_comment))))
+    samples: list[PromSample] | None = []
+    if body:
+        samples = _samples(body, seen)
+        if samples is None:
+            kept = list(filter(str.strip, body))  # lines of spaces only are blank lines
+            if len(kept) == len(body):
+                return None
+            samples = _samples(kept, seen) if kept else []
+            if samples is None:
+                return None
+    if not _metadata(comments, families, seen):
+        return None
+    return samples, n_lines
+
+
+def parse_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSample], int] | None:
+    """:func:`parse_block` on blocks of about :data:`BLOCK` characters, each cut after a newline, so
+    that its lists stay bounded by the block, not the file: peak memory is the text and the samples.
+    None (``families`` emptied) when any block needs the careful loop."""
+    seen = Seen()
+    if len(text) <= BLOCK:
+        got = parse_block(text, families, seen)
+        if got is None:
+            families.clear()
+        return got
+    samples: list[PromSample] = []
+    n_lines = 0
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + BLOCK)
+        end = len(text) if end < 0 else end + 1
+        got = parse_block(text[start:end], families, seen)
+        if got is None:
+            families.clear()
+            return None
+        samples += got[0]
+        n_lines += got[1]
+        start = end
+    return samples, n_lines
