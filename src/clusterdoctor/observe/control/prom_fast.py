@@ -18,8 +18,8 @@ process, issue 26); HELP/TYPE lines are read once per distinct line.
 
 from __future__ import annotations
 
-from itertools import accumulate, chain, compress, repeat
-from operator import add, itemgetter, not_, truediv
+from itertools import accumulate, chain, compress, filterfalse, repeat
+from operator import add, attrgetter, itemgetter, not_, truediv
 from sys import intern
 
 from clusterdoctor.observe.control.prom_metrics import Family, PromSample
@@ -129,6 +129,9 @@ def only_plain_comments(lines: Iterable[str]) -> bool:
     return True
 
 
+_UNTYPED = Family("", "untyped")  # the type before a family's first TYPE line
+
+
 class Seen:
     """What one parse has read so far, shared by its blocks: series key (``name{body``) ->
     ``(name, labels)``, label body -> labels, one copy of each label pair, the checked metric names
@@ -178,6 +181,20 @@ def _values(rests: list[str]) -> tuple[list[float], Iterable[float | None]] | No
         return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
     except ValueError:
         pass
+    # with timestamps: cut at the last space (" 1.5 1700000000000" -> " 1.5", "1700000000000"; " 1.5" ->
+    # "", "1.5"); a line this does not read (tabs, three tokens) sends the block to the split below
+    firsts, _, lasts = zip(*map(str.rpartition, rests, repeat(" ")))
+    at = list(compress(range(len(rests)), firsts))  # the lines with a timestamp
+    vals = list(lasts)
+    times: list[float | None] = [None] * len(rests)
+    try:
+        for _ in map(vals.__setitem__, at, compress(firsts, firsts)):
+            pass
+        for _ in map(times.__setitem__, at, map(truediv, map(int, compress(lasts, firsts)), repeat(1000.0))):
+            pass
+        return list(map(float, vals)), times
+    except ValueError:
+        pass
     toks = list(map(str.split, rests))
     lens = list(map(len, toks))
     widths = set(lens)
@@ -217,8 +234,8 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     if "_" in joined:
         return None  # Go's ParseFloat takes no digit separators
     series = seen.series
-    new = set(heads).difference(series)
-    if new and not _learn(new, seen):
+    new = list(filterfalse(series.__contains__, heads))  # one lookup per line, no set of them all
+    if new and not _learn(dict.fromkeys(new), seen):
         return None
     got = _values(rests)
     if got is None:
@@ -253,32 +270,34 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
         return True
     kws, fnames, args = zip(*metas)
     is_type = list(map("TYPE".__eq__, kws))
-    type_lines = list(compress(zip(fnames, args), is_type))
-    types = dict(type_lines)
-    if not TYPES.issuperset(types.values()):
+    tnames = list(compress(fnames, is_type))
+    ttypes = list(compress(args, is_type))
+    types = dict(zip(tnames, ttypes))
+    if not TYPES.issuperset(ttypes):
         return False  # an unknown type: the careful loop warns about it
-    if len(types) != len(type_lines) or any(map(families.__contains__, types)):
-        # TYPE again for a family, as in dumps put together: the careful loop takes the last one and
-        # warns only when two in a row are different and neither is untyped; then it must run
-        last: dict[str, str] = {f: families[f].type for f in types if f in families}
-        for f, typ in type_lines:
+    # TYPE again for a family (dumps put together): the careful loop takes the last one and warns
+    # when two in a row differ and neither is untyped; then it must run
+    if len(types) != len(tnames):  # a family typed twice in this block: in order
+        last = {f: families[f].type for f in types if f in families}
+        for f, typ in zip(tnames, ttypes):
             prev = last.get(f, "untyped")
             if prev not in ("untyped", typ) and typ != "untyped":
                 return False
             last[f] = typ
+    else:  # each (type before, type now) pair once
+        before = map(attrgetter("type"), map(families.get, tnames, repeat(_UNTYPED)))
+        for prev, typ in set(zip(before, ttypes)):
+            if prev not in ("untyped", typ) and typ != "untyped":
+                return False
     helps = dict(compress(zip(fnames, args), map(not_, is_type)))
     if "\\" in "".join(helps.values()):
         helps = {k: unescape_help(v) for k, v in helps.items()}
-    order = list(dict.fromkeys(fnames))
-    seen_fams = [f for f in order if f in families]
-    if seen_fams:  # a later block of the same file: merge into what the earlier blocks read
-        for f in seen_fams:
-            fam = families[f]
-            if f in types:
-                fam.type = types[f]
-            if f in helps:
-                fam.help = helps[f]
-        order = [f for f in order if f not in families]
+    # families an earlier block read: updated in place (setattr by map, no Python loop per family)
+    for attr, new in (("type", types), ("help", helps)):
+        old = list(filter(families.__contains__, new))
+        for _ in map(setattr, map(families.__getitem__, old), repeat(attr), map(new.__getitem__, old)):
+            pass
+    order = list(filterfalse(families.__contains__, dict.fromkeys(fnames)))  # in order of first mention
     families.update(
         zip(order, map(Family, order, map(types.get, order, repeat("untyped")), map(helps.get, order)))
     )
