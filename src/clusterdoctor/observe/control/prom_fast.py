@@ -19,7 +19,7 @@ process, issue 26); HELP/TYPE lines are read once per distinct line.
 from __future__ import annotations
 
 from itertools import accumulate, chain, compress, filterfalse, repeat
-from operator import add, attrgetter, itemgetter, not_, truediv
+from operator import add, attrgetter, itemgetter, not_, sub, truediv
 from sys import intern
 
 from clusterdoctor.observe.control.prom_metrics import Family, PromSample
@@ -174,27 +174,34 @@ def _learn(new: Iterable[str], seen: Seen) -> bool:
     return True
 
 
-def _values(rests: list[str]) -> tuple[list[float], Iterable[float | None]] | None:
+def _values(
+    rests: list[str], braces: tuple[str, ...], spaces: int
+) -> tuple[list[float], Iterable[float | None]] | None:
     """Values and timestamps (seconds) of the text after each series key: `` value`` or
-    `` value ms``; None when one is something else (the careful loop reads it)."""
-    try:
-        return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
-    except ValueError:
-        pass
-    # with timestamps: cut at the last space (" 1.5 1700000000000" -> " 1.5", "1700000000000"; " 1.5" ->
-    # "", "1.5"); a line this does not read (tabs, three tokens) sends the block to the split below
-    firsts, _, lasts = zip(*map(str.rpartition, rests, repeat(" ")))
-    at = list(compress(range(len(rests)), firsts))  # the lines with a timestamp
-    vals = list(lasts)
-    times: list[float | None] = [None] * len(rests)
-    try:
-        for _ in map(vals.__setitem__, at, compress(firsts, firsts)):
+    `` value ms`` after a label set, ``value`` or ``value ms`` after a bare name (``braces``: "}" or
+    ""); ``spaces``: how many spaces ``rests`` hold in all. None when one is something else."""
+    if spaces == len(rests) - braces.count(""):  # one space per label set's rest: no timestamp
+        try:
+            return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
+        except ValueError:
             pass
-        for _ in map(times.__setitem__, at, map(truediv, map(int, compress(lasts, firsts)), repeat(1000.0))):
-            pass
-        return list(map(float, vals)), times
-    except ValueError:
-        pass
+    else:
+        # a space more than that: a timestamp, cut at the last space (" 1.5 1700000000000" -> " 1.5",
+        # "1700000000000"); a line this does not read (tabs, three tokens) goes to the split below
+        extra = list(map(sub, map(str.count, rests, repeat(" ")), map(len, braces)))
+        if set(extra) <= {0, 1}:
+            at = list(compress(range(len(rests)), extra))  # the lines with a timestamp
+            firsts, _, lasts = zip(*map(str.rpartition, compress(rests, extra), repeat(" ")))
+            vals = list(rests)
+            times: list[float | None] = [None] * len(rests)
+            try:
+                for _ in map(vals.__setitem__, at, firsts):
+                    pass
+                for _ in map(times.__setitem__, at, map(truediv, map(int, lasts), repeat(1000.0))):
+                    pass
+                return list(map(float, vals)), times
+            except ValueError:
+                pass
     toks = list(map(str.split, rests))
     lens = list(map(len, toks))
     widths = set(lens)
@@ -234,14 +241,15 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     if "_" in joined:
         return None  # Go's ParseFloat takes no digit separators
     series = seen.series
-    new = list(filterfalse(series.__contains__, heads))  # one lookup per line, no set of them all
-    if new and not _learn(dict.fromkeys(new), seen):
-        return None
-    got = _values(rests)
+    keys = list(map(series.get, heads))  # (name, labels) of each series seen before, else None
+    if not all(keys):
+        if not _learn(dict.fromkeys(compress(heads, map(not_, keys))), seen):
+            return None
+        keys = list(map(series.__getitem__, heads))
+    got = _values(rests, braces, joined.count(" "))
     if got is None:
         return None
     values, times = got
-    keys = list(map(series.__getitem__, heads))
     return list(
         map(
             tuple.__new__,
