@@ -80,10 +80,17 @@ def test_real_dumps_parse_as_the_previous_parser(rel: str, want: str, n: int) ->
     assert digest(parse_prom_text(p.read_text(), p.name)) == (want, n)
 
 
-@pytest.mark.parametrize("block", [prom_fast.BLOCK, 5000])
-def test_concatenated_dumps_parse_as_the_previous_parser(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+@pytest.mark.parametrize(
+    "block,cache", [(prom_fast.BLOCK, prom_fast.CACHE), (5000, prom_fast.CACHE), (5000, 50)]
+)
+def test_concatenated_dumps_parse_as_the_previous_parser(
+    monkeypatch: pytest.MonkeyPatch, block: int, cache: int
+) -> None:
+    """Whole, in blocks (every series seen again in a later block), and with the remembered series
+    dropped every few blocks (a bound of 50)."""
     text = "".join(_path(rel).read_text() for rel in FOUR) * 3
     monkeypatch.setattr(prom_fast, "BLOCK", block)
+    monkeypatch.setattr(prom_fast, "CACHE", cache)
     assert digest(parse_prom_text(text)) == FOUR_X3
 
 

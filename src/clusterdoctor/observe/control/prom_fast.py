@@ -36,6 +36,12 @@ TYPES = frozenset(
 # Characters per block. Small blocks keep the per-block lists small and reuse their memory: at 256 Ki
 # a 49 MB file took 17% fewer page faults than at 4 Mi and no more time (issue 26, fifth round).
 BLOCK = 1 << 18
+# Series keys (and label bodies, comment lines) remembered across blocks, at most: past this they are
+# dropped and what follows is learnt again. A file whose series repeat (dumps put together, several
+# scrapes of a target) reads each series' name and labels once; a file of distinct series (one scrape
+# of a large fleet) gains nothing from them and must not pay ~300 bytes per series for them (on 49 MB of
+# distinct series, unbounded: 280 MiB peak; with this bound: 155 MiB, and 25% less time).
+CACHE = 50_000
 
 
 def good_name(s: str) -> bool:
@@ -145,6 +151,13 @@ class Seen:
         self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
         self.names: dict[str, str] = {}
         self.comments: dict[str, tuple[str, str, str] | None] = {}
+
+    def forget(self) -> None:
+        """Drop the series keys, label bodies and comment lines (the pairs and names stay: the
+        samples hold them anyway)."""
+        self.series.clear()
+        self.bodies = {"": ()}
+        self.comments.clear()
 
 
 def _learn(new: Iterable[str], seen: Seen) -> bool:
@@ -358,4 +371,6 @@ def parse_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
         samples += got[0]
         n_lines += got[1]
         start = end
+        if len(seen.series) > CACHE or len(seen.comments) > CACHE:
+            seen.forget()
     return samples, n_lines
