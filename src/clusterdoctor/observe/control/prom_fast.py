@@ -18,7 +18,7 @@ process, issue 26); HELP/TYPE lines are read once per distinct line.
 
 from __future__ import annotations
 
-from itertools import accumulate, chain, compress, filterfalse, repeat
+from itertools import accumulate, chain, compress, filterfalse, repeat, tee
 from operator import add, attrgetter, itemgetter, not_, sub, truediv
 from sys import intern
 
@@ -36,12 +36,14 @@ TYPES = frozenset(
 # Characters per block. Small blocks keep the per-block lists small and reuse their memory: at 256 Ki
 # a 49 MB file took 17% fewer page faults than at 4 Mi and no more time (issue 26, fifth round).
 BLOCK = 1 << 18
-# Series keys (and label bodies, comment lines) remembered across blocks, at most: past this they are
+# Series keys (and comment lines) remembered across blocks, at most: past this they are
 # dropped and what follows is learnt again. A file whose series repeat (dumps put together, several
 # scrapes of a target) reads each series' name and labels once; a file of distinct series (one scrape
 # of a large fleet) gains nothing from them and must not pay ~300 bytes per series for them (on 49 MB of
 # distinct series, unbounded: 280 MiB peak; with this bound: 155 MiB, and 25% less time).
 CACHE = 50_000
+# A file longer than this shares one copy of each label pair and label set among its samples.
+SHARE_ABOVE = 4 << 20
 
 
 def good_name(s: str) -> bool:
@@ -140,29 +142,29 @@ _UNTYPED = Family("", "untyped")  # the type before a family's first TYPE line
 
 class Seen:
     """What one parse has read so far, shared by its blocks: series key (``name{body``) ->
-    ``(name, labels)``, label body -> labels, one copy of each label pair, the checked metric names
-    (interned), and each distinct comment line -> :func:`meta_of`."""
+    ``(name, labels)``, the checked metric names (interned), each distinct comment line ->
+    :func:`meta_of`, and, in a file over :data:`SHARE_ABOVE` characters, one copy of each label
+    pair and label set (dumps put together repeat them: memory by what the file says)."""
 
-    __slots__ = ("series", "bodies", "pairs", "names", "comments")
+    __slots__ = ("series", "names", "comments", "shared")
 
-    def __init__(self) -> None:
+    def __init__(self, share: bool = False) -> None:
         self.series: dict[str, tuple[str, Labels]] = {}
-        self.bodies: dict[str, Labels] = {"": ()}
-        self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
         self.names: dict[str, str] = {}
         self.comments: dict[str, tuple[str, str, str] | None] = {}
+        self.shared: dict[object, object] | None = {} if share else None
 
     def forget(self) -> None:
-        """Drop the series keys, label bodies and comment lines (the pairs and names stay: the
-        samples hold them anyway)."""
+        """Drop the series keys, comment lines and shared pairs and label sets (the samples keep
+        theirs; the names stay: one per metric)."""
         self.series.clear()
-        self.bodies = {"": ()}
         self.comments.clear()
+        if self.shared is not None:
+            self.shared.clear()
 
 
-def _learn(new: Iterable[str], seen: Seen) -> bool:
-    """Add the series keys ``new`` (``name{body``) to ``seen``; False when one is not plain."""
-    new = list(new)
+def _learn(new: list[str], seen: Seen) -> bool:
+    """Add the series keys ``new`` (``name{body``, distinct) to ``seen``; False when one is not plain."""
     names, braces, bodies = zip(*map(str.partition, new, repeat("{")))
     if "" in braces:
         return False  # a "}" without "{"
@@ -171,19 +173,21 @@ def _learn(new: Iterable[str], seen: Seen) -> bool:
         if not good_name(n):
             return False
         good[n] = intern(n)  # one string per metric name, not per line
-    known = seen.bodies
-    fresh = list(set(bodies).difference(known))
-    if fresh:
-        joined = "\n".join(fresh)
-        if "}" in joined:
-            return False  # a "}" inside a value (the careful loop reads it)
-        canon = canonical_pairs(joined)
-        if canon is None:
-            return False
-        pairs, stops = canon
-        pairs = tuple(map(seen.pairs.setdefault, pairs, pairs))
-        known.update(zip(fresh, map(pairs.__getitem__, map(slice, chain((0,), stops), stops))))
-    seen.series.update(zip(new, zip(map(good.__getitem__, names), map(known.__getitem__, bodies))))
+    joined = "\n".join(bodies)
+    if "}" in joined:
+        return False  # a "}" inside a value (the careful loop reads it)
+    canon = canonical_pairs(joined)
+    if canon is None:
+        return False
+    pairs, stops = canon
+    shared = seen.shared
+    if shared is not None:
+        pairs = tuple(map(shared.setdefault, pairs, pairs))
+    labels: Iterable[Labels] = map(pairs.__getitem__, map(slice, chain((0,), stops), stops))
+    if shared is not None:
+        one, two = tee(labels)
+        labels = map(shared.setdefault, one, two)
+    seen.series.update(zip(new, zip(map(good.__getitem__, names), labels)))
     return True
 
 
@@ -256,7 +260,7 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     series = seen.series
     keys = list(map(series.get, heads))  # (name, labels) of each series seen before, else None
     if not all(keys):
-        if not _learn(dict.fromkeys(compress(heads, map(not_, keys))), seen):
+        if not _learn(list(dict.fromkeys(compress(heads, map(not_, keys)))), seen):
             return None
         keys = list(map(series.__getitem__, heads))
     got = _values(rests, braces, joined.count(" "))
@@ -352,7 +356,7 @@ def parse_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
     """:func:`parse_block` on blocks of about :data:`BLOCK` characters, each cut after a newline, so
     that its lists stay bounded by the block, not the file: peak memory is the text and the samples.
     None (``families`` emptied) when any block needs the careful loop."""
-    seen = Seen()
+    seen = Seen(share=len(text) > SHARE_ABOVE)
     if len(text) <= BLOCK:
         got = parse_block(text, families, seen)
         if got is None:
