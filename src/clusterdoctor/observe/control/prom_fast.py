@@ -19,7 +19,7 @@ process, issue 26); HELP/TYPE lines are read once per distinct line.
 from __future__ import annotations
 
 from itertools import accumulate, chain, compress, filterfalse, repeat, tee
-from operator import add, attrgetter, itemgetter, not_, sub, truediv
+from operator import add, attrgetter, is_, itemgetter, not_, sub, truediv
 from sys import intern
 
 from clusterdoctor.observe.control.prom_metrics import Family, PromSample
@@ -151,7 +151,7 @@ class Seen:
     def __init__(self, share: bool = False) -> None:
         self.series: dict[str, tuple[str, Labels]] = {}
         self.names: dict[str, str] = {}
-        self.comments: dict[str, tuple[str, str, str] | None] = {}
+        self.comments: dict[str, tuple[str, str, str] | int] = {}
         self.shared: dict[object, object] | None = {} if share else None
 
     def forget(self) -> None:
@@ -283,14 +283,18 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
     Each distinct comment line is read once (:func:`meta_of`); HELP and TYPE texts are gathered in
     dicts (the last HELP wins, as in the loop) and each family is built once, in order of first mention.
     """
-    cache = seen.comments
-    for c in set(comments).difference(cache):
-        cache[c] = meta_of(c)
-    metas = list(map(cache.__getitem__, comments))
-    if None in metas:
-        if not only_plain_comments(compress(comments, map(not_, metas))):
-            return False
-        metas = list(filter(None, metas))
+    cache = seen.comments  # comment line -> meta_of(line), or 0 when it is not a HELP/TYPE line
+    metas = list(map(cache.get, comments))
+    if not all(metas):  # lines not seen before (None), or free text (0)
+        unknown = set(compress(comments, map(is_, metas, repeat(None))))
+        if unknown:
+            for c in unknown:
+                cache[c] = meta_of(c) or 0
+            metas = list(map(cache.__getitem__, comments))
+        if not all(metas):
+            if not only_plain_comments(compress(comments, map(not_, metas))):
+                return False
+            metas = list(filter(None, metas))
     if not metas:
         return True
     kws, fnames, args = zip(*metas)
@@ -333,10 +337,14 @@ def parse_block(text: str, families: dict[str, Family], seen: Seen) -> tuple[lis
     """All samples of one block of a plain text-format file and its number of lines; None when a
     line needs the careful per-line loop (``families`` is then left as it was)."""
     lines = text.split("\n")
-    n_lines = len(lines) - (text[-1:] == "\n")
+    if text[-1:] == "\n":
+        lines.pop()  # the empty string after the last newline
+    n_lines = len(lines)
     is_comment = list(map(str.startswith, lines, repeat("#")))
     comments = list(compress(lines, is_comment))
-    body = list(filter(None, compress(lines, map(not_, is_comment))))
+    body = list(compress(lines, map(not_, is_comment)))
+    if "" in body:
+        body = list(filter(None, body))  # blank lines
     samples: list[PromSample] | None = []
     if body:
         samples = _samples(body, seen)
