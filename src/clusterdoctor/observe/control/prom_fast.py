@@ -202,7 +202,13 @@ def _values(
             return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
         except ValueError:
             pass
-    else:
+    elif spaces == 2 * len(rests) - braces.count(""):  # one more space per line: timestamps everywhere?
+        firsts, _, lasts = zip(*map(str.rpartition, rests, repeat(" ")))
+        try:  # a line with no timestamp leaves "" to float(); one with two more, " 1 2" to float()
+            return list(map(float, firsts)), list(map(truediv, map(int, lasts), repeat(1000.0)))
+        except ValueError:
+            pass
+    if spaces != len(rests) - braces.count(""):
         # a space more than that: a timestamp, cut at the last space (" 1.5 1700000000000" -> " 1.5",
         # "1700000000000"); a line this does not read (tabs, three tokens) goes to the split below
         extra = list(map(sub, map(str.count, rests, repeat(" ")), map(len, braces)))
