@@ -19,7 +19,7 @@ process, issue 26); HELP/TYPE lines are read once per distinct line.
 from __future__ import annotations
 
 from itertools import accumulate, chain, compress, filterfalse, repeat, tee
-from operator import add, attrgetter, is_, itemgetter, not_, sub, truediv
+from operator import add, attrgetter, getitem, is_, itemgetter, not_, sub, truediv
 from sys import intern
 
 from clusterdoctor.observe.control.prom_metrics import Family, PromSample
@@ -282,6 +282,29 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     )
 
 
+_HELP_TYPE = frozenset({"# HELP ", "# TYPE "})
+
+
+def _read_comments(lines: list[str], seen: Seen) -> None:
+    """:func:`meta_of` of each of ``lines`` into ``seen.comments`` (0 for free text), by ``map``: the
+    first seven characters say HELP or TYPE, the name is up to the next space and checked once."""
+    cache = seen.comments
+    cache.update(zip(lines, repeat(0)))
+    heads = list(map(getitem, lines, repeat(slice(None, 7))))
+    is_meta = list(map(_HELP_TYPE.__contains__, heads))
+    meta_lines = list(compress(lines, is_meta))
+    if not meta_lines:
+        return
+    kws = map(getitem, compress(heads, is_meta), repeat(slice(2, 6)))
+    names, _, args = zip(*map(str.partition, map(getitem, meta_lines, repeat(slice(7, None))), repeat(" ")))
+    good = seen.names
+    for n in set(names).difference(good):
+        if good_name(n):
+            good[n] = intern(n)
+    ok = list(map(good.__contains__, names))
+    cache.update(compress(zip(meta_lines, zip(kws, names, args)), ok))
+
+
 def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> bool:
     """Apply the ``# HELP`` / ``# TYPE`` lines of a plain block; False when a comment needs the
     careful loop (a second TYPE that conflicts, a bad name, ``# UNIT``, ``# EOF``, an unknown type).
@@ -292,10 +315,9 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
     cache = seen.comments  # comment line -> meta_of(line), or 0 when it is not a HELP/TYPE line
     metas = list(map(cache.get, comments))
     if not all(metas):  # lines not seen before (None), or free text (0)
-        unknown = set(compress(comments, map(is_, metas, repeat(None))))
+        unknown = list(set(compress(comments, map(is_, metas, repeat(None)))))
         if unknown:
-            for c in unknown:
-                cache[c] = meta_of(c) or 0
+            _read_comments(unknown, seen)
             metas = list(map(cache.__getitem__, comments))
         if not all(metas):
             if not only_plain_comments(compress(comments, map(not_, metas))):
