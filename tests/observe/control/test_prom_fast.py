@@ -81,16 +81,23 @@ def test_real_dumps_parse_as_the_previous_parser(rel: str, want: str, n: int) ->
 
 
 @pytest.mark.parametrize(
-    "block,cache", [(prom_fast.BLOCK, prom_fast.CACHE), (5000, prom_fast.CACHE), (5000, 50)]
+    "block,cache,remember",
+    [
+        (prom_fast.BLOCK, prom_fast.CACHE, prom_fast.REMEMBER_ABOVE),
+        (5000, prom_fast.CACHE, prom_fast.REMEMBER_ABOVE),
+        (5000, prom_fast.CACHE, 0),
+        (5000, 50, 0),
+    ],
 )
 def test_concatenated_dumps_parse_as_the_previous_parser(
-    monkeypatch: pytest.MonkeyPatch, block: int, cache: int
+    monkeypatch: pytest.MonkeyPatch, block: int, cache: int, remember: int
 ) -> None:
-    """Whole, in blocks (every series seen again in a later block), and with the remembered series
-    dropped every few blocks (a bound of 50)."""
+    """Whole, in blocks, in blocks remembering series and comments (every series seen again in a
+    later block), and with what is remembered dropped every few blocks (a bound of 50)."""
     text = "".join(_path(rel).read_text() for rel in FOUR) * 3
     monkeypatch.setattr(prom_fast, "BLOCK", block)
     monkeypatch.setattr(prom_fast, "CACHE", cache)
+    monkeypatch.setattr(prom_fast, "REMEMBER_ABOVE", remember)
     assert digest(parse_prom_text(text)) == FOUR_X3
 
 
@@ -208,6 +215,8 @@ def test_plain_pass_equals_careful_loop_on_mutations(
     assert whole == _view(_careful(monkeypatch, text))
     with monkeypatch.context() as m:
         m.setattr(prom_fast, "BLOCK", data.draw(st.integers(50, 2000)))
+        m.setattr(prom_fast, "REMEMBER_ABOVE", data.draw(st.sampled_from([0, prom_fast.REMEMBER_ABOVE])))
+        m.setattr(prom_fast, "CACHE", data.draw(st.sampled_from([5, prom_fast.CACHE])))
         assert _view(_parse(text + text)) == _view(_careful(monkeypatch, text + text))
 
 

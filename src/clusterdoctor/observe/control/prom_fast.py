@@ -42,8 +42,8 @@ BLOCK = 1 << 18
 # of a large fleet) gains nothing from them and must not pay ~300 bytes per series for them (on 49 MB of
 # distinct series, unbounded: 280 MiB peak; with this bound: 155 MiB, and 25% less time).
 CACHE = 50_000
-# A file longer than this shares one copy of each label pair and label set among its samples.
-SHARE_ABOVE = 4 << 20
+# A file longer than this remembers series, comment lines, label pairs and label sets across blocks.
+REMEMBER_ABOVE = 4 << 20
 
 
 def good_name(s: str) -> bool:
@@ -141,44 +141,47 @@ _UNTYPED = Family("", "untyped")  # the type before a family's first TYPE line
 
 
 class Seen:
-    """What one parse has read so far, shared by its blocks: series key (``name{body``) ->
-    ``(name, labels)``, the checked metric names (interned), each distinct comment line ->
-    :func:`meta_of`, and, in a file over :data:`SHARE_ABOVE` characters, one copy of each label
-    pair and label set (dumps put together repeat them: memory by what the file says)."""
+    """What one parse has read so far, shared by its blocks: the checked metric names (interned)
+    and, in a file over :data:`REMEMBER_ABOVE` characters (dumps put together, several scrapes),
+    series key (``name{body``) -> ``(name, labels)``, each distinct comment line -> :func:`meta_of`
+    (0 for free text), and one copy of each label pair and label set (memory by what the file says).
+    A single dump repeats nothing: it is read without these dicts."""
 
     __slots__ = ("series", "names", "comments", "shared")
 
-    def __init__(self, share: bool = False) -> None:
-        self.series: dict[str, tuple[str, Labels]] = {}
+    def __init__(self, remember: bool = False) -> None:
         self.names: dict[str, str] = {}
-        self.comments: dict[str, tuple[str, str, str] | int] = {}
-        self.shared: dict[object, object] | None = {} if share else None
+        self.series: dict[str, tuple[str, Labels]] | None = {} if remember else None
+        self.comments: dict[str, tuple[str, str, str] | int] | None = {} if remember else None
+        self.shared: dict[object, object] | None = {} if remember else None
+
+    def full(self) -> bool:
+        return self.series is not None and (len(self.series) > CACHE or len(self.comments or ()) > CACHE)
 
     def forget(self) -> None:
         """Drop the series keys, comment lines and shared pairs and label sets (the samples keep
         theirs; the names stay: one per metric)."""
-        self.series.clear()
-        self.comments.clear()
-        if self.shared is not None:
-            self.shared.clear()
+        for d in (self.series, self.comments, self.shared):
+            if d is not None:
+                d.clear()
 
 
-def _learn(new: list[str], seen: Seen) -> bool:
-    """Add the series keys ``new`` (``name{body``, distinct) to ``seen``; False when one is not plain."""
-    names, braces, bodies = zip(*map(str.partition, new, repeat("{")))
+def _series_of(keys: list[str], seen: Seen) -> list[tuple[str, Labels]] | None:
+    """``(name, labels)`` of each series key (``name{body``); None when one is not plain."""
+    names, braces, bodies = zip(*map(str.partition, keys, repeat("{")))
     if "" in braces:
-        return False  # a "}" without "{"
+        return None  # a "}" without "{"
     good = seen.names
     for n in set(names).difference(good):
         if not good_name(n):
-            return False
+            return None
         good[n] = intern(n)  # one string per metric name, not per line
     joined = "\n".join(bodies)
     if "}" in joined:
-        return False  # a "}" inside a value (the careful loop reads it)
+        return None  # a "}" inside a value (the careful loop reads it)
     canon = canonical_pairs(joined)
     if canon is None:
-        return False
+        return None
     pairs, stops = canon
     shared = seen.shared
     if shared is not None:
@@ -187,8 +190,7 @@ def _learn(new: list[str], seen: Seen) -> bool:
     if shared is not None:
         one, two = tee(labels)
         labels = map(shared.setdefault, one, two)
-    seen.series.update(zip(new, zip(map(good.__getitem__, names), labels)))
-    return True
+    return list(zip(map(good.__getitem__, names), labels))
 
 
 def _values(
@@ -264,11 +266,19 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     if "_" in joined:
         return None  # Go's ParseFloat takes no digit separators
     series = seen.series
-    keys = list(map(series.get, heads))  # (name, labels) of each series seen before, else None
-    if not all(keys):
-        if not _learn(list(dict.fromkeys(compress(heads, map(not_, keys)))), seen):
+    if series is None:
+        keys = _series_of(heads, seen)
+        if keys is None:
             return None
-        keys = list(map(series.__getitem__, heads))
+    else:
+        keys = list(map(series.get, heads))  # (name, labels) of each series seen before, else None
+        if not all(keys):
+            new = list(dict.fromkeys(compress(heads, map(not_, keys))))
+            learnt = _series_of(new, seen)
+            if learnt is None:
+                return None
+            series.update(zip(new, learnt))
+            keys = list(map(series.__getitem__, heads))
     got = _values(rests, braces, joined.count(" "))
     if got is None:
         return None
@@ -285,24 +295,29 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
 _HELP_TYPE = frozenset({"# HELP ", "# TYPE "})
 
 
-def _read_comments(lines: list[str], seen: Seen) -> None:
-    """:func:`meta_of` of each of ``lines`` into ``seen.comments`` (0 for free text), by ``map``: the
-    first seven characters say HELP or TYPE, the name is up to the next space and checked once."""
-    cache = seen.comments
-    cache.update(zip(lines, repeat(0)))
+def _metas(lines: list[str], seen: Seen) -> list[tuple[str, str, str] | int]:
+    """:func:`meta_of` of each of ``lines``, 0 for free text, by ``map``: the first seven characters
+    say HELP or TYPE, the name is up to the next space and checked once."""
     heads = list(map(getitem, lines, repeat(slice(None, 7))))
     is_meta = list(map(_HELP_TYPE.__contains__, heads))
     meta_lines = list(compress(lines, is_meta))
     if not meta_lines:
-        return
+        return [0] * len(lines)
     kws = map(getitem, compress(heads, is_meta), repeat(slice(2, 6)))
     names, _, args = zip(*map(str.partition, map(getitem, meta_lines, repeat(slice(7, None))), repeat(" ")))
     good = seen.names
     for n in set(names).difference(good):
         if good_name(n):
             good[n] = intern(n)
-    ok = list(map(good.__contains__, names))
-    cache.update(compress(zip(meta_lines, zip(kws, names, args)), ok))
+    metas: list[tuple[str, str, str] | int] = list(zip(kws, names, args))
+    if not all(map(good.__contains__, names)):
+        metas = [m if m[1] in good else 0 for m in metas]  # type: ignore[index]
+    if len(metas) == len(lines):
+        return metas
+    out: list[tuple[str, str, str] | int] = [0] * len(lines)
+    for _ in map(out.__setitem__, compress(range(len(lines)), is_meta), metas):
+        pass
+    return out
 
 
 def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> bool:
@@ -313,16 +328,19 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
     dicts (the last HELP wins, as in the loop) and each family is built once, in order of first mention.
     """
     cache = seen.comments  # comment line -> meta_of(line), or 0 when it is not a HELP/TYPE line
-    metas = list(map(cache.get, comments))
-    if not all(metas):  # lines not seen before (None), or free text (0)
-        unknown = list(set(compress(comments, map(is_, metas, repeat(None)))))
-        if unknown:
-            _read_comments(unknown, seen)
-            metas = list(map(cache.__getitem__, comments))
-        if not all(metas):
-            if not only_plain_comments(compress(comments, map(not_, metas))):
-                return False
-            metas = list(filter(None, metas))
+    if cache is None:
+        metas = _metas(comments, seen)
+    else:
+        metas = list(map(cache.get, comments))
+        if not all(metas):  # lines not seen before (None), or free text (0)
+            unknown = list(set(compress(comments, map(is_, metas, repeat(None)))))
+            if unknown:
+                cache.update(zip(unknown, _metas(unknown, seen)))
+                metas = list(map(cache.__getitem__, comments))
+    if not all(metas):
+        if not only_plain_comments(compress(comments, map(not_, metas))):
+            return False
+        metas = list(filter(None, metas))
     if not metas:
         return True
     kws, fnames, args = zip(*metas)
@@ -392,7 +410,7 @@ def parse_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
     """:func:`parse_block` on blocks of about :data:`BLOCK` characters, each cut after a newline, so
     that its lists stay bounded by the block, not the file: peak memory is the text and the samples.
     None (``families`` emptied) when any block needs the careful loop."""
-    seen = Seen(share=len(text) > SHARE_ABOVE)
+    seen = Seen(remember=len(text) > REMEMBER_ABOVE)
     if len(text) <= BLOCK:
         got = parse_block(text, families, seen)
         if got is None:
@@ -411,6 +429,6 @@ def parse_blocks(text: str, families: dict[str, Family]) -> tuple[list[PromSampl
         samples += got[0]
         n_lines += got[1]
         start = end
-        if len(seen.series) > CACHE or len(seen.comments) > CACHE:
+        if seen.full():
             seen.forget()
     return samples, n_lines
