@@ -193,6 +193,17 @@ def _series_of(keys: list[str], seen: Seen) -> list[tuple[str, Labels]] | None:
     return list(zip(map(good.__getitem__, names), labels))
 
 
+def _seconds(tokens: Iterable[str]) -> list[float]:
+    """Millisecond timestamps in seconds. The samples of one scrape share its timestamp: when most
+    repeat, each distinct one is converted once and its float shared. Raises ValueError."""
+    tokens = list(tokens)
+    distinct = set(tokens)
+    if len(distinct) * 2 > len(tokens):
+        return list(map(truediv, map(int, tokens), repeat(1000.0)))
+    at = dict(zip(distinct, map(truediv, map(int, distinct), repeat(1000.0))))
+    return list(map(at.__getitem__, tokens))
+
+
 def _values(
     rests: list[str], braces: tuple[str, ...], spaces: int
 ) -> tuple[list[float], Iterable[float | None]] | None:
@@ -207,7 +218,7 @@ def _values(
     elif spaces == 2 * len(rests) - braces.count(""):  # one more space per line: timestamps everywhere?
         firsts, _, lasts = zip(*map(str.rpartition, rests, repeat(" ")))
         try:  # a line with no timestamp leaves "" to float(); one with two more, " 1 2" to float()
-            return list(map(float, firsts)), list(map(truediv, map(int, lasts), repeat(1000.0)))
+            return list(map(float, firsts)), _seconds(lasts)
         except ValueError:
             pass
     if spaces != len(rests) - braces.count(""):
@@ -222,7 +233,7 @@ def _values(
             try:
                 for _ in map(vals.__setitem__, at, firsts):
                     pass
-                for _ in map(times.__setitem__, at, map(truediv, map(int, lasts), repeat(1000.0))):
+                for _ in map(times.__setitem__, at, _seconds(lasts)):
                     pass
                 return list(map(float, vals)), times
             except ValueError:
