@@ -193,6 +193,17 @@ def _series_of(keys: list[str], seen: Seen) -> list[tuple[str, Labels]] | None:
     return list(zip(map(good.__getitem__, names), labels))
 
 
+def _floats(tokens: list[str] | tuple[str, ...]) -> list[float]:
+    """``float`` of each token. Values repeat within a dump (on the real ones 9-23% are distinct:
+    zero buckets, 0/1 gauges): when most repeat, each distinct text is converted once and its float
+    shared (fewer objects to allocate, collect and free). Raises ValueError."""
+    distinct = set(tokens)
+    if len(distinct) * 2 > len(tokens):
+        return list(map(float, tokens))
+    at = dict(zip(distinct, map(float, distinct)))
+    return list(map(at.__getitem__, tokens))
+
+
 def _seconds(tokens: Iterable[str]) -> list[float]:
     """Millisecond timestamps in seconds. The samples of one scrape share its timestamp: when most
     repeat, each distinct one is converted once and its float shared. Raises ValueError."""
@@ -212,13 +223,13 @@ def _values(
     ""); ``spaces``: how many spaces ``rests`` hold in all. None when one is something else."""
     if spaces == len(rests) - braces.count(""):  # one space per label set's rest: no timestamp
         try:
-            return list(map(float, rests)), repeat(None)  # " 1.5": float() ignores the spaces
+            return _floats(rests), repeat(None)  # " 1.5": float() ignores the spaces
         except ValueError:
             pass
     elif spaces == 2 * len(rests) - braces.count(""):  # one more space per line: timestamps everywhere?
         firsts, _, lasts = zip(*map(str.rpartition, rests, repeat(" ")))
         try:  # a line with no timestamp leaves "" to float(); one with two more, " 1 2" to float()
-            return list(map(float, firsts)), _seconds(lasts)
+            return _floats(firsts), _seconds(lasts)
         except ValueError:
             pass
     if spaces != len(rests) - braces.count(""):
@@ -235,7 +246,7 @@ def _values(
                     pass
                 for _ in map(times.__setitem__, at, _seconds(lasts)):
                     pass
-                return list(map(float, vals)), times
+                return _floats(vals), times
             except ValueError:
                 pass
     toks = list(map(str.split, rests))
