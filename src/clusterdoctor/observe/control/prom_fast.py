@@ -8,12 +8,14 @@ result (tests/observe/control/test_prom_fast.py, on real dumps and line-level mu
 
 How: each block is split into lines once (``str.split``); comment lines are picked with
 ``compress``; each sample line is cut at its last ``}`` (``str.rpartition``) into its series key
-(``name{k="v"``) and the rest (value, timestamp). A series key seen before — in this block or an
-earlier one, as in dumps put together or several scrapes of one target — maps to the same
-``(name, labels)`` objects through one dict; only new keys are split and validated (names with
-``str.isidentifier``, label bodies by :func:`canonical_pairs`). Values are converted with
-``map(float, ...)``. No regular expression is compiled or imported (``re`` costs ~6-10 ms of a fresh
-process, issue 26); HELP/TYPE lines are read once per distinct line.
+(``name{k="v"``) and the rest (value, timestamp). Series keys are split and validated column by
+column (names with ``str.isidentifier``, label bodies by :func:`canonical_pairs`). In a file over
+:data:`REMEMBER_ABOVE` characters (dumps put together, several scrapes of one target) a series key
+seen in an earlier block maps to the same ``(name, labels)`` objects through one dict (bounded by
+:data:`CACHE`), and so does a HELP/TYPE line to what it says: only new ones are read. Every sample's
+value and timestamp are read from its own line (``map(float, ...)``); equal texts within a block share
+one float. No regular expression is compiled or imported (``re`` costs ~6-10 ms of a fresh process,
+issue 26).
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ if TYPE_CHECKING:
 TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
-# Characters per block. Small blocks keep the per-block lists small and reuse their memory: at 256 Ki
-# a 49 MB file took 17% fewer page faults than at 4 Mi and no more time (issue 26, fifth round).
+# Characters per block. Small blocks keep the per-block lists small and reuse their memory: on a 49 MB
+# file 256 Ki took ~15% fewer page faults than 1-4 Mi and no more time (issue 26, fifth round).
 BLOCK = 1 << 18
-# Series keys (and comment lines) remembered across blocks, at most: past this they are
-# dropped and what follows is learnt again. A file whose series repeat (dumps put together, several
+# Series keys (and comment lines) remembered across blocks, at most: past this they are dropped and
+# what follows is learnt again. A file whose series repeat (dumps put together, several
 # scrapes of a target) reads each series' name and labels once; a file of distinct series (one scrape
 # of a large fleet) gains nothing from them and must not pay ~300 bytes per series for them (on 49 MB of
 # distinct series, unbounded: 280 MiB peak; with this bound: 155 MiB, and 25% less time).
@@ -346,8 +348,9 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
     """Apply the ``# HELP`` / ``# TYPE`` lines of a plain block; False when a comment needs the
     careful loop (a second TYPE that conflicts, a bad name, ``# UNIT``, ``# EOF``, an unknown type).
 
-    Each distinct comment line is read once (:func:`meta_of`); HELP and TYPE texts are gathered in
-    dicts (the last HELP wins, as in the loop) and each family is built once, in order of first mention.
+    Comment lines are read by :func:`_metas` (in a long file once per distinct line); HELP and TYPE
+    texts are gathered in dicts (the last HELP wins, as in the loop) and each family is built once, in
+    order of first mention.
     """
     cache = seen.comments  # comment line -> meta_of(line), or 0 when it is not a HELP/TYPE line
     if cache is None:
