@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
-# Characters per block. Small blocks keep the per-block lists small and reuse their memory: on a 49 MB
-# file 256 Ki took ~15% fewer page faults than 1-4 Mi and no more time (issue 26, fifth round).
+# Characters per block. Small blocks keep the per-block lists small and reuse their memory: parsing a
+# 49 MB file took ~14,500 page faults at 256 Ki, ~16,700 at 1 Mi, ~33,000-45,000 at 4 Mi, and no more
+# time at 256 Ki (16 Ki to 256 Ki were alike; issue 26, fifth round).
 BLOCK = 1 << 18
 # Series keys (and comment lines) remembered across blocks, at most: past this they are dropped and
 # what follows is learnt again. A file whose series repeat (dumps put together, several
