@@ -114,19 +114,19 @@ OLD = [
         re.M,
     ),
     (
-        "clusterdoctor.observe.control.prom_text",
+        "clusterdoctor.observe.control.prom_careful",
         "_TAIL_PAIR_RE",
         '[ \\t]*([a-zA-Z_][a-zA-Z0-9_]*)=\\"([^\\"\\\\\\n]*)\\"',
         0,
     ),
     (
-        "clusterdoctor.observe.control.prom_text",
+        "clusterdoctor.observe.control.prom_careful",
         "_LABELS_FULL_RE",
         '(?:[ \\t]*[a-zA-Z_][a-zA-Z0-9_]*[ \\t]*=[ \\t]*"(?:[^"\\\\\\n]|\\\\.)*"[ \\t]*,)*(?:[ \\t]*[a-zA-Z_][a-zA-Z0-9_]*[ \\t]*=[ \\t]*"(?:[^"\\\\\\n]|\\\\.)*")?[ \\t]*,?[ \\t]*',
         0,
     ),
     (
-        "clusterdoctor.observe.control.prom_text",
+        "clusterdoctor.observe.control.prom_careful",
         "_LABEL_PAIR_RE",
         '([a-zA-Z_][a-zA-Z0-9_]*)[ \\t]*=[ \\t]*\\"((?:[^\\"\\\\\\n]|\\\\.)*)\\"',
         0,

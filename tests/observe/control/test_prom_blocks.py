@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdoctor.observe.control import prom_text
+from clusterdoctor.observe.control import prom_fast, prom_text
 from clusterdoctor.testing import comparable_samples, fixture_path, prom_client_samples
 
 DUMPS = ("ctrl/kube-scheduler_v1.35.0_minikube_metrics.prom", "ctrl/etcd_v3.6.6_minikube_metrics.prom")
@@ -22,7 +22,7 @@ def _text() -> str:
 def test_blocks_read_as_one_piece(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     text = _text()
     whole = prom_text.parse_prom_text(text)
-    monkeypatch.setattr(prom_text, "_BULK_BLOCK", block)
+    monkeypatch.setattr(prom_fast, "BLOCK", block)
     got = prom_text.parse_prom_text(text)
     assert got.samples == whole.samples
     assert got.families == whole.families
@@ -33,7 +33,7 @@ def test_blocks_read_as_one_piece(monkeypatch: pytest.MonkeyPatch, block: int) -
 def test_a_conflicting_type_in_a_later_block_goes_to_the_careful_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(prom_text, "_BULK_BLOCK", 40)
+    monkeypatch.setattr(prom_fast, "BLOCK", 40)
     text = "# TYPE a counter\na_total 1\n" + "x 1\n" * 20 + "# TYPE a gauge\na 2\n"
     ms = prom_text.parse_prom_text(text)
     assert any("second TYPE for a" in w for w in ms.warnings)

@@ -305,12 +305,12 @@ def test_roundtrip_through_real_client_text_format(rows):
 
 
 def _careful(monkeypatch, data, **kw) -> MetricSet:
-    """Parse with the C-level bulk path and the canonical label split turned off."""
-    from clusterdoctor.observe.control import prom_text
+    """Parse with the plain-file pass and the careful loop's canonical label split turned off."""
+    from clusterdoctor.observe.control import prom_careful, prom_fast
 
     with monkeypatch.context() as m:
-        m.setattr(prom_text, "_bulk_parse", lambda *a: None)
-        m.setattr(prom_text, "_canonical_pairs", lambda joined: None)
+        m.setattr(prom_fast, "parse_blocks", lambda *a: None)
+        m.setattr(prom_careful, "canonical_pairs", lambda joined: None)
         return parse_prom_text(data, **kw)
 
 
