@@ -18,11 +18,10 @@ import statistics
 import sys
 import time
 
+from _openb import openb_default  # bench/_openb.py (the script's folder is on sys.path)
 from clusterdoctor.cli.sim import parse_seeds
 from clusterdoctor.sim.engine import run_fgd_protocol
 from clusterdoctor.sim.policies import get_policy
-from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
-from clusterdoctor.testing import fixture_path
 
 RUNS = [  # (label, policy, kwargs)
     ("fgd", "fgd", {}),
@@ -45,12 +44,10 @@ def main() -> int:
         label, rest = v.split("=", 1)
         pol, _, kw = rest.partition(":")
         runs.append((label, pol, json.loads(kw) if kw else {}))
-    nodes_p = fixture_path("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv")
-    pods_p = fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
-    if not (nodes_p and pods_p):
-        print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
+    got = openb_default()
+    if got is None:
         return 2
-    nodes, pods = load_openb_nodes(nodes_p), load_openb_pods(pods_p)
+    nodes, pods = got
     seeds = parse_seeds(a.seeds)
     res: dict[str, list[dict]] = {}
     for label, pol, kw in runs:

@@ -24,12 +24,11 @@ import time
 
 import numpy as np
 
+from _openb import openb_default  # bench/_openb.py (the script's folder is on sys.path)
 from clusterdoctor.cli.sim import parse_seeds
 from clusterdoctor.sim.engine import FGD_TUNE, fgd_arrival_order, run_fgd_protocol
 from clusterdoctor.sim.pack_bound import packing_bound
 from clusterdoctor.sim.policies import get_policy
-from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
-from clusterdoctor.testing import fixture_path
 
 UNLIMITED = {"per_100": 1e6, "repack_every": 1, "start_alloc": 0.0, "max_victims": 4, "min_gain_milli": 1}
 
@@ -40,12 +39,10 @@ def main() -> int:
     ap.add_argument("--no-unlimited", action="store_true")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
-    nodes_p = fixture_path("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv")
-    pods_p = fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
-    if not (nodes_p and pods_p):
-        print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
+    got = openb_default()
+    if got is None:
         return 2
-    nodes, pods = load_openb_nodes(nodes_p), load_openb_pods(pods_p)
+    nodes, pods = got
     print("seed  fgd@130 defrag@130  first failure fgd/defrag/unl of arrivals  lp-any  lp-forced  "
           "unlimited (migrations, CPU s)")  # fmt: skip
     for seed in parse_seeds(a.seeds):

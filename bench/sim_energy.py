@@ -16,11 +16,10 @@ import dataclasses
 import statistics
 import sys
 
+from _openb import openb_default  # bench/_openb.py (the script's folder is on sys.path)
 from clusterdoctor.cli.sim import parse_seeds
 from clusterdoctor.sim.engine import run_fgd_protocol
 from clusterdoctor.sim.synthetic import design_mix_cluster
-from clusterdoctor.sim.traces import load_openb_nodes, load_openb_pods
-from clusterdoctor.testing import fixture_path
 
 POLICIES = ["fgd", "pwr", "pwr-fgd", "pwr-sleep", "pwr-eff"]
 KEYS = [("alloc", "alloc %"), ("mean_kw_all_on_to80", "kW<=80"), ("mean_kw_sleep_to80", "sleep<=80"),
@@ -67,13 +66,11 @@ def main() -> int:
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--mix-seeds", default="42-44")
     a = ap.parse_args()
-    nodes_p = fixture_path("sched/alibaba_gpu_v2023/openb_node_list_gpu_node.csv")
-    pods_p = fixture_path("sched/alibaba_gpu_v2023/openb_pod_list_default.csv")
-    if not (nodes_p and pods_p):
-        print("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)", file=sys.stderr)
+    got = openb_default()
+    if got is None:
         return 2
-    pods = load_openb_pods(pods_p)
-    table(f"openb default, 6212 GPUs, tune 1.3, seeds {a.seeds} (means)", load_openb_nodes(nodes_p), pods,
+    cluster, pods = got
+    table(f"openb default, 6212 GPUs, tune 1.3, seeds {a.seeds} (means)", cluster, pods,
           parse_seeds(a.seeds))  # fmt: skip
     if a.mix_seeds:
         free = dataclasses.replace(pods, gpu_spec=[""] * len(pods))
