@@ -496,6 +496,33 @@ MESSAGES: tuple[Message, ...] = (
         confidence=0.7,
     ),
     Message(
+        code="IB175",
+        name="ibstat-named-device-missing",
+        title="ibstat was asked for a device that is not an RDMA device here (informational)",
+        # infiniband-diags ibstat (umad_get_ca): "ibpanic: [pid] main: stat of IB device '<dev>' failed: ..."
+        pattern=r"stat of IB device '(?P<dev>[^'\n]{1,64})' failed: (?P<err>[^\n]{1,80})",
+        trigger="stat of IB device",
+        meaning=(
+            "ibstat found no /sys/class/infiniband entry for the device named on its command line; it says "
+            "nothing about the other devices"
+        ),
+        cause=(
+            "a name that is not an InfiniBand HCA here: an Ethernet-only function (Azure's Accelerated "
+            "Networking VF mlx5_an0, a RoCE-less port), a typo, or a device renamed by udev; a fault only if "
+            "the device should exist (then its driver did not bind it)"
+        ),
+        fix="list the devices first (ibstat -l or ibv_devices) and query those by name; if the HCA is missing from the list, see its driver",
+        verify=("ibstat -l", "ibv_devices", "ls /sys/class/infiniband"),
+        severity=Severity.INFO,
+        action=Action.OBSERVE,
+        source="https://github.com/linux-rdma/rdma-core/blob/master/infiniband-diags/ibstat.c",
+        example="ibpanic: [769778] main: stat of IB device 'mlx5_an0' failed: No such file or directory",
+        example_source="https://github.com/Azure/azhpc-images/issues/213",
+        causes=(),
+        subject="{dev}",
+        confidence=0.5,
+    ),
+    Message(
         code="IB167",
         name="verbs-reg-mr-enomem",
         title="ibv_reg_mr failed with ENOMEM (Cannot allocate memory): the locked-memory limit is too low",
