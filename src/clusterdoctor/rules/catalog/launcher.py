@@ -184,7 +184,10 @@ MESSAGES: tuple[Message, ...] = (
         # gres.c: "gres/%s count reported lower than configured (%lu < %lu)" as the node's drain reason;
         # `sinfo -R` cuts its REASON column at 20 characters ("gres/gpu count repor")
         # slurmctld's own log line first (it names the node), then the reason as `sinfo -R` shows it
-        pattern=r"Setting node (?P<node2>[\w.\-]{1,253}) state to INVAL with reason:gres/gpu count reported lower",
+        pattern=(
+            r"Setting node (?P<node2>[\w.\-]{1,253}) state to INVAL with reason:gres/gpu count reported lower"
+            r"(?: than configured \((?P<got2>\d{1,6}) < (?P<want2>\d{1,6})\))?"
+        ),
         trigger="gres/gpu",
         variants=(
             (
