@@ -141,5 +141,5 @@ def _links_down_only(e: GpuEvent) -> bool:
     """Whether a dcgmi health event is an NVLink watch that says only that links are down."""
     if not str(e.attrs.get("system", "")).upper().startswith("NVLINK"):
         return False
-    text = e.message.split(" — ", 1)[-1]
+    text = str(e.attrs.get("detail", ""))
     return bool(_LINK_DOWN.search(text)) and "error" not in text.lower() and "crc" not in text.lower()

@@ -30,9 +30,8 @@ def error_path(text: str, at: int) -> str | None:
     if m is not None and m.start() <= at:
         return m.group(1)
     best = None
-    for m in _BEFORE.finditer(text, 0, at + 2):
-        if m.end() <= at + 2:
-            best = m.group(1)
+    for m in _BEFORE.finditer(text, 0, at + 2):  # the last path printed before the message
+        best = m.group(1)
     return best
 
 
@@ -42,13 +41,9 @@ def storage_path_subject(obs: Observations, m: Message, hits: list[Any], subject
         return subject
     paths: set[str] = set()
     for h in hits:
-        text = h.text
-        found = None
-        for rx in m.regexes:
-            hit = rx.search(text)
-            if hit is not None:
-                found = error_path(text, hit.start())
-                break
+        # where the message starts: its trigger, a literal every matching line holds
+        at = min((i for t in m.all_triggers if (i := h.text.find(t)) >= 0), default=-1)
+        found = error_path(h.text, at) if at >= 0 else None
         if found is None:
             return subject
         paths.add(found.rstrip("/") or "/")

@@ -259,7 +259,7 @@ def _parse_health(lines: list[str], src: str, report: GpuReport) -> None:
                     f"dcgmi health {system}: {health}" + (f" — {text}" if text else ""),
                     source=src,
                     line=sys_line or lineno,
-                    attrs={"system": system, "health": health},
+                    attrs={"system": system, "health": health, "detail": text},
                 )
             )
         chunks = []
