@@ -228,7 +228,7 @@ class Watch:
         data = min(c.data, wall)
         stall = 0.0
         if self._heart is not None:
-            acc = self._heart.stalled
+            acc = self._heart.settled()
             stall, self._stall_mark = min(wall, acc - self._stall_mark), acc
         io = self._io.delta()
         self._clk = _StepClock(now)
@@ -555,20 +555,35 @@ class _Heartbeat:
         self.interval = interval
         self.tolerance = tolerance
         self.stalled = 0.0
+        self.last = time.perf_counter()
+        self.lock = threading.Lock()
         self.halt = threading.Event()
         self.thread = threading.Thread(target=self._run, name="clusterdoctor-watch-heartbeat", daemon=True)
         self.thread.start()
 
+    def _count(self, now: float) -> None:
+        late = now - self.last - self.interval
+        if late > self.tolerance:
+            self.stalled += late
+            self.last = now - self.interval  # counted: the next wake-up counts only what follows
+        else:
+            self.last = max(self.last, now - self.interval)
+
     def _run(self) -> None:
-        clock, iv, tol = time.perf_counter, self.interval, self.tolerance
-        last = clock()
+        clock, iv = time.perf_counter, self.interval
         while not self.halt.is_set():
             time.sleep(iv)  # not Event.wait: a timed lock wait overruns under libfaketime
-            now = clock()
-            late = now - last - iv
-            if late > tol:
-                self.stalled += late
-            last = now
+            with self.lock:
+                now = clock()
+                self._count(now)
+                self.last = now
+
+    def settled(self) -> float:
+        """The stall time so far, including a stall the thread has not woken up to count yet (after a
+        SIGCONT the training thread may reach its next step first)."""
+        with self.lock:
+            self._count(time.perf_counter())
+            return self.stalled
 
     def stop(self) -> None:
         self.halt.set()
