@@ -46,7 +46,7 @@ STEPS = 70
 RUNS_PER_TYPE = 4  # per load condition, the victim rank rotating
 CLEAN_RUNS = 30  # per load condition
 # batches of another size: batch -> (runs per fault type, clean runs), per load condition
-SIZES = {4: (3, 13), 5: (3, 13)}
+SIZES = {4: (3, 13), 5: (3, 13), 6: (3, 13)}
 CONDITIONS = ("quiet", "loaded")
 
 
@@ -802,7 +802,7 @@ def main() -> None:
     ap.add_argument("--quiet-load", type=float, default=2.0, help="runs --cond quiet: wait for this load")
     ap.add_argument("--wait", type=float, default=600.0, help="runs --cond quiet: wait at most this long (s)")
     ap.add_argument("--no-search", action="store_true", help="report: skip the leave-one-out search")
-    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1-5)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="runs, report: which batch of runs (1-6)")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument(
         "--stored",
