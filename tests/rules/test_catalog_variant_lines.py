@@ -27,6 +27,21 @@ CASES = [
         "LAUNCH107",
         "node slinky-0",
     ),
+    # github.com/clusterinthecloud/terraform/issues/11 (corpus ctrl-910): `sinfo -R` with a custom
+    # --Format: the NODELIST column straight after the reason names the drained nodes
+    (
+        "REASON                                  NODELIST            \n"
+        "Low RealMemory                          compute[001-003]    \n",
+        "LAUNCH111",
+        "node compute[001-003]",
+    ),
+    # the default `sinfo -R` columns (USER, TIMESTAMP before NODELIST)
+    (
+        "REASON               USER      TIMESTAMP           NODELIST\n"
+        "Low RealMemory       slurm     2026-04-14T06:39:53 gpu-[01-04]\n",
+        "LAUNCH111",
+        "node gpu-[01-04]",
+    ),
     # github.com/NVIDIA/gpu-operator/issues/64 (corpus gpu-751): a driver container's dnf
     (
         "Error: Unable to find a match: elfutils-libelf-devel.x86_64\n",

@@ -318,7 +318,12 @@ MESSAGES: tuple[Message, ...] = (
         name="slurm-node-low-resource",
         title="Slurm drained nodes that register less memory or fewer CPUs than slurm.conf declares",
         # slurmctld's drain reasons "Low RealMemory", "Low socket*core*thread count", "Low TmpDisk" (node_mgr.c)
-        pattern=r"\bLow (?P<what>RealMemory|socket\*core\*thread count|CPUs|TmpDisk)\b",
+        pattern=(
+            r"\bLow (?P<what>RealMemory|socket\*core\*thread count|CPUs|TmpDisk)\b"
+            # a `sinfo -R` row: the reason column, then (USER, TIMESTAMP or straight) the NODELIST last
+            r"(?:[ \t]{1,60}(?:[\w.\-]{1,64}[ \t]{1,40}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[ \t]{1,40})?"
+            r"(?P<node>[A-Za-z][\w.\-]{0,200}(?:\[[\d,\-]{1,200}\])?)[ \t]*$)?"
+        ),
         trigger="Low ",
         meaning=(
             "slurmd registered less of a resource than slurm.conf gives the node, so slurmctld drained it: "
@@ -340,6 +345,7 @@ MESSAGES: tuple[Message, ...] = (
         example="Low RealMemory                          compute[001-003]    ",
         example_source="https://github.com/clusterinthecloud/terraform/issues/11",
         causes=("slurm.node-config-mismatch",),
+        subject="node {node}",
         detail="({what})",
     ),
 )
