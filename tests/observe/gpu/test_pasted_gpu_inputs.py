@@ -5,6 +5,7 @@ beside them); hypothesis for what a parser must never do."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,6 +115,38 @@ def test_only_the_fan_unreadable_is_not_a_lost_gpu():
     fan = TABLE.replace("| N/A   21C", "| ERR!  21C")
     (g,) = parse_nvidia_smi_table(fan, "paste").gpus
     assert not g.events and g.temp_c == 21
+
+
+def test_only_the_power_draw_unreadable_is_a_warning_not_a_lost_gpu():
+    # github.com/Azure/azhpc-diagnostics (corpus ok-gpu-901): a V100 VM's row with "ERR! / 250W" while
+    # temperature, P-state and memory read; the maintainers call it transient
+    power = TABLE.replace("10W /  70W", "ERR! /  70W")
+    r = parse_nvidia_smi_table(power, "paste")
+    (g,) = r.gpus
+    assert not g.events and g.temp_c == 21 and g.pstate == "P8" and g.power_w is None
+    assert any("power draw ERR!" in w for w in r.warnings)
+    both = TABLE.replace(
+        "| N/A   21C    P8              10W /  70W |", "| N/A   ERR!   P8            ERR! /  70W |"
+    )
+    (g,) = parse_nvidia_smi_table(both, "paste").gpus
+    assert [e.kind for e in g.events] == ["smi_error"]  # temperature too: the GPU does not answer
+
+
+def test_a_gpu_row_pasted_without_the_header_is_read():
+    lines = TABLE.splitlines()
+    sep = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("|=="))
+    fragment = "\n".join(["+" + "-" * 40 + "+", *lines[sep + 1 :]]) + "\n"
+    assert sniff_nvidia_smi_table(fragment.encode())
+    r = parse_nvidia_smi_table(fragment, "paste")
+    assert [g.model for g in r.gpus] == ["Tesla T4"] and "driver_version" not in r.attrs
+    assert any("without its header" in w for w in r.warnings)
+
+
+def test_borders_and_a_row_that_is_no_gpu_row_are_not_nvidia_smi():
+    text = "+----------------+\n| name | value | unit |\n+----------------+\n"
+    assert not sniff_nvidia_smi_table(text.encode())
+    with pytest.raises(InputError):
+        parse_nvidia_smi_table(text, "paste")
 
 
 def test_volatile_uncorrectable_count_is_read():

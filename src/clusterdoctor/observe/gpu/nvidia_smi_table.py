@@ -26,7 +26,13 @@ GPU gets an ``smi_error`` event. ``N/A`` is unknown. The process table below is 
 
 The table may sit inside a longer paste (a command's output before it, a cut after it): the rows that
 belong to it are read, the rest is counted in a warning. A table cut before its first GPU row gives
-the driver version only.
+the driver version only. A fragment without the header (users paste the one GPU row they ask about)
+is read when one of its ``|``-rows is a GPU's first row (index, model, persistence mode, then a bus id):
+the driver version is then unknown and a warning says the header is missing.
+
+``ERR!`` in the power cell alone, with temperature and performance state read, is a power sensor that
+did not answer (seen on healthy cloud VMs, where the maintainers call it transient): a warning on the
+report, not a GPU that does not answer.
 
 ``nvidia-smi -L``: ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)`` per GPU (MIG devices indented below).
 """
@@ -96,9 +102,26 @@ ERR = "ERR!"
 
 
 def sniff_nvidia_smi_table(head: bytes) -> bool:
-    """Whether ``head`` holds the ``nvidia-smi`` table header (``| NVIDIA-SMI … Driver Version: …``)."""
+    """Whether ``head`` holds the ``nvidia-smi`` table header (``| NVIDIA-SMI … Driver Version: …``), or
+    a fragment of the table: a border line and a GPU's first row (see :func:`_gpu_row_at`)."""
     text = head[:65536].decode("utf-8", errors="replace")
-    return bool(re.search(r"^\s{0,4}\|\s*NVIDIA-SMI [\d.]{2,20}\s+Driver Version:", text, re.M))
+    if re.search(r"^\s{0,4}\|\s*NVIDIA-SMI [\d.]{2,20}\s+Driver Version:", text, re.M):
+        return True
+    lines = unquote_lines(text)
+    return any(_BORDER.match(ln) for ln in lines) and _gpu_row_at(lines) is not None
+
+
+def _gpu_row_at(lines: list[str]) -> int | None:
+    """The index of the first line that is a GPU's first table row (``|   1  Tesla V100-PCIE...  On  |
+    00008ED0:00:00.0 Off |   0 |``): three cells, the first an index, a model and a persistence mode, the
+    second a bus id and the display state."""
+    for i, ln in enumerate(lines):
+        if not _ROW.match(ln):
+            continue
+        cells = _cells(ln)
+        if len(cells) >= 3 and _FIRST.match(cells[0]) and _BUS.search(cells[1]):
+            return i
+    return None
 
 
 def _cells(line: str) -> list[str]:
@@ -110,26 +133,38 @@ def parse_nvidia_smi_table(data: bytes | str, path: str | None = None) -> GpuRep
     src = path or "<nvidia-smi>"
     lines = unquote_lines(decode(data, path))
     header_at = next((i for i, ln in enumerate(lines) if _HEADER.search(ln) and _ROW.match(ln)), None)
-    if header_at is None:
-        raise InputError("no '| NVIDIA-SMI … Driver Version: …' table header: not nvidia-smi output", path)
-    m = _HEADER.search(lines[header_at])
-    assert m is not None
     report = GpuReport(KIND, src)
     report.facts.update({"identity", "ecc"})
-    driver = m.group("drv")
-    report.attrs["driver_version"] = driver
-    if m.group("cuda"):
-        report.attrs["cuda_version"] = m.group("cuda")
-    used = {header_at}
-    # the GPU rows: after the first === separator, groups of |-rows closed by a +---+ border
-    sep = next((i for i in range(header_at + 1, len(lines)) if _SEPARATOR.match(lines[i])), None)
-    i = header_at + 1
-    while i < (sep if sep is not None else len(lines)):
-        used.add(i)  # the column titles and borders between the header and the first separator
-        i += 1
+    driver: str | None = None
+    if header_at is None:
+        first_row = _gpu_row_at(lines)
+        if first_row is None or not any(_BORDER.match(ln) for ln in lines):
+            raise InputError(
+                "no '| NVIDIA-SMI … Driver Version: …' table header: not nvidia-smi output", path
+            )
+        report.warnings.append(
+            f"{src}: a fragment of the nvidia-smi table without its header (driver version unknown)"
+        )
+        sep: int | None = first_row - 1  # the GPU rows start here, as after the === separator
+        used: set[int] = set()
+    else:
+        m = _HEADER.search(lines[header_at])
+        assert m is not None
+        driver = m.group("drv")
+        report.attrs["driver_version"] = driver
+        if m.group("cuda"):
+            report.attrs["cuda_version"] = m.group("cuda")
+        used = {header_at}
+        # the GPU rows: after the first === separator, groups of |-rows closed by a +---+ border
+        sep = next((i for i in range(header_at + 1, len(lines)) if _SEPARATOR.match(lines[i])), None)
+        i = header_at + 1
+        while i < (sep if sep is not None else len(lines)):
+            used.add(i)  # the column titles and borders between the header and the first separator
+            i += 1
     groups: list[list[tuple[int, str]]] = []
     if sep is not None:
-        used.add(sep)
+        if sep >= 0:
+            used.add(sep)
         cur: list[tuple[int, str]] = []
         for j in range(sep + 1, len(lines)):
             ln = lines[j]
@@ -152,7 +187,7 @@ def parse_nvidia_smi_table(data: bytes | str, path: str | None = None) -> GpuRep
             groups.append(cur)
             report.warnings.append(f"{src}: the table ends inside a GPU row (cut short)")
     for grp in groups:
-        g = _gpu(grp, src, driver)
+        g = _gpu(grp, src, driver, report.warnings)
         if g is not None:
             report.gpus.append(g)
     _processes(lines, report, used)
@@ -182,7 +217,7 @@ def _is_table_noise(line: str) -> bool:
     return bool(_WEEKDAY.match(line))
 
 
-def _gpu(rows: list[tuple[int, str]], src: str, driver: str) -> GpuState | None:
+def _gpu(rows: list[tuple[int, str]], src: str, driver: str | None, warnings: list[str]) -> GpuState | None:
     first_no, first = rows[0]
     c1 = _cells(first)
     m = _FIRST.match(c1[0])
@@ -207,8 +242,16 @@ def _gpu(rows: list[tuple[int, str]], src: str, driver: str) -> GpuState | None:
         c2 = _cells(rows[1][1])
         parts = c2[0].split()
         # Fan Temp Perf Pwr:Usage/Cap
+        pw_cell = c2[0].rsplit("/", 1)[0].split()[-1:] if "/" in c2[0] else []
+        answers = len(parts) >= 3 and parts[1] != ERR and bool(re.fullmatch(r"P\d{1,2}", parts[2]))
         if parts and parts[0] == ERR and all(p != ERR for p in parts[1:]):
             pass  # only the fan is unreadable: a fan sensor, not a lost GPU
+        elif answers and pw_cell == [ERR] and parts[3:].count(ERR) == 1 and parts[0] != ERR:
+            # only the power draw: the GPU reads its temperature and P-state, so it answers
+            warnings.append(
+                f"{src}:{rows[1][0]}: GPU {m.group('idx')}: power draw ERR! (the power sensor did not answer; "
+                "temperature and P-state read: the GPU answers)"
+            )
         elif ERR in parts:
             errs.append("fan/temperature/power")
         if len(parts) >= 2 and parts[1] != ERR:
