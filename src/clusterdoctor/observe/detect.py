@@ -154,6 +154,14 @@ LOADERS: list[Loader] = [
         "sniff_metrics",
         "load_metrics_observations",
     ),
+    # program version lines (k3s -v, kubectl version, nvcc --version ...): only a paste whose every line
+    # is one, so after every other reader
+    Loader(
+        "program versions",
+        "clusterdoctor.observe.node.version_banners",
+        "sniff_version_banners",
+        "load_version_banners",
+    ),
     # what no reader claims but is recognisable: refused with what it looks like (a sinfo table, a bare
     # command line, an rxe_cfg table, a shell trace), its known messages still read
     Loader(

@@ -88,3 +88,81 @@ def driver_version_mismatch(obs: Observations) -> Iterator[Finding]:
                 verify=_VERIFY,
             ).acting(Action.REBOOT_NODE)
             yield f
+
+
+register_input(
+    "component_versions",
+    "no program version lines (nvcc --version, nvidia-smi --version, kubectl version, k3s -v, ofed_info -s ...)",
+)
+
+
+def _driver_cuda(obs: Observations) -> list[tuple[str, str]]:
+    """(CUDA version the driver supports, where it is said): nvidia-smi's header, `nvidia-smi --version`."""
+    out = [
+        (str(r.attrs["cuda_version"]), r.source)
+        for r in obs.get("gpu_reports") or []
+        if r.attrs.get("cuda_version")
+    ]
+    out += [
+        (c.version, f"{c.path}:{c.line}")
+        for c in obs.get("component_versions") or []
+        if c.component == "driver cuda"
+    ]
+    return out
+
+
+def _major(v: str) -> int | None:
+    head = v.lstrip("v").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+@rule(
+    id="GPU024",
+    name="cuda-toolkit-newer-than-driver",
+    layer="gpu",
+    title="The CUDA toolkit (nvcc) is of a newer major release than the NVIDIA driver supports",
+    requires=("component_versions",),
+    severity=Severity.WARNING,
+    causes=("nccl.cuda-driver-runtime", "gpu.driver-mismatch"),
+)
+def cuda_toolkit_newer_than_driver(obs: Observations) -> Iterator[Finding]:
+    """``nvcc --version`` says a CUDA release whose major number is above the ``CUDA Version`` that
+    ``nvidia-smi`` prints for the installed driver (the newest CUDA that driver runs).
+
+    **Symptom**: programs built with that toolkit fail at their first CUDA call with ``CUDA driver
+    version is insufficient for CUDA runtime version`` (error 35, ``cudaErrorInsufficientDriver``);
+    ``torch.cuda.is_available()`` is False for a wheel of that CUDA; ``nvidia-smi`` works.
+    **Why**: a CUDA runtime needs a driver of at least its major release (minor version compatibility
+    only covers minors within one major); ``nvidia-smi``'s ``CUDA Version`` is the newest the driver
+    runs, not what is installed.
+    **Fix**: upgrade the NVIDIA driver to a release of that CUDA major (or newer), or install the toolkit
+    and framework builds of the driver's CUDA major; on data-centre GPUs the cuda-compat package gives
+    forward compatibility without a driver upgrade.
+    **Verify**: `nvidia-smi` (header: CUDA Version) and `nvcc --version`; run `deviceQuery`.
+
+    Anti-pattern: reading ``CUDA Version: 11.4`` in ``nvidia-smi`` as the installed toolkit and
+    installing a CUDA 12 toolkit beside it. Same major, newer minor (12.4 on a driver of 12.2) is not
+    judged: minor version compatibility runs most of it.
+    """
+    drivers = [(v, where) for v, where in _driver_cuda(obs) if _major(v) is not None]
+    if not drivers:
+        return
+    for c in obs.get("component_versions") or []:
+        if c.component != "cuda toolkit" or _major(c.version) is None:
+            continue
+        older = [(v, where) for v, where in drivers if (_major(v) or 0) < (_major(c.version) or 0)]
+        if not older:
+            continue
+        v, where = older[0]
+        f = cuda_toolkit_newer_than_driver.finding(
+            f"the CUDA toolkit is {c.version} (nvcc) but the NVIDIA driver runs CUDA up to {v}: programs built "
+            f"with CUDA {_major(c.version)}.x fail with 'CUDA driver version is insufficient' (error 35)",
+            evidence=[
+                Evidence("nvcc: Cuda compilation tools, release", c.version, source=f"{c.path}:{c.line}"),
+                Evidence("driver's CUDA Version (nvidia-smi)", v, source=where),
+            ],
+            subject=f"CUDA {c.version} vs driver CUDA {v}",
+            confidence=0.7,
+        )
+        f.action = Action.CONFIGURE
+        yield f
