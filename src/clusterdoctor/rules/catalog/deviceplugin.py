@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.deviceplugin_mig import MIG_MESSAGES
 
 _DP = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/"
 _CTK = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/troubleshooting.html"
 _LNC = "https://github.com/NVIDIA/libnvidia-container"
 
-MESSAGES: tuple[Message, ...] = (
+_OWN_MESSAGES: tuple[Message, ...] = (
     Message(
         code="DEVPLG101",
         name="device-plugin-no-nvml",
@@ -475,3 +476,5 @@ MESSAGES: tuple[Message, ...] = (
         detail="({cond})",
     ),
 )
+
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *MIG_MESSAGES), key=lambda m: m.code))

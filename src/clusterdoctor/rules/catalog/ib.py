@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.ib_ucx_umad import UCX_UMAD_MESSAGES
 
 _NCCL = "https://github.com/NVIDIA/nccl/blob/master/src"
 _NCCL_GUIDE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
@@ -44,7 +45,7 @@ _NCCL_WC = (
 )
 _NCCL_HCA = r"(?:[^\n]{0,400}? hca (?P<hca>[\w.\-]{1,64}))?"
 
-MESSAGES: tuple[Message, ...] = (
+_OWN_MESSAGES: tuple[Message, ...] = (
     # --- NCCL over IB ------------------------------------------------------------------------------
     Message(
         code="IB101",
@@ -766,3 +767,5 @@ MESSAGES: tuple[Message, ...] = (
         causes=("rdma.driver-or-module",),
     ),
 )
+
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *UCX_UMAD_MESSAGES), key=lambda m: m.code))

@@ -23,6 +23,7 @@ from __future__ import annotations
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
 from clusterdoctor.rules.catalog.kubelet_cni import CNI_MESSAGES
+from clusterdoctor.rules.catalog.kubelet_oom import OOM_MESSAGES
 from clusterdoctor.rules.catalog.kubelet_tls import _K8S, TLS_MESSAGES
 
 _DUR = r"[0-9hmsµun.]{1,40}"
@@ -756,7 +757,7 @@ _NODE_MESSAGES: tuple[Message, ...] = (
 )
 
 # the family in code order: the node and runtime entries here, the certificate/TLS ones (kubelet_tls.py),
-# the CNI plugins' sandbox network errors (kubelet_cni.py)
+# the CNI plugins' sandbox network errors (kubelet_cni.py), the host's OOM killer (kubelet_oom.py)
 MESSAGES: tuple[Message, ...] = tuple(
-    sorted((*_NODE_MESSAGES, *TLS_MESSAGES, *CNI_MESSAGES), key=lambda m: m.code)
+    sorted((*_NODE_MESSAGES, *TLS_MESSAGES, *CNI_MESSAGES, *OOM_MESSAGES), key=lambda m: m.code)
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.launcher_slurm_mpi_ray import MORE_MESSAGES
 
 _OOM_CAUSE = (
     "the host (or the job's memory limit) ran out of memory and the kernel's OOM killer or the cgroup's "
@@ -26,7 +27,7 @@ _OOM_FIX = (
     "weights memory-mapped / lazily, reduce offload and DataLoader workers"
 )
 
-MESSAGES: tuple[Message, ...] = (
+_OWN_MESSAGES: tuple[Message, ...] = (
     Message(
         code="LAUNCH101",
         name="deepspeed-worker-sigkill",
@@ -349,3 +350,5 @@ MESSAGES: tuple[Message, ...] = (
         detail="({what})",
     ),
 )
+
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *MORE_MESSAGES), key=lambda m: m.code))

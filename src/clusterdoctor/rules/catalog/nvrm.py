@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.nvrm_build import BUILD_MESSAGES
 
 _OGKM = "https://github.com/NVIDIA/open-gpu-kernel-modules/blob/main/"
 _PCI = r"(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})"
 
-MESSAGES: tuple[Message, ...] = (
+_OWN_MESSAGES: tuple[Message, ...] = (
     Message(
         code="NVRM101",
         name="nvrm-reset-required",
@@ -311,7 +312,7 @@ MESSAGES: tuple[Message, ...] = (
         source="https://github.com/dell/dkms/blob/master/dkms.in",
         example="Consult /var/lib/dkms/nvidia/390.157/build/make.log for more information.",
         example_source="https://github.com/NVIDIA/open-gpu-kernel-modules/issues/526",
-        causes=("gpu.driver-not-loaded",),
+        causes=("gpu.driver-not-loaded", "gpu.driver-build"),
     ),
     Message(
         code="NVRM106",
@@ -372,3 +373,5 @@ MESSAGES: tuple[Message, ...] = (
         confidence=0.85,
     ),
 )
+
+MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *BUILD_MESSAGES), key=lambda m: m.code))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from clusterdoctor.model import Action, Severity
 from clusterdoctor.rules.catalog import Message
+from clusterdoctor.rules.catalog.storage_fuse import FUSE_MESSAGES
 from clusterdoctor.rules.catalog.storage_mounts import MOUNT_MESSAGES
 
 _TORCH = "https://github.com/pytorch/pytorch/blob/main"
@@ -653,7 +654,9 @@ _OWN_MESSAGES: tuple[Message, ...] = (
         trigger="Transport endpoint is not connected",
         context=(
             r"(?:[Mm]ount|fuse|FUSE|cannot (?:access|open|stat|remove)|failed to access|"
-            r"ls: |stat |No such device)"
+            r"ls: |stat |No such device|error reading '|failed to close '"
+            # CPython's OSError on a path ("[Errno 107] Transport endpoint is not connected: '/data/x.json'")
+            r"|\[Errno 107\] Transport endpoint is not connected: '/)"
         ),
         meaning=(
             "every access to the mount point fails with ENOTCONN: the user-space filesystem behind it "
@@ -679,6 +682,8 @@ _OWN_MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/harababurel/gcsf/issues/67",
         causes=("storage.fuse-daemon",),
+        # the daemon's death is the cause when the inputs show it (STOR128: the OOM killer killed it)
+        role="symptom",
     ),
     Message(
         code="STOR124",
@@ -786,4 +791,6 @@ _OWN_MESSAGES: tuple[Message, ...] = (
     ),
 )
 
-MESSAGES: tuple[Message, ...] = tuple(sorted((*_OWN_MESSAGES, *MOUNT_MESSAGES), key=lambda m: m.code))
+MESSAGES: tuple[Message, ...] = tuple(
+    sorted((*_OWN_MESSAGES, *MOUNT_MESSAGES, *FUSE_MESSAGES), key=lambda m: m.code)
+)
