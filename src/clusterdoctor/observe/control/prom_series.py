@@ -18,7 +18,7 @@ from math import copysign
 from operator import sub
 
 from clusterdoctor.observe.control.prom_metrics import MetricSet
-from clusterdoctor.observe.control.prom_stream import Index, Sink, open_file, stream_into
+from clusterdoctor.observe.control.prom_stream import Index, Sink, open_file, paused_gc, stream_into
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -155,6 +155,6 @@ def read_series(path: str) -> tuple[MetricSet, SeriesSink] | None:
     sink = SeriesSink()
     cm, size = open_file(path)
     with cm as f:
-        if not stream_into(f, size, sink, ms):
+        if not paused_gc(stream_into, f, size, sink, ms):
             return None
     return ms, sink

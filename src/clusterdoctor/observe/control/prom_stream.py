@@ -22,9 +22,9 @@ over ``input`` is refused before it is read (docs/limits.md), ``seconds`` as eve
 
 from __future__ import annotations
 
+import gc
 from itertools import compress, repeat
 from operator import is_
-from struct import pack
 
 from clusterdoctor.observe.control import prom_fast
 from clusterdoctor.observe.control.prom_metrics import Family, MetricSet, PromSample
@@ -38,14 +38,18 @@ if TYPE_CHECKING:
 
 # Bytes read at a time: the block the plain pass reads at once (its lists are bounded by it).
 READ = prom_fast.BLOCK
+# A file up to this size is read whole by parse_prom_stream (the same result; faster on one dump: no
+# series numbering, and its memory is bounded by this): the size above which the plain pass remembers
+# series across blocks, which the column sink's numbering relies on to be cheap.
+WHOLE = prom_fast.REMEMBER_ABOVE
 _NAN = float("nan")
-_NAN_BYTES = pack("d", _NAN)
 
 
-def text_blocks(f: BinaryIO, warnings: list[str], size: int = READ) -> Iterator[str]:
+def text_blocks(f: BinaryIO, warnings: list[str], size: int | None = None) -> Iterator[str]:
     """The decoded text of ``f`` in blocks of about ``size`` bytes, each ending after a newline but
     the last; ``\\r\\n`` as ``\\n``. Invalid UTF-8 is replaced and named once, at its byte offset in
     the file, as :func:`~clusterdoctor.observe.control.prom_text.parse_prom_text` names it."""
+    size = size or READ
     pending = b""
     offset = 0  # bytes of the file before ``pending``
     warned = False
@@ -91,16 +95,20 @@ class Index:
         self.by_value: dict[tuple[str, Labels], int] = {}
 
     def numbers(self, keys: list[tuple[str, Labels]]) -> list[int]:
-        sids = list(map(self.by_id.get, map(id, keys)))
+        """The series number of each key, new ones numbered in order of first appearance."""
+        by_id = self.by_id
+        sids = list(map(by_id.get, map(id, keys)))
+        if None not in sids:
+            return sids  # type: ignore[return-value]
+        by_value, kept = self.by_value, self.keys
+        sids = list(map(by_value.get, keys))
         if None in sids:
-            by_value, by_id, kept = self.by_value, self.by_id, self.keys
-            for i in compress(range(len(keys)), map(is_, sids, repeat(None))):
-                k = keys[i]
-                sid = by_value.get(k)
-                if sid is None:
-                    sid = by_value[k] = by_id[id(k)] = len(kept)
-                    kept.append(k)
-                sids[i] = sid
+            new = list(dict.fromkeys(compress(keys, map(is_, sids, repeat(None)))))
+            numbers = range(len(kept), len(kept) + len(new))
+            by_value.update(zip(new, numbers))
+            by_id.update(zip(map(id, new), numbers))  # ``new`` are kept: their ids stay theirs
+            kept += new
+            sids = list(map(by_value.__getitem__, keys))
         return sids  # type: ignore[return-value]
 
 
@@ -121,6 +129,10 @@ class ColumnSink(Sink):
     in :attr:`index`. :meth:`columns` reads them back as memoryviews."""
 
     def __init__(self) -> None:
+        from struct import pack  # ~0.4 ms of a fresh process: only for a file this long
+
+        self._pack = pack
+        self._nan = pack("d", _NAN)
         self.index = Index()
         self.n = 0
         self._sid: list[bytes] = []
@@ -132,10 +144,11 @@ class ColumnSink(Sink):
         if not n:
             return
         self.n += n
+        pack = self._pack
         self._sid.append(pack(f"{n}I", *self.index.numbers(keys)))
         self._val.append(pack(f"{n}d", *values))
         if type(times) is repeat:
-            self._ts.append(_NAN_BYTES * n)
+            self._ts.append(self._nan * n)
         else:
             times = list(times)
             self._ts.append(
@@ -214,14 +227,29 @@ def parse_prom_stream(f: BinaryIO, path: str | None = None) -> MetricSet:
 
     size = f.seek(0, 2)
     f.seek(0)
+    if size <= WHOLE:
+        return parse_prom_text(f.read(), path)
     ms = MetricSet(path=path)
     sink = ColumnSink()
-    if not stream_into(f, size, sink, ms):
+    if not paused_gc(stream_into, f, size, sink, ms):
         f.seek(0)
         return parse_prom_text(f.read(), path)
     ms.columns = sink
     ms._samples = None
     return ms
+
+
+def paused_gc(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with the cyclic garbage collector paused, as
+    :func:`~clusterdoctor.observe.control.prom_text.parse_prom_text` pauses it: the blocks' lists and
+    tuples form no cycles, and each automatic collection would walk them all."""
+    if not gc.isenabled():
+        return fn(*args)
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        gc.enable()
 
 
 def open_file(path: str) -> tuple[Any, int]:
