@@ -253,8 +253,10 @@ def paused_gc(fn: Any, *args: Any) -> Any:
 
 
 def open_file(path: str) -> tuple[Any, int]:
-    """The file opened by the input rules (a context manager) and its size; a file over the
-    ``input`` budget is refused before it is read."""
+    """The file opened by the input rules (a context manager giving a binary stream) and its size; a
+    file over the ``input`` budget is refused before it is read, one that grows past it while read."""
+    from contextlib import contextmanager
+
     from clusterdoctor.observe.limits import (
         LimitExceeded,
         check_regular,
@@ -268,4 +270,25 @@ def open_file(path: str) -> tuple[Any, int]:
         raise LimitExceeded(
             f"file is {human_size(size)}, larger than the input limit of {human_size(cap)}", path, "input"
         )
-    return open_input(path, inflate=False), size
+
+    class Capped:
+        """``read`` counting the bytes against the budget (a file that grows while being read)."""
+
+        def __init__(self, f: Any) -> None:
+            self.f, self.raw, self.total = f, f.raw, 0
+
+        def read(self, n: int) -> bytes:
+            data = self.f.read(n)
+            self.total += len(data)
+            if self.total > cap:
+                raise LimitExceeded(
+                    f"file grew past the input limit of {human_size(cap)} while being read", path, "input"
+                )
+            return data
+
+    @contextmanager
+    def opened() -> Iterator[Capped]:
+        with open_input(path, inflate=False) as f:
+            yield Capped(f)
+
+    return opened(), size
