@@ -10,14 +10,16 @@ whole file. The samples of each block go to a sink as columns, never as one tupl
 * :class:`ColumnSink` (:func:`parse_prom_stream`): every sample in file order, packed (series
   number, value, timestamp: 20 bytes a sample) beside one ``(name, labels)`` per distinct series; a
   :class:`~clusterdoctor.observe.control.prom_metrics.MetricSet` whose ``samples`` are built from
-  them when first read.
+  them when first read. A file up to :data:`WHOLE` bytes (4 MiB: one dump) is read whole instead,
+  with the same result.
 * ``prom_series.SeriesSink`` (``prom_series.read_series``, what ``diagnose`` reads a dump with): per
   distinct series its points, consecutive equal points stored once; nothing per sample.
 
 A file the plain pass refuses (escapes, OpenMetrics, exemplars, odd spacing: see
 :mod:`~clusterdoctor.observe.control.prom_text`) returns None from :func:`stream_file`, and the
-callers read it whole with the careful loop, within the ``input`` budget as before. Budgets: a file
-over ``input`` is refused before it is read (docs/limits.md), ``seconds`` as every input.
+callers read it whole with the careful loop, within the ``input`` budget as before. Budgets
+(:func:`open_file`): a file over ``input`` is refused before it is read and one that grows past it
+while read is refused then (docs/limits.md); ``seconds`` as every input.
 """
 
 from __future__ import annotations
