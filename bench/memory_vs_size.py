@@ -1,14 +1,16 @@
-"""Peak memory and time against input size (issue 26): ``diagnose`` on an etcd log and ``comm analyze``
-on an NCCL log of 100 MB, 500 MB and 1 GB, each a whole process, beside the Python line-loop floor
-(``for line in open(path, "rb")``) in a process of its own on the same file, measured back to back.
+"""Peak memory and time against input size (issue 26): ``diagnose`` on an etcd log and on a Prometheus
+text dump, and ``comm analyze`` on an NCCL log, of 100 MB, 500 MB and 1 GB, each a whole process,
+beside the Python line-loop floor (``for line in open(path, "rb")``) in a process of its own on the
+same file, measured back to back.
 
 The inputs are built in a temporary folder by repeating real captures (../shared/fixtures): the two
 etcd zap logs (lost leader with slow applies, slow-disk heartbeats: every copy holds events), four
 lines of the first that hold no event ("etcd-info": what most of a real etcd log is), and the
-three NCCL logs (init, transports, nccl-tests tables). They are deleted afterwards. Each run gets
+three NCCL logs (init, transports, nccl-tests tables), and the four real ``/metrics`` dumps of
+bench/prom_parse.py ("prom"; two in tests/data). They are deleted afterwards. Each run gets
 ``--limit input=2G`` (the default refuses files over 256 MiB before reading them).
 
-Usage: python bench/memory_vs_size.py [--sizes 100,500,1000] [--only etcd|nccl] [--python PY]
+Usage: python bench/memory_vs_size.py [--sizes 100,500,1000] [--only etcd|etcd-info|prom|nccl] [--python PY]
 (``--python``: another tree's interpreter, e.g. main's, for a before/after at the same sizes).
 """
 
@@ -25,6 +27,8 @@ from pathlib import Path
 
 from clusterdoctor.testing import fixture_path
 
+REPO = Path(__file__).resolve().parents[1]
+
 INPUTS = {
     "etcd": (
         (
@@ -36,6 +40,17 @@ INPUTS = {
     # lines 2-5 of the lost-leader capture only (candidate, votes sent and received): no event
     "etcd-info": (
         ("ctrl/etcd_zap_json_lost_leader_slow_apply_issue13352.log#2-5",),
+        ["diagnose", "{f}", "--format", "json", "-o", "{out}"],
+    ),
+    # the four real dumps bench/prom_parse.py reads (kube-scheduler, etcd, node exporter, Prometheus
+    # federate), each copy's series the same (untimed ones and timed federate ones)
+    "prom": (
+        (
+            "ctrl/kube-scheduler_v1.35.0_minikube_metrics.prom",
+            "ctrl/etcd_v3.6.6_minikube_metrics.prom",
+            "data:ctrl/node_exporter_1.5.0_metrics.prom",
+            "data:ctrl/prometheus_2.42.0_federate_all.prom",
+        ),
         ["diagnose", "{f}", "--format", "json", "-o", "{out}"],
     ),
     "nccl": (
@@ -69,7 +84,7 @@ def build(kind: str, mb: int, folder: Path) -> Path:
     parts = []
     for rel in rels:
         name, _, span = rel.partition("#")
-        p = fixture_path(name)
+        p = REPO / "tests" / "data" / name[5:] if name.startswith("data:") else fixture_path(name)
         if p is None:
             sys.exit("shared fixtures absent (set CLUSTERDOCTOR_FIXTURES)")
         data = p.read_bytes()
@@ -79,7 +94,7 @@ def build(kind: str, mb: int, folder: Path) -> Path:
         parts.append(data)
     unit = b"".join(parts)
     target = mb * 1_000_000
-    out = folder / f"{kind}-{mb}MB.log"
+    out = folder / f"{kind}-{mb}MB.{'prom' if kind == 'prom' else 'log'}"
     with out.open("wb") as f:
         block = unit * max(1, (8 << 20) // len(unit))
         written = 0

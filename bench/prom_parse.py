@@ -10,7 +10,8 @@ Run: ``.venv/bin/python bench/prom_parse.py [--repeat N] [--whole N] [FILE ...]`
 in-process (issue 3).
 
 Whole process (issue 26, target >= 10x with less memory): each parser in a fresh interpreter that
-imports it, reads the file and parses it; timed paired with a bare ``python -c pass`` in the same
+imports it, reads the file and parses it (ours: ``prom_stream.parse_prom_stream`` on the open file,
+read in blocks; prometheus_client: the text read whole, as its API takes it); timed paired with a bare ``python -c pass`` in the same
 round and reported net of it (what the parser adds to starting Python), median of ``--whole``
 rounds, with each child's peak RSS. On the real dumps and on a concatenation of them (~50 MB,
 written to a temporary file and deleted), where every family repeats. ``--distinct``: one more row,
@@ -60,8 +61,9 @@ def files(args: list[str]) -> list[Path]:
 
 
 CHILD = {
-    "ours": "from clusterdoctor.observe.control.prom_text import parse_prom_text as p\n"
-    "ms = p(open(sys.argv[1], encoding='utf-8').read())\nn = len(ms.samples)\n",
+    # the file in blocks (prom_stream, issue 26 sixth round): samples packed, no tuple per sample
+    "ours": "from clusterdoctor.observe.control.prom_stream import parse_prom_stream as p\n"
+    "ms = p(open(sys.argv[1], 'rb'))\nn = len(ms)\n",
     "prometheus_client": "from prometheus_client.parser import text_string_to_metric_families as p\n"
     "n = sum(len(f.samples) for f in p(open(sys.argv[1], encoding='utf-8').read()))\n",
 }

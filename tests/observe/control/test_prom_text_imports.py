@@ -48,3 +48,25 @@ def test_careful_loop_reads_what_the_plain_pass_refuses() -> None:
         check=True,
     )
     assert out.stdout.split() == ["m", "n", "True"]
+
+
+STREAM = f"""
+import sys
+from clusterdoctor.observe.control.prom_stream import parse_prom_stream
+ms = parse_prom_stream(open(sys.argv[1], "rb"))
+print(len(ms), ms.columns is not None, *sorted(x for x in {HEAVY!r} if x in sys.modules))
+"""
+
+
+def test_streamed_file_imports_only_the_parser(tmp_path) -> None:
+    """parse_prom_stream (the file in blocks, issue 26 sixth round) on a dump and on dumps put together
+    past the size it reads whole: the same import set as parse_prom_text."""
+    p = TEST_DATA / "ctrl" / "prometheus_2.42.0_federate_all.prom"
+    big = tmp_path / "federate-x16.prom"
+    big.write_bytes(p.read_bytes() * 16)  # 5 MB: streamed
+    for path, n, streamed in ((p, 2138, "False"), (big, 2138 * 16, "True")):
+        out = subprocess.run(
+            [sys.executable, "-c", STREAM, str(path)], capture_output=True, text=True, check=True
+        )
+        got, was_streamed, *heavy = out.stdout.split()
+        assert (int(got), was_streamed, heavy) == (n, streamed, [])

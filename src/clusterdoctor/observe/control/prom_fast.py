@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
     from clusterdoctor.observe.control.prom_metrics import Labels
 
+    # what _columns gives: (name, labels) of each sample, values, timestamps
+    Columns = tuple[list[tuple[str, Labels]], list[float], Iterable[float | None]]
+
 TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
@@ -271,6 +274,23 @@ def _values(
 
 def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     """The samples of ``lines`` (sample lines, none empty); None when one is not plain."""
+    got = _columns(lines, seen)
+    if got is None:
+        return None
+    keys, values, times = got
+    return list(
+        map(
+            tuple.__new__,
+            repeat(PromSample),
+            zip(map(itemgetter(0), keys), map(itemgetter(1), keys), values, times),
+        )
+    )
+
+
+def _columns(lines: list[str], seen: Seen) -> Columns | None:
+    """The samples of ``lines`` as columns: ``(name, labels)`` of each (one tuple per series in a
+    long file), values, timestamps (an endless ``repeat(None)`` when no line has one); None when a
+    line is not plain."""
     heads, braces, rests = zip(*map(str.rpartition, lines, repeat("}")))
     # labelled lines: the text after "}" starts with one space (checked on one joined string)
     lab_rests = list(compress(rests, braces)) if "" in braces else rests
@@ -307,14 +327,7 @@ def _samples(lines: list[str], seen: Seen) -> list[PromSample] | None:
     got = _values(rests, braces, joined.count(" "))
     if got is None:
         return None
-    values, times = got
-    return list(
-        map(
-            tuple.__new__,
-            repeat(PromSample),
-            zip(map(itemgetter(0), keys), map(itemgetter(1), keys), values, times),
-        )
-    )
+    return keys, got[0], got[1]
 
 
 _HELP_TYPE = frozenset({"# HELP ", "# TYPE "})
@@ -408,6 +421,27 @@ def _metadata(comments: list[str], families: dict[str, Family], seen: Seen) -> b
 def parse_block(text: str, families: dict[str, Family], seen: Seen) -> tuple[list[PromSample], int] | None:
     """All samples of one block of a plain text-format file and its number of lines; None when a
     line needs the careful per-line loop (``families`` is then left as it was)."""
+    got = parse_block_columns(text, families, seen)
+    if got is None:
+        return None
+    (keys, values, times), n_lines = got
+    return (
+        list(
+            map(
+                tuple.__new__,
+                repeat(PromSample),
+                zip(map(itemgetter(0), keys), map(itemgetter(1), keys), values, times),
+            )
+        ),
+        n_lines,
+    )
+
+
+_NO_COLUMNS: Columns = ([], [], [])
+
+
+def parse_block_columns(text: str, families: dict[str, Family], seen: Seen) -> tuple[Columns, int] | None:
+    """:func:`parse_block` with the samples as :func:`_columns` gives them (no tuple per sample)."""
     lines = text.split("\n")
     if text[-1:] == "\n":
         lines.pop()  # the empty string after the last newline
@@ -417,14 +451,14 @@ def parse_block(text: str, families: dict[str, Family], seen: Seen) -> tuple[lis
     body = list(compress(lines, map(not_, is_comment)))
     if "" in body:
         body = list(filter(None, body))  # blank lines
-    samples: list[PromSample] | None = []
+    samples: Columns | None = _NO_COLUMNS
     if body:
-        samples = _samples(body, seen)
+        samples = _columns(body, seen)
         if samples is None:
             kept = list(filter(str.strip, body))  # lines of spaces only are blank lines
             if len(kept) == len(body):
                 return None
-            samples = _samples(kept, seen) if kept else []
+            samples = _columns(kept, seen) if kept else _NO_COLUMNS
             if samples is None:
                 return None
     if not _metadata(comments, families, seen):

@@ -159,7 +159,16 @@ class MetricSet:
     ``warnings`` name the line of every skipped or suspicious line.
     """
 
-    __slots__ = ("samples", "families", "exemplars", "warnings", "path", "openmetrics", "_by_name")
+    __slots__ = (
+        "_samples",
+        "columns",
+        "families",
+        "exemplars",
+        "warnings",
+        "path",
+        "openmetrics",
+        "_by_name",
+    )
     _FIELDS = ("samples", "families", "exemplars", "warnings", "path", "openmetrics")
 
     def __init__(
@@ -171,7 +180,9 @@ class MetricSet:
         path: str | None = None,
         openmetrics: bool = False,
     ) -> None:
-        self.samples: list[PromSample] = [] if samples is None else samples
+        self._samples: list[PromSample] | None = [] if samples is None else samples
+        # a file read in blocks (prom_stream.ColumnSink): the samples as columns until ``samples`` is read
+        self.columns: Any = None
         self.families: dict[str, Family] = {} if families is None else families
         self.exemplars: dict[int, Exemplar] = {} if exemplars is None else exemplars
         # bounded (observe.warning_list.WarningList): one warning per bad line, at most 100 kept, the rest counted
@@ -179,6 +190,25 @@ class MetricSet:
         self.path = path
         self.openmetrics = openmetrics
         self._by_name: dict[str, list[PromSample]] | None = None
+
+    @property
+    def samples(self) -> list[PromSample]:
+        """Every sample in file order (built from :attr:`columns` on first use)."""
+        if self._samples is None:
+            self._samples = self.columns.samples()
+            self.columns = None
+        return self._samples
+
+    @samples.setter
+    def samples(self, rows: list[PromSample]) -> None:
+        self._samples, self.columns = rows, None
+
+    def __len__(self) -> int:
+        """The number of samples (without building them)."""
+        return len(self._samples) if self._samples is not None else len(self.columns)
+
+    def __bool__(self) -> bool:
+        return True  # a MetricSet is true even when empty, as before it had a length
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not MetricSet:

@@ -20,6 +20,10 @@ raised only when nothing valid is left or the input is not an exposition at all.
 
 Timestamps are returned in seconds: the text format writes milliseconds, OpenMetrics seconds.
 
+A saved file can be read in blocks instead of whole (:mod:`~clusterdoctor.observe.control.prom_stream`:
+the same result, samples packed as columns; ``prom_series.read_series``: what ``diagnose`` keeps of
+a dump, its series, with no sample kept).
+
 The records returned (:class:`MetricSet` and its lookups, the histogram grouping) are
 :mod:`clusterdoctor.observe.control.prom_metrics`, re-exported here. Reading a plain dump in a fresh
 process imports neither ``re``, ``collections`` nor ``typing`` (issue 26: whole-process time).

@@ -189,8 +189,13 @@ def dump_identity(ms: MetricSet) -> str | None:
     """What target a saved ``/metrics`` dump is, from its own series: ``etcd:<member hex ID>``
     (``etcd_server_id``), ``node:<nodename>`` (``node_uname_info``), ``kubelet:<node>``
     (``kubelet_node_name``); None when it does not say (kube-scheduler, kube-apiserver)."""
+    return _identity([(s.name, s.labels) for s in ms.samples])
+
+
+def _identity(keys: list[tuple[str, tuple[tuple[str, str], ...]]]) -> str | None:
+    """:func:`dump_identity` from the ``(name, labels)`` of the samples (or of the series)."""
     for metric, label, prefix in _SELF_NAMES:
-        values = {dict(s.labels).get(label) for s in ms.samples if s.name == metric}
+        values = {dict(labels).get(label) for name, labels in keys if name == metric}
         values.discard(None)
         values.discard("")
         if len(values) == 1:
@@ -232,15 +237,22 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         out["described_as"] = f"Prometheus query answer ({shown or 'empty'})"
         return out
-    ms = load_metrics_file(path)
-    timed = any(s.timestamp is not None for s in ms.samples)
-    has_instance = any(k == "instance" for s in ms.samples[:2000] for k, _ in s.labels)
-    identity = None if timed else dump_identity(ms)
-    if not timed and not has_instance:
-        _with_instance(ms, str(p))
-    window = MetricWindow.from_metricset(ms, source=str(p))
+    insts: set[str] = set()
+    streamed = _window_streamed(p)
+    if streamed is not None:
+        ms, window, timed, has_instance, identity, insts = streamed
+    else:
+        ms = load_metrics_file(path)
+        timed = any(s.timestamp is not None for s in ms.samples)
+        has_instance = any(k == "instance" for s in ms.samples[:2000] for k, _ in s.labels)
+        identity = None if timed else dump_identity(ms)
+        if not timed and not has_instance:
+            _with_instance(ms, str(p))
+        window = MetricWindow.from_metricset(ms, source=str(p))
+        if not timed and has_instance:
+            insts = {dict(s.labels).get("instance", "") for s in ms.samples}
     if not timed:
-        insts = {str(p)} if not has_instance else {dict(s.labels).get("instance", "") for s in ms.samples}
+        insts = {str(p)} if not has_instance else insts
         window.snapshot_instances = insts
         window.instance_sources = {i: str(p) for i in insts}
         if identity and not has_instance:
@@ -261,6 +273,48 @@ def load_metrics_observations(path: str | Path) -> dict[str, object]:
     if not out.get("metrics") or any("truncated" in w for w in warns):
         out["incomplete_inputs"] = [f"{path}: " + ("truncated" if out.get("metrics") else "no samples")]
     return out
+
+
+def _window_streamed(
+    p: Path,
+) -> tuple[MetricSet, MetricWindow, bool, bool, str | None, set[str]] | None:
+    """What :func:`load_metrics_observations` reads of a plain dump, streamed (issue 26): the file in
+    blocks, each series' points kept compact (``prom_stream.Points``), no sample kept. ``(families
+    and warnings, window, timed, has_instance, identity, instances)``, as the whole-file path finds
+    them; None when the plain pass refuses the file or two of its series become one in the window (the
+    same labels in another order): then the file is read whole."""
+    from clusterdoctor.model import Series
+    from clusterdoctor.observe.control.prom_series import read_series
+
+    got = read_series(str(p))
+    if got is None:
+        return None
+    ms, sink = got
+    keys = sink.index.keys
+    timed = sink.timed
+    has_instance = any(k == "instance" for sid in sink.first for k, _ in keys[sid][1])
+    identity = None if timed else _identity(keys)
+    if not timed and not has_instance:
+        inst = ("instance", str(p))
+        keys = [
+            (n, labels if any(k == "instance" for k, _ in labels) else (*labels, inst)) for n, labels in keys
+        ]
+    window = MetricWindow(source=str(p))
+    for fam in ms.families.values():
+        window.types.setdefault(fam.name, fam.type)
+    window.warnings.extend(ms.warnings)
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    add = window.series.setdefault
+    for (name, labels), points in zip(keys, sink.points):
+        k = (name, tuple(sorted(labels)))
+        if k in seen:
+            return None  # one series in the window from two in the file: their points interleave
+        seen.add(k)
+        add(name, []).append(Series(name, dict(labels), points))  # type: ignore[arg-type]
+    insts: set[str] = set()
+    if not timed and has_instance:
+        insts = {dict(labels).get("instance", "") for _, labels in keys}
+    return ms, window, timed, has_instance, identity, insts
 
 
 def _is_api_answer_file(p: Path) -> bool:
