@@ -290,6 +290,39 @@ BORN_MAX_SPREAD = Threshold(
     "the most a born-slow rank's 90th-percentile lateness may be, as a multiple of its median",
 )
 
+BORN_COMPUTE_EXCESS = Threshold(
+    "failslow_born_compute_excess",
+    0.5,
+    "x peers' compute",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04; "
+    "bench/RESULTS.md): a rank with more work than its peers from step 1 computes longer at every step; "
+    "4x the batch on one rank of the fault lab gave +53% to +159% over the peers' median compute (20 "
+    "runs), while the most any rank of the 86 clean runs exceeded its peers by was +60% (b3-l-c27-clean, "
+    "rank 2, above all its peers in only 33% of the steps), the next +42%",
+    "how much more compute than its peers' median (median over the settled steps) names a rank slow from "
+    "step 1 (with failslow_born_compute_share)",
+)
+BORN_COMPUTE_SHARE = Threshold(
+    "failslow_born_compute_share",
+    0.4,
+    "share of steps",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): among N similar "
+    "ranks each computes longest at about 1/N of the steps (25% of 4); a rank with 4x the batch was above "
+    "every peer in 42-77% of the settled steps (20 runs), no rank of a clean run with its compute +50% over "
+    "its peers' in more than 33%",
+    "share of the settled steps in which a rank's compute must be out of its peers' spread (above all of "
+    "them) to name it slow from step 1",
+)
+BORN_COMPUTE_LATENESS = Threshold(
+    "failslow_born_compute_lateness",
+    0.05,
+    "x baseline step",
+    "clusterdoctor default: a rank with more compute that the others wait for less than 5% of a step "
+    "costs the job under 5%, what bench/failslow.py counts as no cost (NO_COST); 4x the batch on one rank "
+    "made the others wait 0.086-0.18 of a step",
+    "lateness (median over the run, against the healthy peers) a rank named from its compute must cause",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -322,6 +355,9 @@ THRESHOLDS = (
     BORN_EARLY_LATENESS,
     BORN_LAST_SHARE,
     BORN_MAX_SPREAD,
+    BORN_COMPUTE_EXCESS,
+    BORN_COMPUTE_SHARE,
+    BORN_COMPUTE_LATENESS,
 )
 
 
@@ -364,6 +400,9 @@ class Params:
     born_early_lateness: float = float(BORN_EARLY_LATENESS.value)
     born_last_share: float = float(BORN_LAST_SHARE.value)
     born_max_spread: float = float(BORN_MAX_SPREAD.value)
+    born_compute_excess: float = float(BORN_COMPUTE_EXCESS.value)
+    born_compute_share: float = float(BORN_COMPUTE_SHARE.value)
+    born_compute_lateness: float = float(BORN_COMPUTE_LATENESS.value)
 
     def replace(self, **kw: float) -> Params:
         """A copy with some knobs changed (the bench's threshold search)."""
