@@ -178,7 +178,8 @@ def detect(
     episodes, together = _stragglers(table, sig, y, first, k_late, p) if R > 2 else ([], [])
     episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
-    episodes += _named_together(together, episodes)
+    named_together = _named_together(together, episodes)
+    episodes = _collectives_behind_together(episodes, named_together, p) + named_together
     episodes += born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
@@ -267,6 +268,38 @@ def _named_together(later: list[Episode], done: list[Episode]) -> list[Episode]:
             for d in done + out
         ):
             out.append(e)
+    return out
+
+
+def _collectives_behind_together(done: list[Episode], together: list[Episode], p: Params) -> list[Episode]:
+    """``done`` without the collective slowdowns that no link test localised and that began within
+    ``p.min_steps`` of two or more stragglers named together (:func:`_named_together`) over the same
+    steps: two throttled ranks each freeze inside the collectives in some steps, so every rank's
+    collectives stretch while no link is slower (b5-l-f09-two, b5-l-f35-two: 10-44 ms of the collectives'
+    growth, link scores under 1.3x or on both stragglers' links); the stragglers explain the growth
+    together, and each keeps its own episode and ``why``."""
+    out: list[Episode] = []
+    for e in done:
+        if e.kind == "communication" and e.rank is None:
+            stop = e.end_col if e.end_col is not None else 1 << 62
+            mates = {
+                t.rank
+                for t in together
+                if abs(t.onset_col - e.onset_col) <= p.min_steps
+                and t.onset_col < stop
+                and (t.end_col is None or t.end_col > e.onset_col)
+            }
+            if len(mates) >= 2:
+                for t in together:
+                    if t.rank in mates:
+                        t.detail["collectives_slower_s"] = e.detail.get("collective_s")
+                        t.why += (
+                            f"; the collectives took {e.detail.get('collective_s', 0.0) * 1000:.1f} ms longer "
+                            f"over the same steps with no link slower (ranks {', '.join(map(str, sorted(mates)))} "
+                            "froze inside them in turn)"
+                        )
+                continue
+        out.append(e)
     return out
 
 
