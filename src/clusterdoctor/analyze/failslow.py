@@ -55,7 +55,12 @@ from clusterdoctor.analyze.failslow_classify import (
     straggler_episode,
 )
 from clusterdoctor.analyze.failslow_params import DEFAULTS, Params
-from clusterdoctor.analyze.failslow_periodic import merge_periodic, periodic_by_acf, spike_episodes
+from clusterdoctor.analyze.failslow_periodic import (
+    merge_periodic,
+    periodic_by_acf,
+    periodic_by_rank,
+    spike_episodes,
+)
 from clusterdoctor.analyze.failslow_table import (
     Episode,
     FailSlowResult,
@@ -190,6 +195,7 @@ def detect(
     episodes.sort(key=lambda e: (e.onset_col, e.rank if e.rank is not None else -1))
     episodes = merge_periodic(episodes, p)
     episodes = periodic_by_acf(episodes, table, sig, y, p)
+    episodes = periodic_by_rank(episodes, table, sig, first, p)
     for e in episodes:
         e.level = level(e, S, p)
         if e.end_col is not None:

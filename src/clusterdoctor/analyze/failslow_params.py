@@ -323,6 +323,27 @@ BORN_COMPUTE_LATENESS = Threshold(
     "lateness (median over the run, against the healthy peers) a rank named from its compute must cause",
 )
 
+PERIODIC_STRENGTH = Threshold(
+    "failslow_periodic_strength",
+    0.4,
+    "autocorrelation",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04): the "
+    "autocorrelation at its period of the lateness (on the wall clock) of the rank that kept the others "
+    "waiting longest; a CPU quota on one rank 1 s on / 1 s off gave 0.34-0.77 at 1.8-2.1 s (20 runs), the "
+    "86 clean runs 0.33 at most",
+    "autocorrelation of a rank's lateness that makes its bursts periodic",
+)
+PERIODIC_STAND_OUT = Threshold(
+    "failslow_periodic_stand_out",
+    1.5,
+    "x peers' lateness",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): the rank named "
+    "periodic kept the others waiting, summed over the run, 1.5 times as long as any other rank or more "
+    "(the periodic quota's victim: 1.8-4.1x over 20 runs; every rank of a clean run or a job-wide "
+    "slowdown about alike)",
+    "how much more lateness, summed over the run, the rank of a periodic slowdown caused than any peer",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -358,6 +379,8 @@ THRESHOLDS = (
     BORN_COMPUTE_EXCESS,
     BORN_COMPUTE_SHARE,
     BORN_COMPUTE_LATENESS,
+    PERIODIC_STRENGTH,
+    PERIODIC_STAND_OUT,
 )
 
 
@@ -403,6 +426,8 @@ class Params:
     born_compute_excess: float = float(BORN_COMPUTE_EXCESS.value)
     born_compute_share: float = float(BORN_COMPUTE_SHARE.value)
     born_compute_lateness: float = float(BORN_COMPUTE_LATENESS.value)
+    periodic_strength: float = float(PERIODIC_STRENGTH.value)
+    periodic_stand_out: float = float(PERIODIC_STAND_OUT.value)
 
     def replace(self, **kw: float) -> Params:
         """A copy with some knobs changed (the bench's threshold search)."""
