@@ -426,11 +426,11 @@ def periodic_by_rank(
 
 def _burst_onset(x: np.ndarray, p: Params) -> int:
     """The column where the first burst of ``x`` (lateness in baseline steps, from the warm-up) began:
-    the start of the first excursion of a one-sided CUSUM (allowance ``p.late_k``) past ``p.late_h``;
-    0 when there is none."""
+    the start of the first excursion of a one-sided CUSUM past ``p.late_h`` whose allowance is a
+    straggler's bar (``p.min_lateness``: a busy host's small lags do not accumulate); 0 when none."""
     s, start = 0.0, 0
     for j, v in enumerate(x):
-        s = max(0.0, s + float(v) - p.late_k)
+        s = max(0.0, s + float(v) - p.min_lateness)
         if s == 0.0:
             start = j + 1
         elif s > p.late_h:
