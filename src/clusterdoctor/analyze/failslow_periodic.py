@@ -362,7 +362,7 @@ def periodic_by_rank(
             min_cycles=3.0,
             min_strength=p.periodic_strength,
         )
-        if per is None:
+        if per is None or not _beats_shuffles(t[ok], x[row, ok], per.strength, p):
             continue
         onset = _burst_onset(x[row], p) + first
         late_share = float(np.mean(sig.late[row, onset:] >= p.min_lateness * sig.W0))
@@ -422,6 +422,34 @@ def periodic_by_rank(
         out = [e for e in out if e.rank != rank] + [ep]
     out.sort(key=lambda e: (e.onset_col, e.rank if e.rank is not None else -1))
     return out
+
+
+SHUFFLES = 19  # a permutation test at 1 in 20 (p < 0.05): the period must beat all 19 shuffles
+
+
+def _beats_shuffles(t: np.ndarray, x: np.ndarray, strength: float, p: Params) -> bool:
+    """Whether ``strength`` (the autocorrelation at the period found in ``x`` on times ``t``) exceeds
+    what the same values in a random order reach at any period (:data:`SHUFFLES` shuffles, a fixed
+    seed): a few spikes at random times can line up at some lag (tests/analyze/
+    test_failslow_generalise.py::test_random_spikes_are_not_a_period), bursts at a period do not
+    survive shuffling."""
+    from clusterdoctor.analyze.periodicity import detect_period
+
+    rng = np.random.default_rng(20)
+    # each step moves with its own duration (a late step is a long one: kept together, the shuffled
+    # series spans the same time and its late steps as much of it)
+    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 0.0))
+    for _ in range(SHUFFLES):
+        order = rng.permutation(len(x))
+        per = detect_period(
+            list(zip((t[0] + np.cumsum(dt[order])).tolist(), x[order].tolist())),
+            min_period=2 * p.throttle_period_s,
+            min_cycles=3.0,
+            min_strength=0.0,
+        )
+        if per is not None and per.strength >= strength:
+            return False
+    return True
 
 
 def _burst_onset(x: np.ndarray, p: Params) -> int:
