@@ -386,8 +386,15 @@ def periodic_by_rank(
             f"it kept the others waiting in bursts every {per.period:.1f} s (autocorrelation of its "
             f"lateness {per.strength:.2f} over {per.cycles:.0f} cycles): {lost:.1f} steps lost since step "
             f"{step_at(tb, onset)}, {total[row] / max(peers, 1e-9):.1f}x what any other rank cost; "
-            + ("its process did not run in them (stopped, frozen or throttled)" if of == "compute" and stall > 0
-               else ("it waited for its data loader in them" if of == "data" else "its own work took longer in them"))
+            + (
+                "its process did not run in them (stopped, frozen or throttled)"
+                if of == "compute" and stall > 0
+                else (
+                    "it waited for its data loader in them"
+                    if of == "data"
+                    else "its own work took longer in them"
+                )
+            )
         )
         ep = Episode(
             kind="periodic",
