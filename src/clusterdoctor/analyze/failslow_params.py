@@ -297,8 +297,9 @@ BORN_COMPUTE_EXCESS = Threshold(
     "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04; "
     "bench/RESULTS.md): a rank with more work than its peers from step 1 computes longer at every step; "
     "4x the batch on one rank of the fault lab gave +53% to +159% over the peers' median compute (20 "
-    "runs), while the most any rank of the 86 clean runs exceeded its peers by was +60% (b3-l-c27-clean, "
-    "rank 2, above all its peers in only 33% of the steps), the next +42%",
+    "runs), while the most any rank of the 112 clean runs exceeded its peers by was +60% (b3-l-c27-clean, "
+    "rank 2, above all its peers in only 33% of the steps), the next +42%; 0.3, 0.4 and 0.5 scored alike "
+    "on batches 3-5 (0.6 lost a run), and 0.5 is the highest bar among them",
     "how much more compute than its peers' median (median over the settled steps) names a rank slow from "
     "step 1 (with failslow_born_compute_share)",
 )
@@ -309,7 +310,7 @@ BORN_COMPUTE_SHARE = Threshold(
     "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): among N similar "
     "ranks each computes longest at about 1/N of the steps (25% of 4); a rank with 4x the batch was above "
     "every peer in 42-77% of the settled steps (20 runs), no rank of a clean run with its compute +50% over "
-    "its peers' in more than 33%",
+    "its peers' in more than 33%; 0.35 and 0.4 scored alike on batches 3-5 (0.5 lost a run)",
     "share of the settled steps in which a rank's compute must be out of its peers' spread (above all of "
     "them) to name it slow from step 1",
 )
@@ -330,7 +331,8 @@ PERIODIC_STRENGTH = Threshold(
     "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04): the "
     "autocorrelation at its period of the lateness (on the wall clock) of the rank that kept the others "
     "waiting longest; a CPU quota on one rank 1 s on / 1 s off gave 0.34-0.77 at 1.8-2.1 s (20 runs), the "
-    "86 clean runs 0.33 at most",
+    "112 clean runs 0.33 at most; 0.3 scored higher on batches 3-5 but what it added was found from step 4, "
+    "25 steps before its fault (a periodic run), or classed periodic (a checkpoint run), so 0.4 was kept",
     "autocorrelation of a rank's lateness that makes its bursts periodic",
 )
 PERIODIC_STAND_OUT = Threshold(
@@ -340,7 +342,8 @@ PERIODIC_STAND_OUT = Threshold(
     "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): the rank named "
     "periodic kept the others waiting, summed over the run, 1.5 times as long as any other rank or more "
     "(the periodic quota's victim: 1.8-4.1x over 20 runs; every rank of a clean run or a job-wide "
-    "slowdown about alike)",
+    "slowdown about alike); 1.2 scored higher on batches 3-5 with two short-stop runs found from step 4, "
+    "25 steps before their fault, so 1.5 was kept",
     "how much more lateness, summed over the run, the rank of a periodic slowdown caused than any peer",
 )
 
