@@ -326,13 +326,14 @@ BORN_COMPUTE_LATENESS = Threshold(
 
 PERIODIC_STRENGTH = Threshold(
     "failslow_periodic_strength",
-    0.4,
+    0.3,
     "autocorrelation",
     "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04): the "
     "autocorrelation at its period of the lateness (on the wall clock) of the rank that kept the others "
     "waiting longest; a CPU quota on one rank 1 s on / 1 s off gave 0.34-0.77 at 1.8-2.1 s (20 runs), the "
-    "112 clean runs 0.33 at most; 0.3 scored higher on batches 3-5 but what it added was found from step 4, "
-    "25 steps before its fault (a periodic run), or classed periodic (a checkpoint run), so 0.4 was kept",
+    "112 clean runs 0.33 at most (that rank 0.1x its peers' lateness, far from failslow_periodic_stand_out); "
+    "of 0.3, 0.4 and 0.5, 0.3 scored best on batches 3-5 (it adds b4-q-f31-periodic, rank 3, onset step 30, "
+    "and loses no run)",
     "autocorrelation of a rank's lateness that makes its bursts periodic",
 )
 PERIODIC_STAND_OUT = Threshold(
