@@ -121,6 +121,10 @@ def _by_lateness(
     return out
 
 
+def _median(a: np.ndarray, axis: int) -> np.ndarray:
+    return np.median(a, axis=axis) if np.isfinite(a).all() else np.nanmedian(a, axis=axis)
+
+
 def compute_vs_peers(comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row of ``comp`` (ranks by steps: each rank's own compute) against its peers at the same
     steps: (its median excess over the peers' median, as a share of it; the share of the steps in which
@@ -136,11 +140,12 @@ def compute_vs_peers(comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         warnings.simplefilter("ignore", RuntimeWarning)
         if R - 1 > MAX_PEERS_BY_MAX:
             # many peers: one rank among them moves their median and spread by ~1/R; all ranks at once
-            med = np.nanmedian(comp, axis=0)
-            sd = MAD_SD * np.nanmedian(np.abs(comp - med[None, :]), axis=0)
+            # (np.median where nothing is missing: nanmedian is several times slower on 10,000 ranks)
+            med = _median(comp, 0)
+            sd = MAD_SD * _median(np.abs(comp - med[None, :]), 0)
             fence = med + 3.0 * sd
             out = comp > fence[None, :]
-            excess = np.nanmedian(comp / med[None, :] - 1.0, axis=1)
+            excess = _median(comp / med[None, :] - 1.0, 1)
             share = np.mean(out, axis=1)
         else:
             for i in range(R):
