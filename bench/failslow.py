@@ -391,8 +391,9 @@ GRID = {
     "born_min_lateness": (0.12, 0.15, 0.2),
     "born_last_share": (0.4, 0.5, 0.6),
     # round 6 (2026-12-04, branch r7-failslow; batches 3-5 all dev): the born-slow compute test and the
-    # per-rank periodic pass; each default was the best of these values on batches 3-5 together (the
-    # scan is in bench/RESULTS.md, "fail-slow round 6"), and the folds may move them
+    # per-rank periodic pass; each default scored one at a time over these values on batches 3-5
+    # together (bench/RESULTS.md, "fail-slow round 6": the best or tied for it, but periodic_stand_out,
+    # whose 1.2 gains only detections whose onset is noise), and the folds may move them
     "born_compute_excess": (0.3, 0.4, 0.5, 0.6),
     "born_compute_share": (0.35, 0.4, 0.5),
     "periodic_strength": (0.3, 0.4, 0.5),
