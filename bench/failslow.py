@@ -34,7 +34,8 @@ PLAN = 2  # the plan of issue 20 (13 fault types x 2 load conditions); records o
 # run 2026-12-03 after the detector was changed looking at batch 3 (born-slow, several frozen ranks,
 # gradual onsets), scored once with the shipped defaults, the detector untouched; batch 5: the same size,
 # run 2026-12-04 after the detector's last change (two stragglers together, born-slow spread; ba36a85),
-# scored once when `runs` ended, nothing changed after (bench/failslow-batch5.md)
+# scored once when `runs` ended, nothing changed after (bench/failslow-batch5.md); moved to dev
+# 2026-12-04 for round 6 (the detector was then changed looking at batches 3-5)
 BATCH = 5
 # each run's probe files, kept so that `report` judges them again with the current detector
 EPISODES = HERE / ".failslow-episodes"
@@ -389,6 +390,14 @@ GRID = {
     # would take 0.1 and alarm on b4-l-c10-clean)
     "born_min_lateness": (0.12, 0.15, 0.2),
     "born_last_share": (0.4, 0.5, 0.6),
+    # round 6 (2026-12-04, branch r7-failslow; batches 3-5 all dev): the born-slow compute test and the
+    # per-rank periodic pass; each default scored one at a time over these values on batches 3-5
+    # together (bench/RESULTS.md, "fail-slow round 6": the best or tied for it, but periodic_stand_out,
+    # whose 1.2 gains only detections whose onset is noise), and the folds may move them
+    "born_compute_excess": (0.3, 0.4, 0.5, 0.6),
+    "born_compute_share": (0.35, 0.4, 0.5),
+    "periodic_strength": (0.3, 0.4, 0.5),
+    "periodic_stand_out": (1.2, 1.5, 2.0),
 }
 
 

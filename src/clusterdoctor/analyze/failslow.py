@@ -44,6 +44,7 @@ import math
 
 import numpy as np
 
+from clusterdoctor.analyze.failslow_born import born_slow
 from clusterdoctor.analyze.failslow_classify import (
     consistent_straggler,
     frozen_ranks,
@@ -54,7 +55,12 @@ from clusterdoctor.analyze.failslow_classify import (
     straggler_episode,
 )
 from clusterdoctor.analyze.failslow_params import DEFAULTS, Params
-from clusterdoctor.analyze.failslow_periodic import merge_periodic, periodic_by_acf, spike_episodes
+from clusterdoctor.analyze.failslow_periodic import (
+    merge_periodic,
+    periodic_by_acf,
+    periodic_by_rank,
+    spike_episodes,
+)
 from clusterdoctor.analyze.failslow_table import (
     Episode,
     FailSlowResult,
@@ -177,8 +183,9 @@ def detect(
     episodes, together = _stragglers(table, sig, y, first, k_late, p) if R > 2 else ([], [])
     episodes += _frozen_beside(table, sig, episodes, p)
     episodes += _job_pass(table, sig, first, base, k_job, episodes, p)
-    episodes += _named_together(together, episodes)
-    episodes += _born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
+    named_together = _named_together(together, episodes)
+    episodes = _collectives_behind_together(episodes, named_together, p) + named_together
+    episodes += born_slow(table, sig, first, blen, episodes, p) if R > 2 else []
     busy: dict[int, list[tuple[int, int]]] = {}
     for e in episodes:
         if e.rank is not None:
@@ -188,6 +195,7 @@ def detect(
     episodes.sort(key=lambda e: (e.onset_col, e.rank if e.rank is not None else -1))
     episodes = merge_periodic(episodes, p)
     episodes = periodic_by_acf(episodes, table, sig, y, p)
+    episodes = periodic_by_rank(episodes, table, sig, first, p)
     for e in episodes:
         e.level = level(e, S, p)
         if e.end_col is not None:
@@ -269,6 +277,38 @@ def _named_together(later: list[Episode], done: list[Episode]) -> list[Episode]:
     return out
 
 
+def _collectives_behind_together(done: list[Episode], together: list[Episode], p: Params) -> list[Episode]:
+    """``done`` without the collective slowdowns that no link test localised and that began within
+    ``p.min_steps`` of two or more stragglers named together (:func:`_named_together`) over the same
+    steps: two throttled ranks each freeze inside the collectives in some steps, so every rank's
+    collectives stretch while no link is slower (b5-l-f09-two, b5-l-f35-two: 10-44 ms of the collectives'
+    growth, link scores under 1.3x or on both stragglers' links); the stragglers explain the growth
+    together, and each keeps its own episode and ``why``."""
+    out: list[Episode] = []
+    for e in done:
+        if e.kind == "communication" and e.rank is None:
+            stop = e.end_col if e.end_col is not None else 1 << 62
+            mates = {
+                t.rank
+                for t in together
+                if abs(t.onset_col - e.onset_col) <= p.min_steps
+                and t.onset_col < stop
+                and (t.end_col is None or t.end_col > e.onset_col)
+            }
+            if len(mates) >= 2:
+                for t in together:
+                    if t.rank in mates:
+                        t.detail["collectives_slower_s"] = e.detail.get("collective_s")
+                        t.why += (
+                            f"; the collectives took {e.detail.get('collective_s', 0.0) * 1000:.1f} ms longer "
+                            f"over the same steps with no link slower (ranks {', '.join(map(str, sorted(mates)))} "
+                            "froze inside them in turn)"
+                        )
+                continue
+        out.append(e)
+    return out
+
+
 def _onset_of_last(sig: Signals, row: int, lo: int, onset: int, alarm: int, first: int, p: Params) -> int:
     """The maximum-likelihood start, in [lo, onset], of a rise in how often ``row`` is the last to be
     ready (a Bernoulli change point: from its share in the job's baseline steps, at least 1/R, to its
@@ -292,76 +332,6 @@ def _onset_of_last(sig: Signals, row: int, lo: int, onset: int, alarm: int, firs
     if tail[i] - tail[onset - lo] < ONSET_EVIDENCE:
         return onset
     return min(lo + i, onset)
-
-
-def _born_slow(
-    tb: StepTable, sig: Signals, first: int, blen: int, done: list[Episode], p: Params
-) -> list[Episode]:
-    """Pass 1b: a rank slow from its first step (more work than its peers), which has no healthy past
-    of its own and so no change point: each rank against its peers at the same steps, over the steps
-    before any episode found by the other passes began (what those explain is theirs). Named when the
-    others waited ``p.born_min_lateness`` of a step or more for it (median over those steps once the
-    run settled, ``blen`` steps past the warm-up: not only while the run settled) and
-    ``p.born_early_lateness`` over those first ``blen`` (slow from the start, not since some later step) and it was
-    the last to be ready in ``p.born_last_share`` of the settled steps or more (among N similar ranks each
-    is last in about 1/N of them), late in most steps alike (its 90th percentile within
-    ``p.born_max_spread`` times its median: not bursts from a later step); then judged as any straggler
-    (:func:`~clusterdoctor.analyze.failslow_classify.straggler_episode`: persistence, the healthy
-    peers, its class). tests/data/failslow/imbalance-rank1: 4x the batch on rank 1."""
-    R, S = sig.late.shape
-    begun = [e.onset_col for e in done if e.onset_col > first]
-    stop = min([S, *begun])
-    # the evidence is read on the settled steps, after the first blen past the warm-up: on a loaded
-    # host one rank can be slow for a while after the start and then settle (b4-l-c10-clean: rank 1
-    # kept the others waiting 82% of a step in its first 10 steps, ~10% after), which is no more
-    # work than its peers; a rank with more work is as slow after those steps as in them
-    # (when another episode began too soon for that, on the steps there are, from the warm-up)
-    settled = first + blen if stop - first - blen >= p.min_steps else first
-    n = stop - settled
-    if n < max(p.min_steps, blen) or sig.last_row is None or sig.W0 <= 0:
-        return []
-    C = slice(settled, stop)
-    med = np.median(sig.late[:, C], axis=1)
-    # the bar: material, and above the noise of a median over these steps
-    bar = max(p.born_min_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(n))
-    last = np.bincount(sig.last_row[C], minlength=R) / n
-    early = np.median(sig.late[:, first : first + blen], axis=1)
-    # a rank whose own episode already covers the start (the change-point pass found it from there)
-    named = {e.rank for e in done if e.rank is not None and e.onset_col <= first + blen}
-    q = p.replace(min_lateness=p.born_min_lateness)
-    out: list[Episode] = []
-    # already late in its first blen, so not a rank that became late at some later step (the
-    # change-point pass is for that)
-    early_bar = max(p.born_early_lateness * sig.W0, p.noise_z * sig.sigma_late / math.sqrt(blen))
-    for row in np.nonzero((med >= bar) & (early >= early_bar) & (last >= p.born_last_share))[0]:
-        row = int(row)
-        if tb.ranks[row] in named:
-            continue
-        if float(np.percentile(sig.late[row, C], 90)) > p.born_max_spread * med[row]:
-            continue  # late in bursts, not in most steps alike: not more work from step 1
-        if settled == first and S - first - blen >= p.min_steps:
-            # another episode began before the run settled, so the evidence above is the unsettled
-            # steps': a rank with more work is as late on the settled steps of the whole run (the
-            # clean-loaded-rank1-slow-start run under a fold's knobs: an info episode from step 20)
-            if float(np.median(sig.late[row, first + blen :])) < p.born_min_lateness * sig.W0:
-                continue
-        alarm = min(S - 1, first + p.min_steps - 1)
-        ep = straggler_episode(tb, sig, row, 0, alarm, None, q, explains=0.0)
-        if ep is None:
-            continue
-        ep.detail["born_slow"] = True
-        ep.detail["last_share_run"] = round(float(last[row]), 3)
-        when = "" if stop == S else f" before step {step_at(tb, stop)}"
-        ep.why = (
-            f"slow from its first step: in the {n} steps after the first {settled - first} past the warm-up{when} it "
-            f"was the last to be ready "
-            f"in {last[row]:.0%} of them (each of {R} similar ranks would be in ~{1 / R:.0%}) and the others "
-            f"waited {med[row] * 1000:.1f} ms a step for it ({med[row] / sig.W0:.0%} of a step), already in "
-            f"its first {blen}; no rank that was not late made them wait more than "
-            f"{ep.detail['peer_lateness_s'] * 1000:.1f} ms"
-        )
-        out.append(ep)
-    return out
 
 
 def _frozen_beside(tb: StepTable, sig: Signals, done: list[Episode], p: Params) -> list[Episode]:

@@ -290,6 +290,64 @@ BORN_MAX_SPREAD = Threshold(
     "the most a born-slow rank's 90th-percentile lateness may be, as a multiple of its median",
 )
 
+BORN_COMPUTE_EXCESS = Threshold(
+    "failslow_born_compute_excess",
+    0.5,
+    "x peers' compute",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04; "
+    "bench/RESULTS.md): a rank with more work than its peers from step 1 computes longer at every step; "
+    "4x the batch on one rank of the fault lab gave +53% to +159% over the peers' median compute (20 "
+    "runs), while the most any rank of the 112 clean runs exceeded its peers by was +60% (b3-l-c27-clean, "
+    "rank 2, above all its peers in only 33% of the steps), the next +42%; 0.3, 0.4 and 0.5 scored alike "
+    "on batches 3-5 (0.6 lost a run), and 0.5 is the highest bar among them",
+    "how much more compute than its peers' median (median over the settled steps) names a rank slow from "
+    "step 1 (with failslow_born_compute_share)",
+)
+BORN_COMPUTE_SHARE = Threshold(
+    "failslow_born_compute_share",
+    0.4,
+    "share of steps",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): among N similar "
+    "ranks each computes longest at about 1/N of the steps (25% of 4); a rank with 4x the batch was above "
+    "every peer in 42-77% of the settled steps (20 runs), no rank of a clean run with its compute +50% over "
+    "its peers' in more than 33%; 0.35 and 0.4 scored alike on batches 3-5 (0.5 lost a run)",
+    "share of the settled steps in which a rank's compute must be out of its peers' spread (above all of "
+    "them) to name it slow from step 1",
+)
+BORN_COMPUTE_LATENESS = Threshold(
+    "failslow_born_compute_lateness",
+    0.05,
+    "x baseline step",
+    "clusterdoctor default: a rank with more compute that the others wait for less than 5% of a step "
+    "costs the job under 5%, what bench/failslow.py counts as no cost (NO_COST); 4x the batch on one rank "
+    "made the others wait 0.086-0.18 of a step",
+    "lateness (median over the run, against the healthy peers) a rank named from its compute must cause",
+)
+
+PERIODIC_STRENGTH = Threshold(
+    "failslow_periodic_strength",
+    0.3,
+    "autocorrelation",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6, 2026-12-04): the "
+    "autocorrelation at its period of the lateness (on the wall clock) of the rank that kept the others "
+    "waiting longest; a CPU quota on one rank 1 s on / 1 s off gave 0.34-0.77 at 1.8-2.1 s (20 runs), the "
+    "112 clean runs 0.33 at most (that rank 0.1x its peers' lateness, far from failslow_periodic_stand_out); "
+    "of 0.3, 0.4 and 0.5, 0.3 scored best on batches 3-5 (it adds b4-q-f31-periodic, rank 3, onset step 30, "
+    "and loses no run)",
+    "autocorrelation of a rank's lateness that makes its bursts periodic",
+)
+PERIODIC_STAND_OUT = Threshold(
+    "failslow_periodic_stand_out",
+    1.5,
+    "x peers' lateness",
+    "clusterdoctor default, chosen on the dev batches 3-5 of bench/failslow.py (round 6): the rank named "
+    "periodic kept the others waiting, summed over the run, 1.5 times as long as any other rank or more "
+    "(the periodic quota's victim: 1.8-4.1x over 20 runs; every rank of a clean run or a job-wide "
+    "slowdown about alike); 1.2 scored higher on batches 3-5 with two short-stop runs found from step 4, "
+    "25 steps before their fault, so 1.5 was kept",
+    "how much more lateness, summed over the run, the rank of a periodic slowdown caused than any peer",
+)
+
 THRESHOLDS = (
     CUSUM_ALLOWANCE,
     CUSUM_LIMIT,
@@ -322,6 +380,11 @@ THRESHOLDS = (
     BORN_EARLY_LATENESS,
     BORN_LAST_SHARE,
     BORN_MAX_SPREAD,
+    BORN_COMPUTE_EXCESS,
+    BORN_COMPUTE_SHARE,
+    BORN_COMPUTE_LATENESS,
+    PERIODIC_STRENGTH,
+    PERIODIC_STAND_OUT,
 )
 
 
@@ -364,6 +427,11 @@ class Params:
     born_early_lateness: float = float(BORN_EARLY_LATENESS.value)
     born_last_share: float = float(BORN_LAST_SHARE.value)
     born_max_spread: float = float(BORN_MAX_SPREAD.value)
+    born_compute_excess: float = float(BORN_COMPUTE_EXCESS.value)
+    born_compute_share: float = float(BORN_COMPUTE_SHARE.value)
+    born_compute_lateness: float = float(BORN_COMPUTE_LATENESS.value)
+    periodic_strength: float = float(PERIODIC_STRENGTH.value)
+    periodic_stand_out: float = float(PERIODIC_STAND_OUT.value)
 
     def replace(self, **kw: float) -> Params:
         """A copy with some knobs changed (the bench's threshold search)."""

@@ -23,7 +23,7 @@ import numpy as np
 from clusterdoctor.analyze.failslow_params import Params
 from clusterdoctor.analyze.failslow_table import Episode, Signals, StepTable, step_at, time_at
 
-__all__ = ["merge_periodic", "periodic_by_acf", "spike_episodes"]
+__all__ = ["merge_periodic", "periodic_by_acf", "periodic_by_rank", "spike_episodes"]
 
 
 def _cv(x: np.ndarray) -> float:
@@ -322,3 +322,152 @@ def _merged(eps: list[Episode], gaps: np.ndarray, cv: float) -> Episode:
         link=first.link,
         why=f"{first.why}; the same rank straggled {len(eps)} times, every {float(np.median(gaps)):.0f} steps",
     )
+
+
+def periodic_by_rank(
+    episodes: list[Episode], tb: StepTable, sig: Signals, first: int, p: Params
+) -> list[Episode]:
+    """A rank late in bursts that recur at a regular period *in time* (a CPU quota switched on and off
+    every second, a cron job): its lateness from the warm-up on, on the wall clock (the steps of a
+    throttled phase are longer, so a period in seconds is not one in steps), repeats with an
+    autocorrelation of ``p.periodic_strength`` or more over 3 cycles or more, at a period of
+    ``2 x p.throttle_period_s`` or more (faster is a CPU quota's own rhythm: sustained), and the
+    lateness it accumulated over the run is ``p.periodic_stand_out`` times any peer's or more (this
+    rank's bursts, not every rank's), and it was late (``p.min_lateness``) in fewer than
+    ``p.persistence`` of the steps since its first burst (in more it is a sustained straggler: a CPU
+    quota's 100 ms rhythm made b3-l-f13-quota's lateness repeat at 1.2 s, late in 63% of the steps). Each burst alone can be too short or too weak for the
+    change-point passes (b5-q-f18-periodic: frozen inside the collectives for a few steps a cycle);
+    accumulated per period they are one periodic episode, which replaces that rank's own straggler
+    and frozen episodes. Its level follows the share of the job's time the bursts cost."""
+    from clusterdoctor.analyze.periodicity import detect_period
+
+    R, S = sig.late.shape
+    if R < 3 or S - first < 8 or sig.W0 <= 0:
+        return episodes
+    done = {e.rank for e in episodes if e.kind in ("periodic", "storage")}
+    x = np.clip(sig.late[:, first:] / sig.W0, 0.0, p.clip)
+    t = sig.t[first:]
+    ok = np.isfinite(t)
+    total = x.sum(axis=1)
+    out = list(episodes)
+    for row in np.argsort(-total)[:1]:  # the rank that kept the others waiting the longest
+        row = int(row)
+        rank = tb.ranks[row]
+        peers = float(np.max(np.delete(total, row))) if R > 1 else 0.0
+        if rank in done or total[row] < p.periodic_stand_out * max(peers, 1e-9):
+            continue
+        per = detect_period(
+            list(zip(t[ok].tolist(), x[row, ok].tolist())),
+            min_period=2 * p.throttle_period_s,
+            min_cycles=3.0,
+            min_strength=p.periodic_strength,
+        )
+        if per is None or not _beats_shuffles(t[ok], x[row, ok], per.strength, p):
+            continue
+        onset = _burst_onset(x[row], p) + first
+        late_share = float(np.mean(sig.late[row, onset:] >= p.min_lateness * sig.W0))
+        if late_share >= p.persistence:
+            continue  # late in most steps since: a sustained straggler (its own episodes say so), not bursts
+        t0 = float(sig.t[onset]) if np.isfinite(sig.t[onset]) else None
+        seen = np.nonzero(np.isfinite(sig.t) & (sig.t >= (t0 or 0.0) + 3 * per.period))[0]
+        detect = int(seen[0]) if len(seen) else S - 1
+        P = slice(onset, S)
+        lost = float(np.sum(np.clip(sig.late[row, P], 0, None)) / sig.W0)
+        on = sig.late[row, P] >= 0.5 * float(np.percentile(sig.late[row, P], 90))
+        mine = [e for e in episodes if e.rank == rank]
+        stall = 0.0
+        if tb.stall is not None and tb.stall.size:
+            stall = float(np.nansum(tb.stall[row, P] - sig.stall_med[P]))
+        data = float(np.sum(sig.data[row, P] - sig.data_med[P]))
+        of = "data" if data >= 0.5 * lost * sig.W0 and data > stall else "compute"
+        cycles = int(per.cycles)
+        Wp = float(np.median(sig.W[P][on])) if on.any() else float(np.median(sig.W[P]))
+        why = (
+            f"it kept the others waiting in bursts every {per.period:.1f} s (autocorrelation of its "
+            f"lateness {per.strength:.2f} over {per.cycles:.0f} cycles): {lost:.1f} steps lost since step "
+            f"{step_at(tb, onset)}, {total[row] / max(peers, 1e-9):.1f}x what any other rank cost; "
+            + (
+                "its process did not run in them (stopped, frozen or throttled)"
+                if of == "compute" and stall > 0
+                else (
+                    "it waited for its data loader in them"
+                    if of == "data"
+                    else "its own work took longer in them"
+                )
+            )
+        )
+        ep = Episode(
+            kind="periodic",
+            rank=rank,
+            onset_col=onset,
+            detect_col=detect,
+            end_col=None,
+            onset_step=step_at(tb, onset),
+            detect_step=step_at(tb, detect),
+            onset_t=time_at(sig, onset),
+            detect_t=time_at(sig, detect),
+            factor=round(Wp / sig.W0, 3),
+            steps_lost=round(lost, 2),
+            confidence=round(min(0.97, 0.5 + 0.5 * per.strength), 3),
+            baseline_s=sig.W0,
+            during_s=Wp,
+            detail={
+                "acf_strength": round(per.strength, 3),
+                "lateness_total_steps": round(float(total[row]), 2),
+                "peer_lateness_total_steps": round(peers, 2),
+                "stall_s": round(stall, 6),
+                "data_wait_s": round(data, 6),
+                "columns": S - onset,
+                "replaces": [f"{e.kind}@{e.onset_step}" for e in mine][:8],
+            },
+            periodic_of=of,
+            period_steps=round(float(per.period / max(float(np.nanmedian(np.diff(sig.t))), 1e-9)), 1),
+            period_s=round(per.period, 2),
+            recurrences=max(2, cycles),
+            why=why,
+        )
+        out = [e for e in out if e.rank != rank] + [ep]
+    out.sort(key=lambda e: (e.onset_col, e.rank if e.rank is not None else -1))
+    return out
+
+
+SHUFFLES = 19  # a permutation test at 1 in 20 (p < 0.05): the period must beat all 19 shuffles
+
+
+def _beats_shuffles(t: np.ndarray, x: np.ndarray, strength: float, p: Params) -> bool:
+    """Whether ``strength`` (the autocorrelation at the period found in ``x`` on times ``t``) exceeds
+    what the same values in a random order reach at any period (:data:`SHUFFLES` shuffles, a fixed
+    seed): a few spikes at random times can line up at some lag (tests/analyze/
+    test_failslow_generalise.py::test_random_spikes_are_not_a_period), bursts at a period do not
+    survive shuffling."""
+    from clusterdoctor.analyze.periodicity import detect_period
+
+    rng = np.random.default_rng(20)
+    # each step moves with its own duration (a late step is a long one: kept together, the shuffled
+    # series spans the same time and its late steps as much of it)
+    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 0.0))
+    for _ in range(SHUFFLES):
+        order = rng.permutation(len(x))
+        per = detect_period(
+            list(zip((t[0] + np.cumsum(dt[order])).tolist(), x[order].tolist())),
+            min_period=2 * p.throttle_period_s,
+            min_cycles=3.0,
+            min_strength=0.0,
+        )
+        if per is not None and per.strength >= strength:
+            return False
+    return True
+
+
+def _burst_onset(x: np.ndarray, p: Params) -> int:
+    """The column where the first burst of ``x`` (lateness in baseline steps, from the warm-up) began:
+    the start of the first excursion of a one-sided CUSUM past ``p.late_h`` whose allowance is a
+    straggler's bar (``p.min_lateness``: a busy host's small lags do not accumulate); 0 when none."""
+    s, start = 0.0, 0
+    for j, v in enumerate(x):
+        s = max(0.0, s + float(v) - p.min_lateness)
+        if s == 0.0:
+            start = j + 1
+        elif s > p.late_h:
+            return min(start, j)
+    return 0
