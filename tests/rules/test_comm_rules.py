@@ -50,6 +50,28 @@ def test_sockets_chosen_by_the_environment_are_info_not_a_fault() -> None:
     assert sock.severity >= Severity.WARNING
 
 
+def test_sockets_without_an_ib_attempt_are_chosen_not_a_fault() -> None:
+    # dev control ok-nccl-1001 (nccl#676): NCCL_NET=Socket, which this NCCL does not print; the log runs from
+    # "Bootstrap : Using" to "NET/Socket : Using" with no NET/IB line, so the IB transport was never tried
+    text = (TEST_DATA / "incidents" / "ok-nccl-1001" / "paste.txt").read_text()
+    log = parse_nccl_log(text, "p")
+    assert log.ib_transport_skipped
+    (sock,) = [x for x in _run({"nccl_log": [log]}) if x.rule == "COMM001"]
+    assert sock.severity == Severity.INFO
+    # had IB been tried and found nothing, the fallback is a fault
+    tried = text.replace(
+        "NCCL INFO NET/Socket : Using",
+        "NCCL INFO NET/IB : No device found.\ngpu01:124172:124172 [0] NCCL INFO NET/Socket : Using",
+    )
+    log = parse_nccl_log(tried, "p")
+    assert not log.ib_transport_skipped
+    (sock,) = [x for x in _run({"nccl_log": [log]}) if x.rule == "COMM001"]
+    assert sock.severity >= Severity.WARNING
+    # a paste that starts after the bootstrap line cannot say whether IB was tried
+    cut = "\n".join(line for line in text.splitlines() if "Bootstrap :" not in line)
+    assert not parse_nccl_log(cut, "p").ib_transport_skipped
+
+
 def test_efa_runs_are_not_below_their_own_class() -> None:
     # The EFA log names its network (AWS Libfabric) and two hosts: compared with the EFA baseline, no finding.
     assert "COMM004" not in _ids(_fixture("nccl_efa_2node_t4_init_and_allreduce_perf.log"))

@@ -174,6 +174,17 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
         key = (frozenset(hosts) or log.path, multi)
         configured = log.env.get("NCCL_IB_DISABLE") == "1" or log.env.get("NCCL_NET", "").lower() == "socket"
+        if not configured and log.ib_transport_skipped:
+            # the log covers the network init and NCCL never tried its IB transport: NCCL_IB_DISABLE=1
+            # or NCCL_NET=Socket was set, though this NCCL did not print it
+            configured = True
+            ev.append(
+                Evidence(
+                    "IB transport tried",
+                    "no (Bootstrap and NET/Socket lines with no NET/IB line between)",
+                    source=log.path,
+                )
+            )
         if configured and not log.no_device:
             # the user chose sockets (NCCL_IB_DISABLE=1 / NCCL_NET=Socket) and nothing says RDMA was expected:
             # a setting to know about, not a fault
