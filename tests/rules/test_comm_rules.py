@@ -468,3 +468,21 @@ def test_command_line_with_output_after_it_is_not_command_only() -> None:
     assert not parse_nccl_tests(text).command_only
     only = parse_nccl_tests("$ ./build/all_reduce_perf -b 8 -e 8 -g 1\n\n")
     assert only.command_only and not [x for x in _run({"nccl_tests": [only]}) if x.rule == "COMM021"]
+
+
+def test_bootstrap_failure_over_ipoib_names_the_socket_interface() -> None:
+    # dev case nccl-1001 (nccl#1000): the OOB/bootstrap interface is the IPoIB port ibp75s0 and the
+    # bootstrap fails (misc/socket.cc -> bootstrap.cc:270 -> 2); the fix was NCCL_SOCKET_IFNAME=<ethernet>
+    text = (TEST_DATA / "incidents" / "nccl-1001" / "paste.txt").read_text()
+    log = parse_nccl_log(text, "p")
+    assert log.bootstrap_ifs == {"ibp75s0"} and log.bootstrap_errors == ["bootstrap.cc:270 -> 2"]
+    (f,) = _by_rule(_run({"nccl_log": [log]}), "COMM026")
+    assert "ibp75s0" in f.summary and f.causes == ("nccl.socket-iface",)
+    # an Ethernet bootstrap interface, or one the user set, is not this rule's
+    eth = text.replace("OOB ibp75s0:", "OOB enp1s0:")
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(eth, "p")]}), "COMM026")
+    env = "h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib\n" + text
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(env, "p")]}), "COMM026")
+    # a healthy start-up (ok-nccl-1001) has no bootstrap error trace
+    ok = (TEST_DATA / "incidents" / "ok-nccl-1001" / "paste.txt").read_text()
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(ok, "p")]}), "COMM026")

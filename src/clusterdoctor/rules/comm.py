@@ -34,7 +34,10 @@ from clusterdoctor.rules.comm_bandwidth import (  # noqa: F401  (re-exported: co
 )
 from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instance, comm_analysis
 from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
-from clusterdoctor.rules.comm_ifaces import socket_ifname_matches_nothing  # noqa: F401  (comm_rules())
+from clusterdoctor.rules.comm_ifaces import (  # noqa: F401  (comm_rules())
+    bootstrap_failed_over_ipoib,
+    socket_ifname_matches_nothing,
+)
 from clusterdoctor.rules.comm_local_peers import local_peers_on_one_gpu  # noqa: F401  (comm_rules())
 from clusterdoctor.rules.comm_p2p import p2p_slower_than_host  # noqa: F401  (comm_rules())
 from clusterdoctor.rules.comm_versions import (  # noqa: F401  (comm_rules())

@@ -85,3 +85,53 @@ def socket_ifname_matches_nothing(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+@rule(
+    id="COMM026",
+    name="nccl-bootstrap-failed-over-ipoib",
+    layer="comm",
+    title="NCCL's TCP bootstrap failed on an IPoIB interface NCCL chose by default",
+    requires=("nccl_log",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.socket-iface",),
+)
+def bootstrap_failed_over_ipoib(obs: Observations) -> Iterator[Finding]:
+    """The NCCL log shows the bootstrap failing (``bootstrap.cc:270 -> 2`` behind ``misc/socket.cc`` lines)
+    while its bootstrap / out-of-band interface is an IPoIB one (``Bootstrap : Using ib0:...``, ``NET/IB :
+    Using ... ; OOB ibp75s0:...``) and NCCL_SOCKET_IFNAME was not set.
+
+    **Symptom**: init aborts with ``ncclSystemError`` / ``unhandled system error`` on a node whose RDMA
+    devices NCCL listed; the trace is ``misc/socket.cc:NNN -> 2``, ``bootstrap.cc:NNN -> 2``.
+    **Why**: with NCCL_SOCKET_IFNAME unset NCCL picks ``ib*`` interfaces first for its TCP bootstrap and the
+    IB transport's out-of-band sockets (``ncclFindInterfaces`` in ``src/misc/socket.cc``); an IPoIB port
+    without a route to the other nodes (a container's view, a partition that is not the job's network)
+    cannot carry them. Only NCCL_SOCKET_IFNAME decides the bootstrap interface (NVIDIA/nccl#1000).
+    **Fix**: set NCCL_SOCKET_IFNAME to the Ethernet interface that routes between the nodes
+    (``NCCL_SOCKET_IFNAME=eth0`` or ``=enp...``), on every node.
+    **Verify**: `ip -br addr` and `ping` the peers over that interface, then
+    `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1` ("Bootstrap : Using eth0:...").
+    """
+    for log in obs.get("nccl_log") or []:
+        ipoib = sorted(i for i in getattr(log, "bootstrap_ifs", ()) if i.startswith("ib"))
+        errors = getattr(log, "bootstrap_errors", [])
+        if not ipoib or not errors or log.env.get("NCCL_SOCKET_IFNAME"):
+            continue
+        hosts = sorted(log.hosts)
+        subject = f"host {hosts[0]}" if len(hosts) == 1 else log.path
+        f = bootstrap_failed_over_ipoib.finding(
+            f"NCCL's bootstrap failed ({errors[0]}) while it used the IPoIB interface {', '.join(ipoib)} "
+            "for its TCP sockets; set NCCL_SOCKET_IFNAME to the Ethernet interface between the nodes.",
+            evidence=[
+                Evidence(
+                    "bootstrap / OOB interface", ", ".join(ipoib), "an interface that reaches the peers"
+                ),
+                Evidence("bootstrap error trace", errors[0], source=log.path),
+                Evidence("NCCL_SOCKET_IFNAME", "not set (NCCL prefers ib* interfaces)"),
+                Evidence("how NCCL picks the interface", _ENV_DOC),
+            ],
+            subject=subject,
+            confidence=0.7,
+        )
+        f.action = Action.CONFIGURE
+        yield f

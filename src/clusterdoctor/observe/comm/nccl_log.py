@@ -107,6 +107,7 @@ _INFO = re.compile(
     r"|(?P<netif>NET/Socket ?: Using [^\n]*)"
     r"|(?P<ibnet>NET/IB ?: [^\n]*)"
     r"|(?P<boot>Bootstrap ?: Using [^\n]*)"
+    r"|(?P<boottrace>(?:\w+/)?bootstrap\.cc:\d+ -> \d+[^\n]*)"
     r"|(?P<aff>Setting affinity for GPU [^\n]*)"
     r"|(?P<timings>Init timings[^\n]*)"
     r"|(?P<comm>(?:\w+:? )?comm 0x[0-9a-fA-F]+ rank [^\n]*)"
@@ -116,6 +117,8 @@ _INFO = re.compile(
     r")"
 )
 _WARN = re.compile(r"NCCL WARN ([^\n]*)")
+_OOB_IF = re.compile(r"; OOB ([\w.\-]{1,32}):")
+_BOOT_IF = re.compile(r"Bootstrap ?: Using ([\w.\-]{1,32}):")
 # NCCL 2.0-2.2 (src/core.h WARN/INFO macros of that time) printed "host:pid:tid [dev] INFO msg" without
 # "NCCL": read as the newer lines once the word is put in
 _OLD_LINE = re.compile(r"(?P<h>:\d{1,9}:\d{1,9} \[\d{1,4}\]) (?P<k>INFO|WARN) ")
@@ -305,6 +308,11 @@ class NcclLog:
     ib_init_lines: int = 0
     bootstrap_procs: set[Proc | None] = field(default_factory=set)
     socket_if_procs: set[Proc | None] = field(default_factory=set)  # printed "NET/Socket : Using"
+    # interfaces of NCCL's TCP bootstrap: "Bootstrap : Using ib0:10.0.0.1<0>" and the IB transport's
+    # out-of-band one ("NET/IB : Using [0]mlx5_0:1/IB ... ; OOB ib0:10.0.0.1<0>"), chosen the same way
+    bootstrap_ifs: set[str] = field(default_factory=set)
+    # the error trace of a failed bootstrap ("bootstrap.cc:270 -> 2"), as printed, at most 20
+    bootstrap_errors: list[str] = field(default_factory=list)
     comms: dict[tuple[str, Proc | None], CommInfo] = field(default_factory=dict)
     transports: list[Transport] = field(default_factory=list)  # distinct, first printed first
     rings: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # distinct (channel, order)
@@ -489,8 +497,17 @@ class _Parser:
                     log.networks.setdefault(n.group("net"), set()).add(proc)
             elif kind == "ibnet":
                 log.ib_init_lines += 1
+                o = _OOB_IF.search(msg)
+                if o is not None:
+                    log.bootstrap_ifs.add(o.group(1))
             elif kind == "boot":
                 log.bootstrap_procs.add(proc)
+                o = _BOOT_IF.match(msg)
+                if o is not None:
+                    log.bootstrap_ifs.add(o.group(1))
+            elif kind == "boottrace":
+                if len(log.bootstrap_errors) < 20:
+                    log.bootstrap_errors.append(msg.strip())
             elif kind == "nodev":
                 if msg.startswith("NET/IB"):
                     log.ib_init_lines += 1
