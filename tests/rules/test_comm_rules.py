@@ -486,3 +486,21 @@ def test_bootstrap_failure_over_ipoib_names_the_socket_interface() -> None:
     # a healthy start-up (ok-nccl-1001) has no bootstrap error trace
     ok = (TEST_DATA / "incidents" / "ok-nccl-1001" / "paste.txt").read_text()
     assert not _by_rule(_run({"nccl_log": [parse_nccl_log(ok, "p")]}), "COMM026")
+
+
+def test_forced_ifname_failing_on_one_host_names_the_socket_interface() -> None:
+    # dev case nccl-1005 (nccl-tests#219): mpirun -x NCCL_SOCKET_IFNAME=enp6s0 to both hosts, one of which
+    # names its NIC enp4s0; only that host reports 'internal error'
+    from clusterdoctor.observe.comm.nccl_tests import parse_nccl_tests
+
+    case = TEST_DATA / "incidents" / "nccl-1005"
+    out = parse_nccl_tests((case / "paste.txt").read_text(), "paste.txt")
+    cmd = parse_nccl_tests((case / "paste-2.txt").read_text(), "paste-2.txt")
+    assert out.failures == [("fengyun", "internal error - please report this issue to the NCCL developers /")]
+    assert "NCCL_SOCKET_IFNAME=enp6s0" in (cmd.command or "")
+    (f,) = _by_rule(_run({"nccl_tests": [out, cmd]}), "COMM027")
+    assert f.subject == "host fengyun" and f.causes == ("nccl.socket-iface",)
+    # without the command, or with a list of names, it is not this rule's
+    assert not _by_rule(_run({"nccl_tests": [out]}), "COMM027")
+    cmd.command = (cmd.command or "").replace("=enp6s0", "=enp6s0,enp4s0")
+    assert not _by_rule(_run({"nccl_tests": [out, cmd]}), "COMM027")

@@ -36,6 +36,7 @@ from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instan
 from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
 from clusterdoctor.rules.comm_ifaces import (  # noqa: F401  (comm_rules())
     bootstrap_failed_over_ipoib,
+    forced_ifname_fails_on_some_hosts,
     socket_ifname_matches_nothing,
 )
 from clusterdoctor.rules.comm_local_peers import local_peers_on_one_gpu  # noqa: F401  (comm_rules())

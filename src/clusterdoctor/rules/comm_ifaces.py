@@ -10,6 +10,7 @@ include list that matches no interface that is up with a routable address is the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from clusterdoctor.model import Action, Evidence, Finding, Severity
@@ -135,3 +136,61 @@ def bootstrap_failed_over_ipoib(obs: Observations) -> Iterator[Finding]:
         )
         f.action = Action.CONFIGURE
         yield f
+
+
+_IFNAME_IN_CMD = re.compile(r"(?:-x |--env |export |\s|^)NCCL_SOCKET_IFNAME=(?P<spec>[^\s'\"]{1,200})")
+_INTERNAL = "internal error"  # ncclGetErrorString(ncclInternalError), 2.x
+
+
+@rule(
+    id="COMM027",
+    name="nccl-tests-forced-ifname-fails-on-some-hosts",
+    layer="comm",
+    title="nccl-tests fails with an NCCL internal error on some hosts of a run that forces one NCCL_SOCKET_IFNAME",
+    requires=("nccl_tests",),
+    severity=Severity.CRITICAL,
+    causes=("nccl.socket-iface",),
+)
+def forced_ifname_fails_on_some_hosts(obs: Observations) -> Iterator[Finding]:
+    """The nccl-tests command exports one ``NCCL_SOCKET_IFNAME`` to every host (``mpirun -x
+    NCCL_SOCKET_IFNAME=enp6s0``) and ``Test NCCL failure ... 'internal error'`` comes from some of the
+    run's hosts only.
+
+    **Symptom**: the test aborts right after its device list; ``<host>: Test NCCL failure common.cu:NNN
+    'internal error - please report this issue to the NCCL developers'`` from one host, the others wait.
+    **Why**: NCCL's bootstrap returns ``ncclInternalError`` when no interface matches NCCL_SOCKET_IFNAME
+    (``Bootstrap : no socket interface found``, ``src/bootstrap.cc``). One value for all hosts holds only
+    if their interfaces share the name; a host whose NIC is named differently (``enp4s0`` beside
+    ``enp6s0``) fails, the others do not. NCCL does not support per-host names in one value other than as a
+    list of prefixes (NVIDIA/nccl-tests#219, NVIDIA/nccl#286).
+    **Fix**: give every host's name in the list (``NCCL_SOCKET_IFNAME=enp6s0,enp4s0``), a common prefix
+    (``enp``), or an exclusion (``^lo,docker``); or set it per host (``/etc/nccl.conf``).
+    **Verify**: `ip -br addr` on each host, then the test with `NCCL_DEBUG=INFO` ("Bootstrap : Using ...").
+    """
+    runs = obs.get("nccl_tests") or []
+    specs = {m.group("spec") for r in runs if r.command and (m := _IFNAME_IN_CMD.search(r.command))}
+    if len(specs) != 1:
+        return
+    spec = specs.pop()
+    if "," in spec or spec.startswith("^"):
+        return  # a list or an exclusion may already cover every host's name
+    hosts = {x.host.strip() for r in runs for x in r.ranks if x.host.strip()}
+    failed = {h for r in runs for h, err in r.failures if err.startswith(_INTERNAL)}
+    if len(hosts) < 2 or not failed or not failed < hosts:
+        return
+    names = ", ".join(sorted(failed))
+    f = forced_ifname_fails_on_some_hosts.finding(
+        f"NCCL_SOCKET_IFNAME={spec} is forced on all {len(hosts)} hosts and NCCL fails with an internal "
+        f"error on {names} only: check that {names} has an interface matching {spec} "
+        "(a NIC of another name needs it in the list).",
+        evidence=[
+            Evidence("NCCL_SOCKET_IFNAME in the command", spec),
+            Evidence("hosts of the run", ", ".join(sorted(hosts))),
+            Evidence("hosts that report 'internal error'", names),
+            Evidence("how NCCL matches the names", _ENV_DOC),
+        ],
+        subject=f"host {sorted(failed)[0]}" if len(failed) == 1 else f"NCCL_SOCKET_IFNAME={spec}",
+        confidence=0.7,
+    )
+    f.action = Action.CONFIGURE
+    yield f
