@@ -254,8 +254,8 @@ def test_ncu_dram_throttle() -> None:
 def test_every_comm_rule_is_documented() -> None:
     rules = [r for r in load_all() if r.fn.__module__.startswith("clusterdoctor.rules.comm")]
     # COMM016, COMM018 (comm_versions), COMM017, COMM022, COMM023, COMM024, COMM025 (comm_p2p), COMM019
-    # (comm_ifaces), COMM020 (comm_local_peers)
-    assert len(rules) == 25
+    # COMM026, COMM027 (comm_ifaces), COMM020 (comm_local_peers)
+    assert len(rules) == 27
     for r in rules:
         sec = parse_sections(r.doc)
         assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id

@@ -110,7 +110,7 @@ def bootstrap_failed_over_ipoib(obs: Observations) -> Iterator[Finding]:
     cannot carry them. Only NCCL_SOCKET_IFNAME decides the bootstrap interface (NVIDIA/nccl#1000).
     **Fix**: set NCCL_SOCKET_IFNAME to the Ethernet interface that routes between the nodes
     (``NCCL_SOCKET_IFNAME=eth0`` or ``=enp...``), on every node.
-    **Verify**: `ip -br addr` and `ping` the peers over that interface, then
+    **Verify**: `ip -br addr`, `ping -c 3 <peer address>` over that interface, then
     `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1` ("Bootstrap : Using eth0:...").
     """
     for log in obs.get("nccl_log") or []:
@@ -165,7 +165,9 @@ def forced_ifname_fails_on_some_hosts(obs: Observations) -> Iterator[Finding]:
     list of prefixes (NVIDIA/nccl-tests#219, NVIDIA/nccl#286).
     **Fix**: give every host's name in the list (``NCCL_SOCKET_IFNAME=enp6s0,enp4s0``), a common prefix
     (``enp``), or an exclusion (``^lo,docker``); or set it per host (``/etc/nccl.conf``).
-    **Verify**: `ip -br addr` on each host, then the test with `NCCL_DEBUG=INFO` ("Bootstrap : Using ...").
+    **Verify**: `ip -br addr` on each host, then
+    `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 8 -e 8 -g 1` under the same mpirun
+    ("Bootstrap : Using ..." on every host).
     """
     runs = obs.get("nccl_tests") or []
     specs = {m.group("spec") for r in runs if r.command and (m := _IFNAME_IN_CMD.search(r.command))}
