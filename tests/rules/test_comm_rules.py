@@ -50,6 +50,28 @@ def test_sockets_chosen_by_the_environment_are_info_not_a_fault() -> None:
     assert sock.severity >= Severity.WARNING
 
 
+def test_sockets_without_an_ib_attempt_are_chosen_not_a_fault() -> None:
+    # dev control ok-nccl-1001 (nccl#676): NCCL_NET=Socket, which this NCCL does not print; the log runs from
+    # "Bootstrap : Using" to "NET/Socket : Using" with no NET/IB line, so the IB transport was never tried
+    text = (TEST_DATA / "incidents" / "ok-nccl-1001" / "paste.txt").read_text()
+    log = parse_nccl_log(text, "p")
+    assert log.ib_transport_skipped
+    (sock,) = [x for x in _run({"nccl_log": [log]}) if x.rule == "COMM001"]
+    assert sock.severity == Severity.INFO
+    # had IB been tried and found nothing, the fallback is a fault
+    tried = text.replace(
+        "NCCL INFO NET/Socket : Using",
+        "NCCL INFO NET/IB : No device found.\ngpu01:124172:124172 [0] NCCL INFO NET/Socket : Using",
+    )
+    log = parse_nccl_log(tried, "p")
+    assert not log.ib_transport_skipped
+    (sock,) = [x for x in _run({"nccl_log": [log]}) if x.rule == "COMM001"]
+    assert sock.severity >= Severity.WARNING
+    # a paste that starts after the bootstrap line cannot say whether IB was tried
+    cut = "\n".join(line for line in text.splitlines() if "Bootstrap :" not in line)
+    assert not parse_nccl_log(cut, "p").ib_transport_skipped
+
+
 def test_efa_runs_are_not_below_their_own_class() -> None:
     # The EFA log names its network (AWS Libfabric) and two hosts: compared with the EFA baseline, no finding.
     assert "COMM004" not in _ids(_fixture("nccl_efa_2node_t4_init_and_allreduce_perf.log"))
@@ -232,8 +254,8 @@ def test_ncu_dram_throttle() -> None:
 def test_every_comm_rule_is_documented() -> None:
     rules = [r for r in load_all() if r.fn.__module__.startswith("clusterdoctor.rules.comm")]
     # COMM016, COMM018 (comm_versions), COMM017, COMM022, COMM023, COMM024, COMM025 (comm_p2p), COMM019
-    # (comm_ifaces), COMM020 (comm_local_peers)
-    assert len(rules) == 25
+    # COMM026, COMM027 (comm_ifaces), COMM020 (comm_local_peers)
+    assert len(rules) == 27
     for r in rules:
         sec = parse_sections(r.doc)
         assert set(sec) >= {"Symptom", "Why", "Fix", "Verify"}, r.id
@@ -446,3 +468,39 @@ def test_command_line_with_output_after_it_is_not_command_only() -> None:
     assert not parse_nccl_tests(text).command_only
     only = parse_nccl_tests("$ ./build/all_reduce_perf -b 8 -e 8 -g 1\n\n")
     assert only.command_only and not [x for x in _run({"nccl_tests": [only]}) if x.rule == "COMM021"]
+
+
+def test_bootstrap_failure_over_ipoib_names_the_socket_interface() -> None:
+    # dev case nccl-1001 (nccl#1000): the OOB/bootstrap interface is the IPoIB port ibp75s0 and the
+    # bootstrap fails (misc/socket.cc -> bootstrap.cc:270 -> 2); the fix was NCCL_SOCKET_IFNAME=<ethernet>
+    text = (TEST_DATA / "incidents" / "nccl-1001" / "paste.txt").read_text()
+    log = parse_nccl_log(text, "p")
+    assert log.bootstrap_ifs == {"ibp75s0"} and log.bootstrap_errors == ["bootstrap.cc:270 -> 2"]
+    (f,) = _by_rule(_run({"nccl_log": [log]}), "COMM026")
+    assert "ibp75s0" in f.summary and f.causes == ("nccl.socket-iface",)
+    # an Ethernet bootstrap interface, or one the user set, is not this rule's
+    eth = text.replace("OOB ibp75s0:", "OOB enp1s0:")
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(eth, "p")]}), "COMM026")
+    env = "h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib\n" + text
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(env, "p")]}), "COMM026")
+    # a healthy start-up (ok-nccl-1001) has no bootstrap error trace
+    ok = (TEST_DATA / "incidents" / "ok-nccl-1001" / "paste.txt").read_text()
+    assert not _by_rule(_run({"nccl_log": [parse_nccl_log(ok, "p")]}), "COMM026")
+
+
+def test_forced_ifname_failing_on_one_host_names_the_socket_interface() -> None:
+    # dev case nccl-1005 (nccl-tests#219): mpirun -x NCCL_SOCKET_IFNAME=enp6s0 to both hosts, one of which
+    # names its NIC enp4s0; only that host reports 'internal error'
+    from clusterdoctor.observe.comm.nccl_tests import parse_nccl_tests
+
+    case = TEST_DATA / "incidents" / "nccl-1005"
+    out = parse_nccl_tests((case / "paste.txt").read_text(), "paste.txt")
+    cmd = parse_nccl_tests((case / "paste-2.txt").read_text(), "paste-2.txt")
+    assert out.failures == [("fengyun", "internal error - please report this issue to the NCCL developers /")]
+    assert "NCCL_SOCKET_IFNAME=enp6s0" in (cmd.command or "")
+    (f,) = _by_rule(_run({"nccl_tests": [out, cmd]}), "COMM027")
+    assert f.subject == "host fengyun" and f.causes == ("nccl.socket-iface",)
+    # without the command, or with a list of names, it is not this rule's
+    assert not _by_rule(_run({"nccl_tests": [out]}), "COMM027")
+    cmd.command = (cmd.command or "").replace("=enp6s0", "=enp6s0,enp4s0")
+    assert not _by_rule(_run({"nccl_tests": [out, cmd]}), "COMM027")

@@ -197,3 +197,18 @@ def test_a_bare_driver_mismatch_stays_kubelet104(tmp_path):
     )
     rules = [f.rule for f in diagnose(tmp_path, line).findings]
     assert rules[0] == "KUBELET104" and "KUBELET126" not in rules
+
+
+def test_kueue_resource_not_covered_is_not_a_quota_shortfall(tmp_path):
+    # xpk#603: the ClusterQueue covers no cpu/memory; the resource is named
+    d = diagnose(
+        tmp_path,
+        "  Warning  Pending  4m23s  kueue-admission  couldn't assign flavors to pod set job: resource memory "
+        "unavailable in ClusterQueue\n",
+    )
+    (f,) = [f for f in d.findings if f.rule == "SCHED113"]
+    assert "memory" in f.summary and f.causes == ("kueue.resource-not-covered",)
+    # kueue#1344: a covered resource over its borrowing limit is another state
+    (m,) = [m for m in all_messages() if m.code == "SCHED113"]
+    line = "message: 'couldn''t assign flavors to pod set main: borrowing limit for cpu in flavor flav-1 exceeded'"
+    assert m.regex.search(line) is None

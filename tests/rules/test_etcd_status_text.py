@@ -58,3 +58,25 @@ def test_error_classes():
     assert error_causes("dial tcp 10.0.0.1:2379: connect: connection refused") == ("etcd.member-down",)
     assert error_causes("etcdserver: mvcc: database space exceeded") == ("etcd.db-space-exceeded",)
     assert error_causes("something else") == ()
+
+
+def test_member_removed_names_the_one_etcd_node_not_ready() -> None:
+    # dev case ctrl-1001 (k3s#13498): k3s' embedded etcd prints "the member has been
+    # permanently removed from the cluster" with no host; the `kubectl get nodes` beside it shows node2,
+    # the one node with the etcd role that is NotReady
+    from clusterdoctor.observe.control.kubectl_text import parse_kubectl_text
+    from clusterdoctor.rules.catalog.etcd import MESSAGES as ETCD_MESSAGES
+    from clusterdoctor.rules.etcd_status import member_subject
+    from tests.conftest import TEST_DATA
+
+    case = TEST_DATA / "incidents" / "ctrl-1001"
+    nodes = parse_kubectl_text((case / "paste-2.txt").read_bytes(), "paste-2.txt").nodes
+    (m,) = [x for x in ETCD_MESSAGES if x.code == "ETCD120"]
+    assert member_subject(Observations({"kube_nodes": nodes}), m, [], "") == "node2"
+    # two etcd nodes down, or no table: the line's own (empty) subject stays
+    both = list(nodes) + [type(nodes[0])("node3", "NotReady", "control-plane,etcd,master")]
+    assert member_subject(Observations({"kube_nodes": both}), m, [], "") == ""
+    assert member_subject(Observations({}), m, [], "") == ""
+    # another entry (not about the printer's own removal) is not given the node
+    (other,) = [x for x in ETCD_MESSAGES if x.code == "ETCD121"]
+    assert member_subject(Observations({"kube_nodes": nodes}), other, [], "") == ""

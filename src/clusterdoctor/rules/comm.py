@@ -34,7 +34,11 @@ from clusterdoctor.rules.comm_bandwidth import (  # noqa: F401  (re-exported: co
 )
 from clusterdoctor.rules.comm_common import _hosts_label, _logs, _one_per_instance, comm_analysis
 from clusterdoctor.rules.comm_hangs import first_collective, hang, tracebacks_in_different_collectives  # noqa: F401
-from clusterdoctor.rules.comm_ifaces import socket_ifname_matches_nothing  # noqa: F401  (comm_rules())
+from clusterdoctor.rules.comm_ifaces import (  # noqa: F401  (comm_rules())
+    bootstrap_failed_over_ipoib,
+    forced_ifname_fails_on_some_hosts,
+    socket_ifname_matches_nothing,
+)
 from clusterdoctor.rules.comm_local_peers import local_peers_on_one_gpu  # noqa: F401  (comm_rules())
 from clusterdoctor.rules.comm_p2p import p2p_slower_than_host  # noqa: F401  (comm_rules())
 from clusterdoctor.rules.comm_versions import (  # noqa: F401  (comm_rules())
@@ -174,6 +178,17 @@ def _socket_findings(obs: Observations) -> Iterator[tuple[Any, Finding]]:
             ev.append(Evidence("nodes in the job", nnodes, source=log.path))
         key = (frozenset(hosts) or log.path, multi)
         configured = log.env.get("NCCL_IB_DISABLE") == "1" or log.env.get("NCCL_NET", "").lower() == "socket"
+        if not configured and log.ib_transport_skipped:
+            # the log covers the network init and NCCL never tried its IB transport: NCCL_IB_DISABLE=1
+            # or NCCL_NET=Socket was set, though this NCCL did not print it
+            configured = True
+            ev.append(
+                Evidence(
+                    "IB transport tried",
+                    "no (Bootstrap and NET/Socket lines with no NET/IB line between)",
+                    source=log.path,
+                )
+            )
         if configured and not log.no_device:
             # the user chose sockets (NCCL_IB_DISABLE=1 / NCCL_NET=Socket) and nothing says RDMA was expected:
             # a setting to know about, not a fault

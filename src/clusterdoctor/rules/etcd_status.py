@@ -195,10 +195,27 @@ def _quota(statuses: list, d, reported: set[str]) -> Iterable[Finding]:
         )
 
 
+# the catalogue entries about the printing member being removed from its cluster (rules/catalog/etcd.py)
+_OWN_REMOVAL = frozenset({"ETCD120"})
+
+
 def member_subject(obs: Observations, message: object, hits: list, subject: str | None) -> str | None:
     """An etcd line's subject (a peer ID, ``member <ID>``, a peer address) as the member directory names
-    that member (``m2 (60af19f72c903e1e)``) when the inputs say which member it is; else as the line did."""
+    that member (``m2 (60af19f72c903e1e)``) when the inputs say which member it is; else as the line did.
+
+    A line about the printing member's own removal (ETCD120) that names no host is the etcd node that is
+    down: with embedded etcd (k3s, RKE2) a removed member stops the server on its node, so when the
+    ``kubectl get nodes`` beside it shows exactly one node with the etcd role that is not Ready, that node.
+    """
     if not subject:
+        if getattr(message, "code", "") in _OWN_REMOVAL:
+            down = {
+                n.name
+                for n in obs.get("kube_nodes") or []
+                if "etcd" in n.roles.split(",") and n.status.split(",")[0] != "Ready"
+            }
+            if len(down) == 1:
+                return down.pop()
         return subject
     token = subject[len("member ") :] if subject.startswith("member ") else subject
     m = member_directory(obs).resolve(token)

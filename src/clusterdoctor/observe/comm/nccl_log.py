@@ -105,6 +105,9 @@ _INFO = re.compile(
     r"|(?P<net>Using network [^\n]*)"
     r"|(?P<nodev>NET/\w+ ?: No device found[^\n]*)"
     r"|(?P<netif>NET/Socket ?: Using [^\n]*)"
+    r"|(?P<ibnet>NET/IB ?: [^\n]*)"
+    r"|(?P<boot>Bootstrap ?: Using [^\n]*)"
+    r"|(?P<boottrace>(?:\w+/)?bootstrap\.cc:\d+ -> \d+[^\n]*)"
     r"|(?P<aff>Setting affinity for GPU [^\n]*)"
     r"|(?P<timings>Init timings[^\n]*)"
     r"|(?P<comm>(?:\w+:? )?comm 0x[0-9a-fA-F]+ rank [^\n]*)"
@@ -114,6 +117,8 @@ _INFO = re.compile(
     r")"
 )
 _WARN = re.compile(r"NCCL WARN ([^\n]*)")
+_OOB_IF = re.compile(r"; OOB ([\w.\-]{1,32}):")
+_BOOT_IF = re.compile(r"Bootstrap ?: Using ([\w.\-]{1,32}):")
 # NCCL 2.0-2.2 (src/core.h WARN/INFO macros of that time) printed "host:pid:tid [dev] INFO msg" without
 # "NCCL": read as the newer lines once the word is put in
 _OLD_LINE = re.compile(r"(?P<h>:\d{1,9}:\d{1,9} \[\d{1,4}\]) (?P<k>INFO|WARN) ")
@@ -298,6 +303,16 @@ class NcclLog:
     no_device: list[str] = field(default_factory=list)  # as printed, at most MAX_DISTINCT lines
     socket_ifs: list[str] = field(default_factory=list)  # distinct "NET/Socket : Using" texts, in order
     socket_if_seen: dict[str, Seen] = field(default_factory=dict)  # each of socket_ifs: lines, count
+    # INFO lines of NCCL's IB transport init ("NET/IB : Using ...", "No device found" included) and
+    # the processes that printed "Bootstrap : Using ..." (the first line of NCCL's network init)
+    ib_init_lines: int = 0
+    bootstrap_procs: set[Proc | None] = field(default_factory=set)
+    socket_if_procs: set[Proc | None] = field(default_factory=set)  # printed "NET/Socket : Using"
+    # interfaces of NCCL's TCP bootstrap: "Bootstrap : Using ib0:10.0.0.1<0>" and the IB transport's
+    # out-of-band one ("NET/IB : Using [0]mlx5_0:1/IB ... ; OOB ib0:10.0.0.1<0>"), chosen the same way
+    bootstrap_ifs: set[str] = field(default_factory=set)
+    # the error trace of a failed bootstrap ("bootstrap.cc:270 -> 2"), as printed, at most 20
+    bootstrap_errors: list[str] = field(default_factory=list)
     comms: dict[tuple[str, Proc | None], CommInfo] = field(default_factory=dict)
     transports: list[Transport] = field(default_factory=list)  # distinct, first printed first
     rings: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # distinct (channel, order)
@@ -318,6 +333,23 @@ class NcclLog:
     dropped: dict[str, int] = field(default_factory=dict)  # kind -> lines past MAX_DISTINCT distinct ones
 
     # -- derived ---------------------------------------------------------------------------
+
+    @property
+    def ib_transport_skipped(self) -> bool:
+        """Whether NCCL went to its socket transport without trying the IB one.
+
+        NCCL's network init prints ``Bootstrap : Using <if>``, then tries the IB transport, which
+        prints ``NET/IB : Using ...``, ``NET/IB : No device found.`` or a warning unless
+        ``NCCL_IB_DISABLE=1`` (``ncclIbInit`` returns at once) or ``NCCL_NET`` names another network
+        (it is not tried), then the socket one (``NET/Socket : Using ...``). A process that printed
+        the first and the last with no IB line anywhere in the log was told to use sockets.
+        """
+        if self.ib_init_lines or self.no_device or "IB" in self.networks:
+            return False
+        if any("NET/IB" in w or "ibverbs" in w for w in self.warns):
+            return False
+        return bool(self.bootstrap_procs & self.socket_if_procs)
+
     def rank_of(self, proc: Proc | None) -> int | None:
         """The global rank of a process (its rank in the largest communicator it joined)."""
         best: CommInfo | None = None
@@ -463,10 +495,26 @@ class _Parser:
                 n = _NET.match(msg)
                 if n is not None:
                     log.networks.setdefault(n.group("net"), set()).add(proc)
+            elif kind == "ibnet":
+                log.ib_init_lines += 1
+                o = _OOB_IF.search(msg)
+                if o is not None:
+                    log.bootstrap_ifs.add(o.group(1))
+            elif kind == "boot":
+                log.bootstrap_procs.add(proc)
+                o = _BOOT_IF.match(msg)
+                if o is not None:
+                    log.bootstrap_ifs.add(o.group(1))
+            elif kind == "boottrace":
+                if len(log.bootstrap_errors) < 20:
+                    log.bootstrap_errors.append(msg.strip())
             elif kind == "nodev":
+                if msg.startswith("NET/IB"):
+                    log.ib_init_lines += 1
                 if self.keep_repeats or self._room("no_device", len(log.no_device)):
                     log.no_device.append(msg.strip())
             elif kind == "netif":
+                log.socket_if_procs.add(proc)
                 self._socket_if(msg.strip(), line_no(m.start()))
             elif kind == "aff":
                 a = _AFFINITY.match(msg)

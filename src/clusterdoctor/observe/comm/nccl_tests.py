@@ -73,6 +73,9 @@ _COMM_RANK = re.compile(
 )
 # the command that starts a test (behind a shell prompt, mpirun/srun ...): "./build/all_reduce_perf -b 8 ..."
 _COMMAND = re.compile(r"\b[a-z_]{2,20}_perf(?:_mpi)? {1,8}-{1,2}[a-zA-Z]")
+_FAILURE = re.compile(
+    r"(?:^|\s)(?P<host>[A-Za-z0-9_.\-]{1,128}): Test NCCL failure [\w./\-]{1,64}:\d{1,6} '(?P<err>[^'\n]{1,160})'"
+)
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(?P<v>[\d.]+|nan|inf)")
 _WRONG = re.compile(r"# Out of bounds values\s*:\s*(?P<v>\d+)")
 _BINARY = re.compile(
@@ -130,7 +133,9 @@ class NcclTestsRun:
     # the paste is the test's command line and nothing after it: the run printed nothing at all
     command_only: bool = False
     command_line: int | None = None
-    command: str | None = None  # that line, as pasted
+    command: str | None = None  # that line, as pasted (the last test command line, whatever follows it)
+    # "<host>: Test NCCL failure common.cu:959 'internal error - ...'": (host, NCCL's error string)
+    failures: list[tuple[str, str]] = field(default_factory=list)
     # a log of repeated runs (issue 26): rows past MAX_ROWS are summarised per size, not kept
     n_rows: int = 0  # every row read
     n_tables: int = 0  # every table read (``table_starts`` names those of the kept rows)
@@ -344,6 +349,9 @@ def parse_nccl_tests_lines(lines: Iterable[str], path: str = "<nccl-tests>") -> 
                 run.collective = m.group("name")
             if _COMMAND.search(text):
                 last_cmd, after_cmd = (line, text), False
+                run.command = text.strip()[:2000]
+        if "Test NCCL failure" in text and len(run.failures) < 100 and (m := _FAILURE.search(text)):
+            run.failures.append((m.group("host"), m.group("err").strip()))
         if "#" in text:
             if (m := _NTHREAD.search(text)) is not None:
                 if run.headers == 0:

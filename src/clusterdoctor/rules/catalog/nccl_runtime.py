@@ -113,4 +113,40 @@ RUNTIME_MESSAGES: tuple[Message, ...] = (
         causes=("nccl.gdr-or-plugin",),
         subject="device {dev}",
     ),
+    Message(
+        code="NCCL131",
+        name="nccl-cuda-invalid-device-function",
+        title="NCCL's kernels cannot launch: the NCCL build has no code for this GPU's architecture",
+        # NCCL's CUDACHECK (src/include/checks.h): WARN("Cuda failure '%s'", cudaGetErrorString(err));
+        # cudaErrorInvalidDeviceFunction (98) reads "invalid device function": "the requested device
+        # function does not exist or is not compiled for the proper device architecture" (CUDA runtime API)
+        pattern=r"Cuda failure '?invalid device function'?",
+        trigger="invalid device function",
+        meaning=(
+            "a CUDA launch inside NCCL (its collective kernels, enqueue.cc) failed with cudaErrorInvalidDeviceFunction: "
+            "the NCCL library holds no kernel binary or PTX the GPU can run"
+        ),
+        cause=(
+            "the NCCL in use (often the one bundled with a PyTorch wheel) was not compiled for the GPU's compute "
+            "capability: an old GPU (sm_35 Kepler, sm_50) that the build's NVCC_GENCODE dropped, or a GPU newer "
+            "than the build"
+        ),
+        fix=(
+            "use a PyTorch/NCCL build that lists the GPU's capability, or build NCCL with NVCC_GENCODE including "
+            "it (make NVCC_GENCODE='-gencode=arch=compute_35,code=sm_35') and load it with LD_PRELOAD"
+        ),
+        verify=(
+            "nvidia-smi --query-gpu=name,compute_cap --format=csv",
+            "cuobjdump --list-elf $(python -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib/libnccl*.so* | head",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source=(
+            _SRC + "v2.7.8-1/src/include/checks.h; "
+            "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (cudaErrorInvalidDeviceFunction)"
+        ),
+        example="[3] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'",
+        example_source="https://github.com/NVIDIA/nccl/issues/444",
+        causes=("torch.arch-unsupported",),
+    ),
 )

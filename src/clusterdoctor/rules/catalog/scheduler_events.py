@@ -10,7 +10,9 @@ didn't tolerate``; before 1.14 ``node(s) had taints that the pod didn't tolerate
 ``nodeaffinity/node_affinity.go``, ``interpodaffinity``, ``podtopologyspread``, ``volumebinding``,
 ``nodeunschedulable/node_unschedulable.go``. One entry per reason; the count in front of it (``count_before``) is the
 entry's ``rank_group``: of several reasons in one message, the one that rules out most nodes leads.
-Example lines are from public issue threads, each named in ``example_source``.
+Kueue's admission (the ``kueue-admission`` Pending event and the workload's condition, ``couldn't assign
+flavors to pod set ...``) is the queue-level step before the scheduler and is read here too. Example lines
+are from public issue threads, each named in ``example_source``.
 """
 
 from __future__ import annotations
@@ -416,5 +418,50 @@ MESSAGES: tuple[Message, ...] = (
         detail="({count} node(s) at their pod limit)",
         rank_group="count",
         count_before=True,
+    ),
+    Message(
+        code="SCHED113",
+        name="kueue-resource-not-in-clusterqueue",
+        title="Kueue cannot admit the workload: its ClusterQueue does not cover a resource it requests",
+        # kueue pkg/scheduler/flavorassigner/flavorassigner.go: the workload's pending condition and the
+        # kueue-admission event are "couldn't assign flavors to pod set %s: %s", where a resource that no
+        # resource group of the ClusterQueue lists (coveredResources) reads "resource %s unavailable in
+        # ClusterQueue"
+        pattern=(
+            r"couldn't assign flavors to pod set (?P<podset>[\w.\-]{1,63}): (?:[^\n]{0,300}?)"
+            r"resource (?P<resource>" + _RES + r") unavailable in ClusterQueue"
+        ),
+        trigger="unavailable in ClusterQueue",
+        meaning=(
+            "Kueue's admission found no flavor for a resource the workload's pod set requests, because the "
+            "ClusterQueue has no resource group that covers that resource; the workload stays Pending (suspended)"
+        ),
+        cause=(
+            "the ClusterQueue's resourceGroups[*].coveredResources omit a resource the pods request: a queue "
+            "made for the accelerator only (nvidia.com/gpu, google.com/tpu) while the pods also request cpu "
+            "and memory, or a resource name misspelt in the queue"
+        ),
+        fix=(
+            "add the resource to a resource group of the ClusterQueue (coveredResources and a nominalQuota "
+            "per flavor; a very large quota if it is not meant to be limited), or drop the request from the "
+            "pod template"
+        ),
+        verify=(
+            "kubectl get clusterqueue <cq> -o yaml  # spec.resourceGroups[*].coveredResources",
+            "kubectl get workloads -A; kubectl describe workload <wl>",
+        ),
+        severity=Severity.WARNING,
+        action=Action.CONFIGURE,
+        source=(
+            "https://github.com/kubernetes-sigs/kueue/blob/main/pkg/scheduler/flavorassigner/flavorassigner.go; "
+            "https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#resources"
+        ),
+        example=(
+            "  Warning  Pending  4m23s (x3 over 4m23s)  kueue-admission  couldn't assign flavors to pod set "
+            "job: resource cpu unavailable in ClusterQueue"
+        ),
+        example_source="https://github.com/AI-Hypercomputer/xpk/issues/603",
+        causes=("kueue.resource-not-covered",),
+        detail="({resource} not covered)",
     ),
 )
