@@ -185,3 +185,16 @@ def test_fuzz_parsers(data):
         fn(text, "fuzz")
     except InputError:
         pass
+
+
+def test_stat_p_pasted_with_spaces_for_tabs_is_read(tmp_path):
+    # github.com/openucx/ucx/issues/10692 (corpus ok-rdma-1001): `rdma -p statistic show` as pasted on
+    # GitHub, its tab indentation turned into four spaces; healthy counters, no finding
+    from tests.conftest import diagnose_text
+
+    text = (
+        Path(__file__).resolve().parents[2] / "data" / "incidents" / "ok-rdma-1001" / "paste.txt"
+    ).read_text()
+    assert "\t" not in text and sniff_rdma(text.split("\n", 1)[1].encode())
+    findings = diagnose_text(tmp_path, text)
+    assert not [f for f in findings if f.severity.value in ("warning", "critical")]

@@ -201,7 +201,7 @@ def _read_small(p: Path) -> str | None:
 
 # --- text forms ------------------------------------------------------------------------------------
 
-_LINK = re.compile(r"^link (\S+?)/(\d+)\b(.*)$")
+_LINK = re.compile(r"^link (\S+?)/(\d+)\b(.*)$", re.ASCII)
 _NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -235,12 +235,12 @@ def parse_rdma_statistic(data: str | bytes, path: str | None = None) -> list[Rdm
                 rest = rest[:-1]  # truncated pair
                 bad += 1
             for k, v in zip(rest[::2], rest[1::2]):
-                if _NAME.match(k) and v.isdigit():
+                if _NAME.match(k) and v.isascii() and v.isdigit():
                     cur.counters[k] = int(v)
             continue
         if cur is not None and line[:1] in ("\t", " "):
             parts = line.split()
-            if len(parts) == 2 and _NAME.match(parts[0]) and parts[1].isdigit():
+            if len(parts) == 2 and _NAME.match(parts[0]) and parts[1].isascii() and parts[1].isdigit():
                 cur.counters[parts[0]] = int(parts[1])
                 continue
         bad += 1
@@ -277,8 +277,8 @@ def _parse_stat_json(s: str, path: str | None) -> list[RdmaPort]:
     return out
 
 
-_HW_HEADER = re.compile(r"^\s*Port (\d+) hw counters:\s*$", re.I)
-_HW_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:\s*(\d+)\s*$")
+_HW_HEADER = re.compile(r"^\s*Port (\d+) hw counters:\s*$", re.I | re.ASCII)
+_HW_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*:\s*(\d+)\s*$", re.ASCII)
 
 
 def parse_hw_counters_text(
@@ -390,7 +390,8 @@ def rates(before: list[RdmaPort], after: list[RdmaPort], interval_s: float | Non
 # --- detection and loading --------------------------------------------------------------------------
 
 _SNIFF_STAT = re.compile(rb"^link \S+/\d+ (?:[a-z_]+ \d+ ){2}", re.M)
-_SNIFF_STAT_P = re.compile(rb"^link \S+/\d+\s*\n\t[a-z_]+ \d+", re.M)
+# `rdma -p statistic show`: tab-indented counters; a paste (GitHub) may have turned the tab into spaces
+_SNIFF_STAT_P = re.compile(rb"^link \S+/\d+\s*\n[ \t]{1,16}[a-z_]+ \d+", re.M)
 _SNIFF_QP = re.compile(rb"^link \S+ lqpn \d+ ", re.M)
 _SNIFF_HW = re.compile(rb"^[ \t]*Port \d+ hw counters:", re.M | re.I)
 
