@@ -1,5 +1,6 @@
-"""Two RDMA-stack messages, as data: UCX's UD transport giving up on an endpoint, and libibumad finding
-no ``ib_umad`` kernel interface (what NVLink 5's subnet manager, NVLSM, and the IB diagnostics need).
+"""Three RDMA-stack messages, as data: UCX's UD transport giving up on an endpoint, libibumad finding
+no ``ib_umad`` kernel interface (what NVLink 5's subnet manager, NVLSM, and the IB diagnostics need),
+and NVSHMEM failing to build its transport map at initialisation.
 
 Part of the ib family: :mod:`clusterdoctor.rules.catalog.ib` merges these entries into its ``MESSAGES``
 in code order. Example lines are from public issue threads, each named in ``example_source``.
@@ -82,5 +83,39 @@ UCX_UMAD_MESSAGES: tuple[Message, ...] = (
         ),
         example_source="https://github.com/siderolabs/docs/pull/581",
         causes=("rdma.driver-or-module", "gpu.fabric-manager"),
+    ),
+    Message(
+        code="IB178",
+        name="nvshmem-transport-map-failed",
+        title="NVSHMEM cannot build its transport map: no transport reaches the other PEs",
+        # src/host/init/init.cu: "building transport map failed" (nvshmemi_build_transport_map), then
+        # "nvshmem initialization failed, exiting"
+        pattern=r"init\.cu:\d{1,6}: non-zero status: (?P<status>-?\d{1,4}) building transport map failed",
+        trigger="building transport map failed",
+        meaning=(
+            "at initialisation NVSHMEM found no usable transport (P2P inside the node, IB/ibgda/libfabric between "
+            "nodes) to some processing elements, so every PE exits"
+        ),
+        cause=(
+            "its remote transport could not start: most often GPUDirect RDMA is unavailable (the nvidia-peermem "
+            "module not loaded, DMA-BUF unsupported), or the HCAs are not visible to the process (container "
+            "without /dev/infiniband, NVSHMEM_HCA_LIST / NVSHMEM_REMOTE_TRANSPORT pointing elsewhere)"
+        ),
+        fix=(
+            "modprobe nvidia-peermem (the GPU operator: driver.rdma.enabled=true) on every node, give the "
+            "container the RDMA devices, and rerun with NVSHMEM_DEBUG=INFO to see which transport failed"
+        ),
+        verify=(
+            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'",
+            "NVSHMEM_DEBUG=INFO <the job>",
+            "ibv_devinfo",
+        ),
+        severity=Severity.CRITICAL,
+        action=Action.CONFIGURE,
+        source="https://docs.nvidia.com/nvshmem/api/gen/env.html",
+        example="/sgl-workspace/nvshmem/src/host/init/init.cu:998: non-zero status: 7 building transport map failed",
+        example_source="https://github.com/deepseek-ai/DeepEP/issues/223",
+        causes=("rdma.driver-or-module", "nccl.gdr-or-plugin"),
+        confidence=0.6,
     ),
 )

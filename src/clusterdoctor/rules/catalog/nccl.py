@@ -348,6 +348,9 @@ _OWN: tuple[Message, ...] = (
         ),
         example_source="https://github.com/NVIDIA/nccl/issues/268",
         causes=("nccl.env-inconsistent", "nccl.collective-mismatch"),
+        # NVSHMEM's bootstrap is a copy of NCCL's and prints the same words when a peer died during its
+        # init (DeepEP#223): not an NCCL collective, so lines from an nvshmem source path are not this
+        context=r"^(?!.{0,2000}nvshmem/src/)",
     ),
     Message(
         code="NCCL113",
